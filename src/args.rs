@@ -1,0 +1,207 @@
+//! Reading command arguments: keywords, numbers and the options grammar
+//! shared by every command. Pure: it sees bytes, never Redis.
+
+use crate::error::{DqError, Result};
+
+/// The latest Unix time in ms dq stores: ZSET scores are doubles, exact up
+/// to 2^53. That is about year 287,000.
+pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
+
+/// Longest message id accepted.
+pub const MAX_ID_LEN: usize = 1024;
+
+/// Walks the arguments after the queue name.
+pub struct ArgCursor<'a> {
+    args: &'a [&'a [u8]],
+    pos: usize,
+}
+
+impl<'a> ArgCursor<'a> {
+    pub fn new(args: &'a [&'a [u8]]) -> Self {
+        ArgCursor { args, pos: 0 }
+    }
+
+    pub fn next_arg(&mut self) -> Option<&'a [u8]> {
+        let arg = self.args.get(self.pos)?;
+        self.pos += 1;
+        Some(arg)
+    }
+
+    /// The value that must follow `option`.
+    pub fn value_of(&mut self, option: &'static str) -> Result<&'a [u8]> {
+        self.next_arg().ok_or(DqError::MissingValue(option))
+    }
+
+    pub fn remaining(&self) -> &'a [&'a [u8]] {
+        &self.args[self.pos..]
+    }
+}
+
+/// Remembers which options a command line has used, to refuse repeats.
+#[derive(Default)]
+pub struct Seen(Vec<&'static str>);
+
+impl Seen {
+    pub fn mark(&mut self, option: &'static str) -> Result<()> {
+        if self.0.contains(&option) {
+            return Err(DqError::RepeatedOption(option));
+        }
+        self.0.push(option);
+        Ok(())
+    }
+}
+
+pub fn is_keyword(arg: &[u8], keyword: &str) -> bool {
+    arg.eq_ignore_ascii_case(keyword.as_bytes())
+}
+
+pub fn unknown_option(arg: &[u8]) -> DqError {
+    DqError::UnknownOption(crate::error::printable(arg))
+}
+
+/// Strict decimal: digits only, no sign, no spaces, no overflow.
+fn parse_unsigned(arg: &[u8]) -> Option<u64> {
+    if arg.is_empty() || !arg.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+fn parse_signed(arg: &[u8]) -> Option<i64> {
+    match arg.strip_prefix(b"-") {
+        Some(digits) => {
+            let magnitude = parse_unsigned(digits)?;
+            0i64.checked_sub_unsigned(magnitude)
+        }
+        None => parse_unsigned(arg).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+/// A duration or time in milliseconds: 0 to [`MAX_TIME_MS`].
+pub fn parse_ms(option: &'static str, expected: &'static str, arg: &[u8]) -> Result<u64> {
+    parse_unsigned(arg)
+        .filter(|&v| v <= MAX_TIME_MS)
+        .ok_or(DqError::BadValue { option, expected })
+}
+
+/// An integer in `min..=max`.
+pub fn parse_in_range(
+    option: &'static str,
+    expected: &'static str,
+    arg: &[u8],
+    min: i64,
+    max: i64,
+) -> Result<i64> {
+    parse_signed(arg)
+        .filter(|v| (min..=max).contains(v))
+        .ok_or(DqError::BadValue { option, expected })
+}
+
+/// `base + delta` as a time, refusing what does not fit a ZSET score exactly.
+pub fn add_ms(option: &'static str, base: u64, delta: u64) -> Result<u64> {
+    base.checked_add(delta)
+        .filter(|&t| t <= MAX_TIME_MS)
+        .ok_or(DqError::TimeOverflow(option))
+}
+
+/// A message id given by a client.
+pub fn check_id(id: &[u8]) -> Result<&[u8]> {
+    if id.is_empty() {
+        return Err(DqError::Empty("id"));
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(DqError::TooLong {
+            what: "id",
+            max: MAX_ID_LEN,
+        });
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: &str = "a non-negative integer number of milliseconds";
+
+    #[test]
+    fn unsigned_is_strict() {
+        assert_eq!(parse_ms("DELAY", MS, b"0"), Ok(0));
+        assert_eq!(parse_ms("DELAY", MS, b"1500"), Ok(1500));
+        for bad in [
+            &b""[..],
+            b"-1",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"1.5",
+            b"1e3",
+            b"0x10",
+            b"9007199254740992",
+            b"18446744073709551616",
+            b"99999999999999999999999",
+        ] {
+            assert_eq!(
+                parse_ms("DELAY", MS, bad),
+                Err(DqError::BadValue {
+                    option: "DELAY",
+                    expected: MS
+                }),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(parse_ms("AT", MS, b"9007199254740991"), Ok(MAX_TIME_MS));
+    }
+
+    #[test]
+    fn signed_range() {
+        let p = |a: &[u8]| parse_in_range("PRIORITY", "x", a, -5, 5);
+        assert_eq!(p(b"-5"), Ok(-5));
+        assert_eq!(p(b"5"), Ok(5));
+        assert_eq!(p(b"0"), Ok(0));
+        assert!(p(b"6").is_err());
+        assert!(p(b"-6").is_err());
+        assert!(p(b"-").is_err());
+        assert!(p(b"--1").is_err());
+        assert!(p(b"-9223372036854775809").is_err());
+        let wide = |a: &[u8]| parse_in_range("P", "x", a, i64::MIN, i64::MAX);
+        assert_eq!(wide(b"-9223372036854775808"), Ok(i64::MIN));
+        assert_eq!(wide(b"9223372036854775807"), Ok(i64::MAX));
+        assert!(wide(b"9223372036854775808").is_err());
+    }
+
+    #[test]
+    fn time_addition_refuses_overflow() {
+        assert_eq!(add_ms("DELAY", 10, 5), Ok(15));
+        assert_eq!(
+            add_ms("DELAY", MAX_TIME_MS, 1),
+            Err(DqError::TimeOverflow("DELAY"))
+        );
+        assert!(add_ms("DELAY", u64::MAX, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn ids_are_checked() {
+        assert_eq!(check_id(b"a"), Ok(&b"a"[..]));
+        assert_eq!(check_id(b""), Err(DqError::Empty("id")));
+        assert!(check_id(&[b'x'; MAX_ID_LEN]).is_ok());
+        assert!(check_id(&[b'x'; MAX_ID_LEN + 1]).is_err());
+    }
+
+    #[test]
+    fn repeated_options_are_refused() {
+        let mut seen = Seen::default();
+        assert!(seen.mark("DELAY").is_ok());
+        assert!(seen.mark("ID").is_ok());
+        assert_eq!(seen.mark("DELAY"), Err(DqError::RepeatedOption("DELAY")));
+    }
+
+    #[test]
+    fn cursor_reports_missing_values() {
+        let args: [&[u8]; 1] = [b"DELAY"];
+        let mut c = ArgCursor::new(&args);
+        assert_eq!(c.next_arg(), Some(&b"DELAY"[..]));
+        assert_eq!(c.value_of("DELAY"), Err(DqError::MissingValue("DELAY")));
+    }
+}

@@ -1,0 +1,87 @@
+//! The one error type of dq, and its single mapping to Redis error replies.
+//!
+//! Every message starts with an upper-case code (`ERR`, `WRONGTYPE`, ...) so a
+//! client sees the same shape as errors from built-in commands.
+
+use redis_module::RedisError;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DqError {
+    #[error("ERR wrong number of arguments for '{0}' command")]
+    WrongArity(&'static str),
+
+    #[error("ERR {option} must be {expected}")]
+    BadValue {
+        option: &'static str,
+        expected: &'static str,
+    },
+
+    #[error("ERR unknown option '{0}'")]
+    UnknownOption(String),
+
+    #[error("ERR {0} is given more than once")]
+    RepeatedOption(&'static str),
+
+    #[error("ERR {0} and {1} cannot be used together")]
+    ConflictingOptions(&'static str, &'static str),
+
+    #[error("ERR {0} needs a value")]
+    MissingValue(&'static str),
+
+    #[error("ERR {0} must not be empty")]
+    Empty(&'static str),
+
+    #[error("ERR {what} is longer than {max} bytes")]
+    TooLong { what: &'static str, max: usize },
+
+    #[error("ERR {0} would be later than the latest time dq can store (2^53-1 ms)")]
+    TimeOverflow(&'static str),
+
+    #[error("WRONGTYPE key '{0}' of the queue holds the wrong kind of value")]
+    WrongType(String),
+
+    #[error("ERR message '{id}' is corrupt: {why}")]
+    Corrupt { id: String, why: String },
+}
+
+pub type Result<T, E = DqError> = std::result::Result<T, E>;
+
+impl DqError {
+    /// The one place a dq error becomes a reply. (redis-module's blanket
+    /// `From<impl Error>` would prefix a second "ERR", so handlers return
+    /// `Result<_, DqError>` and convert here.)
+    pub fn into_redis(self) -> RedisError {
+        RedisError::String(self.to_string())
+    }
+}
+
+/// Names bytes from a client in an error message without letting control
+/// characters or invalid UTF-8 break the reply line.
+pub fn printable(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).escape_debug().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_start_with_an_upper_case_code() {
+        let e = DqError::BadValue {
+            option: "DELAY",
+            expected: "a non-negative integer number of milliseconds",
+        };
+        assert_eq!(
+            e.to_string(),
+            "ERR DELAY must be a non-negative integer number of milliseconds"
+        );
+        assert!(DqError::WrongType("k".into())
+            .to_string()
+            .starts_with("WRONGTYPE "));
+    }
+
+    #[test]
+    fn printable_escapes_newlines() {
+        assert_eq!(printable(b"a\r\nb"), "a\\r\\nb");
+    }
+}

@@ -1,0 +1,202 @@
+//! One message as it is stored: the envelope in the queue's messages hash.
+//!
+//! Layout: one format byte, a CRC32 of the body, then the body encoded with
+//! bincode (varint integers). The CRC turns a value overwritten by hand or by
+//! a bug into a clean "corrupt" error instead of a wrong message; the format
+//! byte lets a later version read what this one wrote.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{printable, DqError, Result};
+
+const FORMAT_V1: u8 = 1;
+const HEADER_LEN: usize = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum State {
+    /// Waiting for `due_at`.
+    Delayed,
+    /// Due and waiting for a consumer.
+    Ready,
+    /// Handed to a consumer until `lease_deadline`.
+    Inflight,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Delayed => "delayed",
+            State::Ready => "ready",
+            State::Inflight => "inflight",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub state: State,
+    /// Higher pops first.
+    pub priority: i32,
+    /// Insertion order within the queue: the FIFO tie-break.
+    pub seq: u64,
+    /// Unix ms at which the message is (or was) due.
+    pub due_at: u64,
+    /// Unix ms of the ADD that wrote this version.
+    pub added_at: u64,
+    /// Deliveries so far; the first POP makes it 1.
+    pub attempt: u32,
+    /// Unix ms at which the current lease ends, while in flight.
+    pub lease_deadline: Option<u64>,
+    /// A newer version written by ADD while this one was in flight; it takes
+    /// this one's place when the delivery ends, so the two never overlap.
+    pub replacement: Option<Box<Message>>,
+    /// Kept last so a future reader can decode the small fields alone.
+    #[serde(with = "bytes")]
+    pub payload: Vec<u8>,
+}
+
+impl Message {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN + 40 + self.payload.len());
+        out.push(FORMAT_V1);
+        out.extend_from_slice(&[0; 4]);
+        // Writing into a Vec cannot fail, and every field type is encodable.
+        if let Err(e) = bincode::serde::encode_into_std_write(self, &mut out, config()) {
+            unreachable!("encoding a message into memory failed: {e}");
+        }
+        let crc = crc32fast::hash(&out[HEADER_LEN..]);
+        out[1..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Decodes an envelope; `id` only names the message in the error.
+    pub fn decode(id: &[u8], bytes: &[u8]) -> Result<Message> {
+        let corrupt = |why: &str| DqError::Corrupt {
+            id: printable(id),
+            why: why.to_string(),
+        };
+        if bytes.len() < HEADER_LEN {
+            return Err(corrupt("the record is too short"));
+        }
+        if bytes[0] != FORMAT_V1 {
+            return Err(corrupt("unknown record format"));
+        }
+        let crc = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+        let body = &bytes[HEADER_LEN..];
+        if crc32fast::hash(body) != crc {
+            return Err(corrupt("checksum mismatch"));
+        }
+        match bincode::serde::decode_from_slice(body, config()) {
+            Ok((message, used)) if used == body.len() => Ok(message),
+            Ok(_) => Err(corrupt("trailing bytes after the record")),
+            Err(e) => Err(corrupt(&e.to_string())),
+        }
+    }
+}
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+/// Serializes a byte vector as one length-prefixed blob rather than a
+/// sequence of separately encoded integers.
+mod bytes {
+    use serde::{de, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct Visitor;
+        impl<'de> de::Visitor<'de> for Visitor {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_byte_buf(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Message {
+        Message {
+            state: State::Inflight,
+            priority: -7,
+            seq: 42,
+            due_at: 1_732_000_000_000,
+            added_at: 1_731_999_000_000,
+            attempt: 3,
+            lease_deadline: Some(1_732_000_030_000),
+            replacement: None,
+            payload: b"{\"order\":42}\0\xff".to_vec(),
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let m = sample();
+        assert_eq!(Message::decode(b"id", &m.encode()), Ok(m));
+    }
+
+    #[test]
+    fn replacement_round_trips() {
+        let mut m = sample();
+        let mut newer = sample();
+        newer.state = State::Delayed;
+        newer.payload = b"v2".to_vec();
+        m.replacement = Some(Box::new(newer));
+        assert_eq!(Message::decode(b"id", &m.encode()), Ok(m));
+    }
+
+    #[test]
+    fn large_payload_round_trips() {
+        let mut m = sample();
+        m.payload = (0..4 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+        let bytes = m.encode();
+        assert!(bytes.len() < m.payload.len() + 64);
+        assert_eq!(Message::decode(b"id", &bytes), Ok(m));
+    }
+
+    #[test]
+    fn envelope_overhead_is_small() {
+        let mut m = sample();
+        m.payload = vec![b'x'; 64];
+        assert!(m.encode().len() <= 64 + 48, "{}", m.encode().len());
+    }
+
+    #[test]
+    fn any_flipped_byte_is_reported_as_corrupt() {
+        let bytes = sample().encode();
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x55;
+            match Message::decode(b"m1", &bad) {
+                Err(DqError::Corrupt { id, .. }) => assert_eq!(id, "m1"),
+                other => panic!("byte {i}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_and_truncation_are_corrupt_not_panics() {
+        let bytes = sample().encode();
+        for len in 0..bytes.len() {
+            assert!(Message::decode(b"m", &bytes[..len]).is_err());
+        }
+        assert!(Message::decode(b"m", b"hello world").is_err());
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(Message::decode(b"m", &long).is_err());
+    }
+}

@@ -1,0 +1,586 @@
+//! The queue state machine: every transition of a message, over a [`Store`].
+//!
+//! ```text
+//!   ADD ──► delayed ──(due: timer)──► ready ──POP──► inflight ──ACK──► gone
+//!    └────────(due now)──────────────►  ▲               │
+//!                                       └─(lease ends)──┘
+//! ```
+//! CANCEL removes a message from any state. Nothing here knows about Redis,
+//! clocks or replication: callers pass `now` and the store records effects.
+
+use crate::error::Result;
+use crate::message::{Message, State};
+use crate::store::{Counter, Index, Store};
+
+/// What ADD does when the id already exists (or not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddMode {
+    /// Add, or replace an existing message (the default).
+    Upsert,
+    /// Only add: an existing message is left untouched.
+    OnlyNew,
+    /// Only replace: nothing happens for an unknown id.
+    OnlyExisting,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddRequest<'a> {
+    /// `None` lets the queue make a unique id.
+    pub id: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+    pub due_at: u64,
+    pub priority: i32,
+    pub mode: AddMode,
+}
+
+/// One message handed to a consumer by POP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: Vec<u8>,
+    pub payload: Vec<u8>,
+    pub attempt: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stats {
+    pub delayed: u64,
+    pub ready: u64,
+    pub inflight: u64,
+    pub counters: Vec<(Counter, u64)>,
+}
+
+/// The ready index orders by score = -priority, then by this member:
+/// due time and insertion sequence big-endian (so byte order is numeric
+/// order), then the id.
+pub fn ready_member(id: &[u8], message: &Message) -> Vec<u8> {
+    let mut member = Vec::with_capacity(16 + id.len());
+    member.extend_from_slice(&message.due_at.to_be_bytes());
+    member.extend_from_slice(&message.seq.to_be_bytes());
+    member.extend_from_slice(id);
+    member
+}
+
+fn id_of_ready_member(member: &[u8]) -> &[u8] {
+    member.get(16..).unwrap_or_default()
+}
+
+fn ready_score(priority: i32) -> f64 {
+    // Through i64 so that priority 0 scores 0, not -0.
+    -i64::from(priority) as f64
+}
+
+/// Adds or replaces a message. Returns its id, or `None` when the mode
+/// said to leave things as they are.
+pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<Vec<u8>>> {
+    let existing = match req.id {
+        Some(id) => store.message(id)?,
+        None => None,
+    };
+    match (req.mode, &existing) {
+        (AddMode::OnlyNew, Some(_)) | (AddMode::OnlyExisting, None) => return Ok(None),
+        _ => {}
+    }
+    let mut seq = store.add_to_counter(Counter::Added, 1)?;
+    let id = match req.id {
+        Some(id) => id.to_vec(),
+        None => loop {
+            // Time first makes ids readable and unique even if the counter
+            // is ever reset; the loop only matters if a client chose an id
+            // of the same shape.
+            let candidate = format!("{now}-{seq}").into_bytes();
+            if store.message(&candidate)?.is_none() {
+                break candidate;
+            }
+            seq = store.add_to_counter(Counter::Added, 1)?;
+        },
+    };
+    let fresh = Message {
+        state: State::Delayed,
+        priority: req.priority,
+        seq,
+        due_at: req.due_at,
+        added_at: now,
+        attempt: 0,
+        lease_deadline: None,
+        replacement: None,
+        payload: req.payload.to_vec(),
+    };
+    match existing {
+        Some(mut current) if current.state == State::Inflight => {
+            current.replacement = Some(Box::new(fresh));
+            store.put_message(&id, &current)?;
+        }
+        Some(current) => {
+            unindex(store, &id, &current)?;
+            place(store, now, &id, fresh)?;
+        }
+        None => place(store, now, &id, fresh)?,
+    }
+    Ok(Some(id))
+}
+
+/// Takes up to `count` ready messages, leasing each until `lease_deadline`.
+pub fn pop(
+    store: &mut impl Store,
+    count: usize,
+    lease_deadline: u64,
+) -> Result<Vec<Delivery>> {
+    let mut deliveries = Vec::new();
+    for (member, _) in store.index_range(Index::Ready, f64::INFINITY, count)? {
+        let id = id_of_ready_member(&member);
+        store.index_remove(Index::Ready, &member)?;
+        let Some(mut message) = store.message(id)? else {
+            continue; // an index entry without its message: drop it
+        };
+        message.state = State::Inflight;
+        message.attempt = message.attempt.saturating_add(1);
+        message.lease_deadline = Some(lease_deadline);
+        store.index_add(Index::Inflight, lease_deadline as f64, id)?;
+        store.put_message(id, &message)?;
+        deliveries.push(Delivery {
+            id: id.to_vec(),
+            attempt: message.attempt,
+            payload: message.payload,
+        });
+    }
+    if !deliveries.is_empty() {
+        store.add_to_counter(Counter::Delivered, deliveries.len() as u64)?;
+    }
+    Ok(deliveries)
+}
+
+/// Ends deliveries successfully. Returns how many ids were in flight.
+pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
+    let mut acked = 0;
+    for &id in ids {
+        let Some(message) = store.message(id)? else {
+            continue;
+        };
+        if message.state != State::Inflight {
+            continue;
+        }
+        store.index_remove(Index::Inflight, id)?;
+        match message.replacement {
+            Some(newer) => place(store, now, id, *newer)?,
+            None => store.delete_message(id)?,
+        }
+        acked += 1;
+    }
+    if acked > 0 {
+        store.add_to_counter(Counter::Acked, acked)?;
+    }
+    Ok(acked)
+}
+
+/// Deletes messages in any state. Returns how many existed.
+pub fn cancel(store: &mut impl Store, ids: &[&[u8]]) -> Result<u64> {
+    let mut cancelled = 0;
+    for &id in ids {
+        let Some(message) = store.message(id)? else {
+            continue;
+        };
+        unindex(store, id, &message)?;
+        store.delete_message(id)?;
+        cancelled += 1;
+    }
+    if cancelled > 0 {
+        store.add_to_counter(Counter::Cancelled, cancelled)?;
+    }
+    Ok(cancelled)
+}
+
+/// Moves up to `limit` delayed messages whose time has come to ready.
+pub fn promote_due(store: &mut impl Store, now: u64, limit: usize) -> Result<usize> {
+    let due = store.index_range(Index::Delayed, now as f64, limit)?;
+    for (id, _) in &due {
+        store.index_remove(Index::Delayed, id)?;
+        if let Some(message) = store.message(id)? {
+            place(store, now, id, message)?;
+        }
+    }
+    Ok(due.len())
+}
+
+/// Makes up to `limit` messages whose lease has ended ready again; the next
+/// POP delivers them with the next attempt number.
+pub fn expire_leases(store: &mut impl Store, now: u64, limit: usize) -> Result<usize> {
+    let expired = store.index_range(Index::Inflight, now as f64, limit)?;
+    for (id, _) in &expired {
+        store.index_remove(Index::Inflight, id)?;
+        let Some(message) = store.message(id)? else {
+            continue;
+        };
+        let next = match message.replacement {
+            Some(newer) => *newer,
+            None => Message {
+                lease_deadline: None,
+                ..message
+            },
+        };
+        place(store, now, id, next)?;
+    }
+    if !expired.is_empty() {
+        store.add_to_counter(Counter::LeaseExpired, expired.len() as u64)?;
+    }
+    Ok(expired.len())
+}
+
+/// The earliest time the timer has work in this queue: a delayed message
+/// falling due or a lease ending.
+pub fn next_due(store: &mut impl Store) -> Result<Option<u64>> {
+    let mut earliest = None;
+    for index in [Index::Delayed, Index::Inflight] {
+        if let Some((_, score)) = store.index_range(index, f64::INFINITY, 1)?.first() {
+            let at = *score as u64;
+            earliest = Some(earliest.map_or(at, |e: u64| e.min(at)));
+        }
+    }
+    Ok(earliest)
+}
+
+pub fn stats(store: &mut impl Store) -> Result<Stats> {
+    let mut counters = Vec::with_capacity(Counter::ALL.len());
+    for counter in Counter::ALL {
+        counters.push((counter, store.counter(counter)?));
+    }
+    Ok(Stats {
+        delayed: store.index_len(Index::Delayed)?,
+        ready: store.index_len(Index::Ready)?,
+        inflight: store.index_len(Index::Inflight)?,
+        counters,
+    })
+}
+
+/// Indexes a message that is not in flight: ready when due, else delayed.
+fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> Result<()> {
+    message.lease_deadline = None;
+    if message.due_at <= now {
+        message.state = State::Ready;
+        store.index_add(
+            Index::Ready,
+            ready_score(message.priority),
+            &ready_member(id, &message),
+        )?;
+    } else {
+        message.state = State::Delayed;
+        store.index_add(Index::Delayed, message.due_at as f64, id)?;
+    }
+    store.put_message(id, &message)
+}
+
+fn unindex(store: &mut impl Store, id: &[u8], message: &Message) -> Result<()> {
+    match message.state {
+        State::Delayed => store.index_remove(Index::Delayed, id),
+        State::Ready => store.index_remove(Index::Ready, &ready_member(id, message)),
+        State::Inflight => store.index_remove(Index::Inflight, id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+
+    const LEASE: u64 = 30_000;
+
+    fn add_at(s: &mut MemoryStore, now: u64, id: &str, due_at: u64) -> Option<Vec<u8>> {
+        add(
+            s,
+            now,
+            &AddRequest {
+                id: Some(id.as_bytes()),
+                payload: format!("p-{id}").as_bytes(),
+                due_at,
+                priority: 0,
+                mode: AddMode::Upsert,
+            },
+        )
+        .unwrap()
+    }
+
+    fn ids(ds: &[Delivery]) -> Vec<String> {
+        ds.iter()
+            .map(|d| String::from_utf8(d.id.clone()).unwrap())
+            .collect()
+    }
+
+    fn state(s: &mut MemoryStore, id: &str) -> Option<State> {
+        s.message(id.as_bytes()).unwrap().map(|m| m.state)
+    }
+
+    #[test]
+    fn due_now_is_ready_at_once_and_later_waits() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 100, "now", 100);
+        add_at(&mut s, 100, "past", 5);
+        add_at(&mut s, 100, "later", 101);
+        assert_eq!(state(&mut s, "now"), Some(State::Ready));
+        assert_eq!(state(&mut s, "past"), Some(State::Ready));
+        assert_eq!(state(&mut s, "later"), Some(State::Delayed));
+        assert_eq!(next_due(&mut s).unwrap(), Some(101));
+    }
+
+    #[test]
+    fn never_early_promotion() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "a", 1000);
+        assert_eq!(promote_due(&mut s, 999, 10).unwrap(), 0);
+        assert!(pop(&mut s, 1, 999 + LEASE).unwrap().is_empty());
+        assert_eq!(promote_due(&mut s, 1000, 10).unwrap(), 1);
+        assert_eq!(ids(&pop(&mut s, 1, 1000 + LEASE).unwrap()), ["a"]);
+    }
+
+    #[test]
+    fn pop_order_is_priority_then_due_then_insertion() {
+        let mut s = MemoryStore::default();
+        let mut put = |id: &str, due: u64, prio: i32| {
+            add(
+                &mut s,
+                50,
+                &AddRequest {
+                    id: Some(id.as_bytes()),
+                    payload: b"",
+                    due_at: due,
+                    priority: prio,
+                    mode: AddMode::Upsert,
+                },
+            )
+            .unwrap();
+        };
+        put("z-late", 20, 0);
+        put("y-early", 10, 0);
+        put("b-first", 20, 0);
+        put("a-second", 20, 0);
+        put("high", 40, 5);
+        put("low", 1, -1);
+        let got = pop(&mut s, 10, LEASE).unwrap();
+        assert_eq!(
+            ids(&got),
+            ["high", "y-early", "z-late", "b-first", "a-second", "low"]
+        );
+        assert!(got.iter().all(|d| d.attempt == 1));
+    }
+
+    #[test]
+    fn lease_expiry_redelivers_with_the_next_attempt() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "a", 0);
+        let first = pop(&mut s, 1, 100).unwrap();
+        assert_eq!(first[0].attempt, 1);
+        assert!(pop(&mut s, 1, 100).unwrap().is_empty(), "invisible while leased");
+        assert_eq!(next_due(&mut s).unwrap(), Some(100));
+        assert_eq!(expire_leases(&mut s, 99, 10).unwrap(), 0);
+        assert_eq!(expire_leases(&mut s, 100, 10).unwrap(), 1);
+        let again = pop(&mut s, 1, 200).unwrap();
+        assert_eq!((ids(&again), again[0].attempt), (vec!["a".into()], 2));
+        assert_eq!(s.counter(Counter::LeaseExpired).unwrap(), 1);
+    }
+
+    #[test]
+    fn ack_counts_only_inflight_messages() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "a", 0);
+        add_at(&mut s, 0, "b", 0);
+        add_at(&mut s, 0, "later", 10);
+        pop(&mut s, 1, LEASE).unwrap();
+        assert_eq!(ack(&mut s, 0, &[b"a", b"a", b"b", b"later", b"nope"]).unwrap(), 1);
+        assert_eq!(state(&mut s, "a"), None);
+        assert_eq!(state(&mut s, "b"), Some(State::Ready));
+        assert_eq!(state(&mut s, "later"), Some(State::Delayed));
+        assert_eq!(next_due(&mut s).unwrap(), Some(10));
+    }
+
+    #[test]
+    fn cancel_removes_from_every_state() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "delayed", 10);
+        add_at(&mut s, 0, "ready", 0);
+        add_at(&mut s, 0, "inflight", 0);
+        // Replacing "ready" gives it a new place behind "inflight".
+        add_at(&mut s, 0, "ready", 0);
+        let popped = pop(&mut s, 1, LEASE).unwrap();
+        assert_eq!(ids(&popped), ["inflight"]);
+        assert_eq!(
+            cancel(&mut s, &[b"delayed", b"ready", b"inflight", b"unknown"]).unwrap(),
+            3
+        );
+        let st = stats(&mut s).unwrap();
+        assert_eq!((st.delayed, st.ready, st.inflight), (0, 0, 0));
+        assert!(s.messages.is_empty());
+        assert_eq!(next_due(&mut s).unwrap(), None);
+    }
+
+    #[test]
+    fn nx_and_xx() {
+        let mut s = MemoryStore::default();
+        let req = |mode, payload: &'static [u8]| AddRequest {
+            id: Some(b"m"),
+            payload,
+            due_at: 0,
+            priority: 0,
+            mode,
+        };
+        assert_eq!(add(&mut s, 0, &req(AddMode::OnlyExisting, b"x")).unwrap(), None);
+        assert!(s.messages.is_empty());
+        assert!(add(&mut s, 0, &req(AddMode::OnlyNew, b"v1")).unwrap().is_some());
+        assert_eq!(add(&mut s, 0, &req(AddMode::OnlyNew, b"v2")).unwrap(), None);
+        assert!(add(&mut s, 0, &req(AddMode::OnlyExisting, b"v3")).unwrap().is_some());
+        let got = pop(&mut s, 5, LEASE).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].payload, b"v3");
+        assert_eq!(s.counter(Counter::Added).unwrap(), 2);
+    }
+
+    #[test]
+    fn replace_moves_between_delayed_and_ready() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "m", 50);
+        add_at(&mut s, 0, "m", 0);
+        assert_eq!(state(&mut s, "m"), Some(State::Ready));
+        assert_eq!(s.index(Index::Delayed).members().count(), 0);
+        add_at(&mut s, 0, "m", 70);
+        assert_eq!(s.index(Index::Ready).members().count(), 0);
+        assert_eq!(next_due(&mut s).unwrap(), Some(70));
+    }
+
+    #[test]
+    fn replace_while_inflight_waits_for_the_delivery_to_end() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "m", 0);
+        pop(&mut s, 1, 100).unwrap();
+        add(
+            &mut s,
+            1,
+            &AddRequest {
+                id: Some(b"m"),
+                payload: b"v2",
+                due_at: 1,
+                priority: 0,
+                mode: AddMode::Upsert,
+            },
+        )
+        .unwrap();
+        assert!(pop(&mut s, 1, 100).unwrap().is_empty(), "no concurrent delivery");
+        assert_eq!(ack(&mut s, 2, &[b"m"]).unwrap(), 1);
+        let next = pop(&mut s, 1, 200).unwrap();
+        assert_eq!((next[0].payload.as_slice(), next[0].attempt), (&b"v2"[..], 1));
+
+        // The same when the first delivery's lease runs out instead.
+        add_at(&mut s, 3, "m", 3); // replaces v2 (in flight) again
+        assert_eq!(expire_leases(&mut s, 200, 10).unwrap(), 1);
+        let next = pop(&mut s, 1, 300).unwrap();
+        assert_eq!((next[0].payload.as_slice(), next[0].attempt), (&b"p-m"[..], 1));
+    }
+
+    #[test]
+    fn generated_ids_are_unique_and_avoid_taken_ones() {
+        let mut s = MemoryStore::default();
+        // A client takes the id the generator would make next.
+        add_at(&mut s, 7, "7-2", 0);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..50 {
+            let id = add(
+                &mut s,
+                7,
+                &AddRequest {
+                    id: None,
+                    payload: b"x",
+                    due_at: 0,
+                    priority: 0,
+                    mode: AddMode::Upsert,
+                },
+            )
+            .unwrap()
+            .unwrap();
+            assert!(seen.insert(id));
+        }
+        assert_eq!(s.messages.len(), 51);
+    }
+
+    /// Long random sequences against the invariants: every message is in
+    /// exactly the index its state names; no id is leased twice; attempts
+    /// never shrink; a message only disappears by ACK or CANCEL.
+    #[test]
+    fn random_operations_keep_the_invariants() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut s = MemoryStore::default();
+        let mut now = 0;
+        let mut leased: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+        let mut attempts: std::collections::HashMap<Vec<u8>, u32> = Default::default();
+        for _ in 0..20_000 {
+            now += next(20);
+            let id = format!("m{}", next(40)).into_bytes();
+            match next(6) {
+                0 => {
+                    add(
+                        &mut s,
+                        now,
+                        &AddRequest {
+                            id: Some(&id),
+                            payload: b"p",
+                            due_at: now + next(100),
+                            priority: next(3) as i32,
+                            mode: AddMode::Upsert,
+                        },
+                    )
+                    .unwrap();
+                }
+                1 => {
+                    let deadline = now + next(200) + 1;
+                    for d in pop(&mut s, next(4) as usize + 1, deadline).unwrap() {
+                        if let Some(until) = leased.get(&d.id) {
+                            assert!(*until <= now, "{:?} delivered while leased", d.id);
+                        }
+                        leased.insert(d.id.clone(), deadline);
+                        let before = attempts.insert(d.id.clone(), d.attempt);
+                        assert!(before.map_or(true, |b| d.attempt >= b || d.attempt == 1));
+                    }
+                }
+                2 => {
+                    if ack(&mut s, now, &[&id]).unwrap() == 1 {
+                        leased.remove(&id);
+                    }
+                }
+                3 => {
+                    cancel(&mut s, &[&id]).unwrap();
+                    leased.remove(&id);
+                    attempts.remove(&id);
+                }
+                _ => {
+                    let expired = s.index_range(Index::Inflight, now as f64, 1000).unwrap();
+                    expire_leases(&mut s, now, 1000).unwrap();
+                    promote_due(&mut s, now, 1000).unwrap();
+                    for (id, _) in expired {
+                        leased.remove(&id);
+                    }
+                }
+            }
+            // Each stored message is indexed exactly once, where its state says.
+            let delayed = s.index(Index::Delayed);
+            let ready = s.index(Index::Ready);
+            let inflight = s.index(Index::Inflight);
+            let indexed = delayed.members().count() + ready.members().count() + inflight.members().count();
+            assert_eq!(indexed, s.messages.len());
+            for (id, bytes) in &s.messages {
+                let m = Message::decode(id, bytes).unwrap();
+                let found = match m.state {
+                    State::Delayed => delayed.members().any(|(x, sc)| x == id && sc as u64 == m.due_at),
+                    State::Ready => ready.members().any(|(x, _)| x == ready_member(id, &m)),
+                    State::Inflight => inflight
+                        .members()
+                        .any(|(x, sc)| x == id && Some(sc as u64) == m.lease_deadline),
+                };
+                assert!(found, "{m:?}");
+                if m.state == State::Inflight {
+                    assert!(leased.contains_key(id));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The few storage operations the queue state machine needs.
+//!
+//! `queue.rs` is written against this trait only, so the whole lifecycle runs
+//! in unit tests on [`MemoryStore`]; `redis_store.rs` implements it over the
+//! queue's Redis keys and replicates every write as its effect.
+
+use crate::error::Result;
+use crate::message::Message;
+
+/// The sorted indexes of a queue; a message is in exactly one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Index {
+    /// Score: due time. Member: id.
+    Delayed,
+    /// Score: -priority. Member: the ready ordering key (see `queue::ready_member`).
+    Ready,
+    /// Score: lease deadline. Member: id.
+    Inflight,
+}
+
+/// Lifetime counters kept with each queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Counter {
+    Added,
+    Delivered,
+    Acked,
+    LeaseExpired,
+    Cancelled,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 5] = [
+        Counter::Added,
+        Counter::Delivered,
+        Counter::Acked,
+        Counter::LeaseExpired,
+        Counter::Cancelled,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Added => "added",
+            Counter::Delivered => "delivered",
+            Counter::Acked => "acked",
+            Counter::LeaseExpired => "lease-expired",
+            Counter::Cancelled => "cancelled",
+        }
+    }
+}
+
+pub trait Store {
+    fn message(&mut self, id: &[u8]) -> Result<Option<Message>>;
+    fn put_message(&mut self, id: &[u8], message: &Message) -> Result<()>;
+    fn delete_message(&mut self, id: &[u8]) -> Result<()>;
+
+    /// Adds `member` or moves it to `score`.
+    fn index_add(&mut self, index: Index, score: f64, member: &[u8]) -> Result<()>;
+    fn index_remove(&mut self, index: Index, member: &[u8]) -> Result<()>;
+    /// Up to `limit` members with score <= `max_score`, lowest score first and
+    /// equal scores in byte order of the member (the ZSET order).
+    fn index_range(&mut self, index: Index, max_score: f64, limit: usize)
+        -> Result<Vec<(Vec<u8>, f64)>>;
+    fn index_len(&mut self, index: Index) -> Result<u64>;
+
+    fn counter(&mut self, counter: Counter) -> Result<u64>;
+    /// Adds `n` and returns the new value.
+    fn add_to_counter(&mut self, counter: Counter, n: u64) -> Result<u64>;
+}
+
+#[cfg(test)]
+pub use memory::MemoryStore;
+
+#[cfg(test)]
+mod memory {
+    use std::collections::{BTreeSet, HashMap};
+
+    use super::*;
+
+    /// ZSET-like: ordered by (score, member), plus member -> score.
+    #[derive(Default, Clone, Debug)]
+    pub struct SortedSet {
+        order: BTreeSet<(OrdF64, Vec<u8>)>,
+        scores: HashMap<Vec<u8>, f64>,
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+    struct OrdF64(f64);
+    impl Eq for OrdF64 {}
+    #[allow(clippy::derive_ord_xor_partial_ord)]
+    impl Ord for OrdF64 {
+        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+            self.0.total_cmp(&other.0)
+        }
+    }
+
+    impl SortedSet {
+        fn add(&mut self, score: f64, member: &[u8]) {
+            self.remove(member);
+            self.order.insert((OrdF64(score), member.to_vec()));
+            self.scores.insert(member.to_vec(), score);
+        }
+        fn remove(&mut self, member: &[u8]) {
+            if let Some(old) = self.scores.remove(member) {
+                self.order.remove(&(OrdF64(old), member.to_vec()));
+            }
+        }
+        pub fn members(&self) -> impl Iterator<Item = (&[u8], f64)> {
+            self.order.iter().map(|(s, m)| (m.as_slice(), s.0))
+        }
+    }
+
+    /// The in-memory store behind the state machine's unit tests.
+    #[derive(Default, Clone, Debug)]
+    pub struct MemoryStore {
+        pub messages: HashMap<Vec<u8>, Vec<u8>>,
+        pub indexes: HashMap<Index, SortedSet>,
+        pub counters: HashMap<&'static str, u64>,
+    }
+
+    impl MemoryStore {
+        pub fn index(&self, index: Index) -> SortedSet {
+            self.indexes.get(&index).cloned().unwrap_or_default()
+        }
+    }
+
+    impl Store for MemoryStore {
+        fn message(&mut self, id: &[u8]) -> Result<Option<Message>> {
+            self.messages
+                .get(id)
+                .map(|bytes| Message::decode(id, bytes))
+                .transpose()
+        }
+        fn put_message(&mut self, id: &[u8], message: &Message) -> Result<()> {
+            self.messages.insert(id.to_vec(), message.encode());
+            Ok(())
+        }
+        fn delete_message(&mut self, id: &[u8]) -> Result<()> {
+            self.messages.remove(id);
+            Ok(())
+        }
+        fn index_add(&mut self, index: Index, score: f64, member: &[u8]) -> Result<()> {
+            self.indexes.entry(index).or_default().add(score, member);
+            Ok(())
+        }
+        fn index_remove(&mut self, index: Index, member: &[u8]) -> Result<()> {
+            self.indexes.entry(index).or_default().remove(member);
+            Ok(())
+        }
+        fn index_range(
+            &mut self,
+            index: Index,
+            max_score: f64,
+            limit: usize,
+        ) -> Result<Vec<(Vec<u8>, f64)>> {
+            Ok(self
+                .index(index)
+                .members()
+                .take_while(|(_, s)| *s <= max_score)
+                .take(limit)
+                .map(|(m, s)| (m.to_vec(), s))
+                .collect())
+        }
+        fn index_len(&mut self, index: Index) -> Result<u64> {
+            Ok(self.index(index).scores.len() as u64)
+        }
+        fn counter(&mut self, counter: Counter) -> Result<u64> {
+            Ok(self.counters.get(counter.name()).copied().unwrap_or(0))
+        }
+        fn add_to_counter(&mut self, counter: Counter, n: u64) -> Result<u64> {
+            let value = self.counters.entry(counter.name()).or_insert(0);
+            *value += n;
+            Ok(*value)
+        }
+    }
+}
