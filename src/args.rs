@@ -118,6 +118,33 @@ pub fn check_id(id: &[u8]) -> Result<&[u8]> {
     Ok(id)
 }
 
+/// `queue id [id ...]`, the shape of ACK and CANCEL.
+pub fn parse_queue_and_ids<'a>(
+    command: &'static str,
+    args: &'a [&'a [u8]],
+) -> Result<(&'a [u8], &'a [&'a [u8]])> {
+    let [queue, ids @ ..] = args else {
+        return Err(DqError::WrongArity(command));
+    };
+    if ids.is_empty() {
+        return Err(DqError::WrongArity(command));
+    }
+    for id in ids {
+        check_id(id)?;
+    }
+    Ok((queue, ids))
+}
+
+/// Arguments with a 'static lifetime, for parser unit tests.
+#[cfg(test)]
+pub fn leak_args(args: &[&str]) -> &'static [&'static [u8]] {
+    let owned: Vec<&'static [u8]> = args
+        .iter()
+        .map(|a| &*Box::leak(a.as_bytes().to_vec().into_boxed_slice()))
+        .collect();
+    Box::leak(owned.into_boxed_slice())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +214,19 @@ mod tests {
         assert_eq!(check_id(b""), Err(DqError::Empty("id")));
         assert!(check_id(&[b'x'; MAX_ID_LEN]).is_ok());
         assert!(check_id(&[b'x'; MAX_ID_LEN + 1]).is_err());
+    }
+
+    #[test]
+    fn queue_and_ids() {
+        let (q, ids) = parse_queue_and_ids("dq.ack", leak_args(&["q", "a", "b"])).unwrap();
+        assert_eq!((q, ids.len()), (&b"q"[..], 2));
+        let arity = Err(DqError::WrongArity("dq.ack"));
+        assert_eq!(parse_queue_and_ids("dq.ack", leak_args(&["q"])), arity);
+        assert_eq!(parse_queue_and_ids("dq.ack", leak_args(&[])), arity);
+        assert_eq!(
+            parse_queue_and_ids("dq.ack", leak_args(&["q", "a", ""])),
+            Err(DqError::Empty("id"))
+        );
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub enum DqError {
     #[error("ERR {0} needs a value")]
     MissingValue(&'static str),
 
+    #[error("ERR {0} needs {1}")]
+    Requires(&'static str, &'static str),
+
     #[error("ERR {0} must not be empty")]
     Empty(&'static str),
 

@@ -39,6 +39,11 @@ impl Part {
         Part::Meta,
     ];
 
+    /// Position in [`Part::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn suffix(self) -> &'static str {
         match self {
             Part::Messages => "msgs",
@@ -210,9 +215,21 @@ mod tests {
         for name in names {
             for part in Part::ALL {
                 let key = key_name(name, part);
-                assert_eq!(slot(&key), slot(name), "{:?}", String::from_utf8_lossy(name));
+                assert_eq!(
+                    slot(&key),
+                    slot(name),
+                    "{:?}",
+                    String::from_utf8_lossy(name)
+                );
                 assert_eq!(parse_key_name(&key), Some((name.to_vec(), part)));
             }
+        }
+    }
+
+    #[test]
+    fn part_index_is_the_position_in_all() {
+        for (i, part) in Part::ALL.into_iter().enumerate() {
+            assert_eq!(part.index(), i);
         }
     }
 
@@ -220,7 +237,10 @@ mod tests {
     fn key_names_are_readable() {
         let key = key_name(b"orders", Part::Delayed);
         let tag = String::from_utf8(tag(b"orders").to_vec()).unwrap();
-        assert_eq!(String::from_utf8(key).unwrap(), format!("dq:{{{tag}}}:orders:delayed"));
+        assert_eq!(
+            String::from_utf8(key).unwrap(),
+            format!("dq:{{{tag}}}:orders:delayed")
+        );
     }
 
     #[test]

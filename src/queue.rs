@@ -114,17 +114,15 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
             unindex(store, &id, &current)?;
             place(store, now, &id, fresh)?;
         }
-        None => place(store, now, &id, fresh)?,
+        None => {
+            place(store, now, &id, fresh)?;
+        }
     }
     Ok(Some(id))
 }
 
 /// Takes up to `count` ready messages, leasing each until `lease_deadline`.
-pub fn pop(
-    store: &mut impl Store,
-    count: usize,
-    lease_deadline: u64,
-) -> Result<Vec<Delivery>> {
+pub fn pop(store: &mut impl Store, count: usize, lease_deadline: u64) -> Result<Vec<Delivery>> {
     let mut deliveries = Vec::new();
     for (member, _) in store.index_range(Index::Ready, f64::INFINITY, count)? {
         let id = id_of_ready_member(&member);
@@ -149,9 +147,20 @@ pub fn pop(
     Ok(deliveries)
 }
 
-/// Ends deliveries successfully. Returns how many ids were in flight.
-pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
+/// Outcome of [`ack`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acked {
+    /// How many of the ids were in flight.
+    pub count: u64,
+    /// The earliest due time of newer versions that took an acked
+    /// message's place and wait in delayed.
+    pub next_due: Option<u64>,
+}
+
+/// Ends deliveries successfully.
+pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<Acked> {
     let mut acked = 0;
+    let mut next_due: Option<u64> = None;
     for &id in ids {
         let Some(message) = store.message(id)? else {
             continue;
@@ -161,7 +170,11 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
         }
         store.index_remove(Index::Inflight, id)?;
         match message.replacement {
-            Some(newer) => place(store, now, id, *newer)?,
+            Some(newer) => {
+                if let Some(due) = place(store, now, id, *newer)? {
+                    next_due = Some(next_due.map_or(due, |n| n.min(due)));
+                }
+            }
             None => store.delete_message(id)?,
         }
         acked += 1;
@@ -169,7 +182,10 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
     if acked > 0 {
         store.add_to_counter(Counter::Acked, acked)?;
     }
-    Ok(acked)
+    Ok(Acked {
+        count: acked,
+        next_due,
+    })
 }
 
 /// Deletes messages in any state. Returns how many existed.
@@ -252,7 +268,8 @@ pub fn stats(store: &mut impl Store) -> Result<Stats> {
 }
 
 /// Indexes a message that is not in flight: ready when due, else delayed.
-fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> Result<()> {
+/// Returns its due time when it went to delayed.
+fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> Result<Option<u64>> {
     message.lease_deadline = None;
     if message.due_at <= now {
         message.state = State::Ready;
@@ -265,7 +282,8 @@ fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> R
         message.state = State::Delayed;
         store.index_add(Index::Delayed, message.due_at as f64, id)?;
     }
-    store.put_message(id, &message)
+    store.put_message(id, &message)?;
+    Ok((message.state == State::Delayed).then_some(message.due_at))
 }
 
 fn unindex(store: &mut impl Store, id: &[u8], message: &Message) -> Result<()> {
@@ -367,7 +385,10 @@ mod tests {
         add_at(&mut s, 0, "a", 0);
         let first = pop(&mut s, 1, 100).unwrap();
         assert_eq!(first[0].attempt, 1);
-        assert!(pop(&mut s, 1, 100).unwrap().is_empty(), "invisible while leased");
+        assert!(
+            pop(&mut s, 1, 100).unwrap().is_empty(),
+            "invisible while leased"
+        );
         assert_eq!(next_due(&mut s).unwrap(), Some(100));
         assert_eq!(expire_leases(&mut s, 99, 10).unwrap(), 0);
         assert_eq!(expire_leases(&mut s, 100, 10).unwrap(), 1);
@@ -383,7 +404,12 @@ mod tests {
         add_at(&mut s, 0, "b", 0);
         add_at(&mut s, 0, "later", 10);
         pop(&mut s, 1, LEASE).unwrap();
-        assert_eq!(ack(&mut s, 0, &[b"a", b"a", b"b", b"later", b"nope"]).unwrap(), 1);
+        assert_eq!(
+            ack(&mut s, 0, &[b"a", b"a", b"b", b"later", b"nope"])
+                .unwrap()
+                .count,
+            1
+        );
         assert_eq!(state(&mut s, "a"), None);
         assert_eq!(state(&mut s, "b"), Some(State::Ready));
         assert_eq!(state(&mut s, "later"), Some(State::Delayed));
@@ -420,11 +446,18 @@ mod tests {
             priority: 0,
             mode,
         };
-        assert_eq!(add(&mut s, 0, &req(AddMode::OnlyExisting, b"x")).unwrap(), None);
+        assert_eq!(
+            add(&mut s, 0, &req(AddMode::OnlyExisting, b"x")).unwrap(),
+            None
+        );
         assert!(s.messages.is_empty());
-        assert!(add(&mut s, 0, &req(AddMode::OnlyNew, b"v1")).unwrap().is_some());
+        assert!(add(&mut s, 0, &req(AddMode::OnlyNew, b"v1"))
+            .unwrap()
+            .is_some());
         assert_eq!(add(&mut s, 0, &req(AddMode::OnlyNew, b"v2")).unwrap(), None);
-        assert!(add(&mut s, 0, &req(AddMode::OnlyExisting, b"v3")).unwrap().is_some());
+        assert!(add(&mut s, 0, &req(AddMode::OnlyExisting, b"v3"))
+            .unwrap()
+            .is_some());
         let got = pop(&mut s, 5, LEASE).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].payload, b"v3");
@@ -460,16 +493,26 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(pop(&mut s, 1, 100).unwrap().is_empty(), "no concurrent delivery");
-        assert_eq!(ack(&mut s, 2, &[b"m"]).unwrap(), 1);
+        assert!(
+            pop(&mut s, 1, 100).unwrap().is_empty(),
+            "no concurrent delivery"
+        );
+        let acked = ack(&mut s, 2, &[b"m"]).unwrap();
+        assert_eq!((acked.count, acked.next_due), (1, None));
         let next = pop(&mut s, 1, 200).unwrap();
-        assert_eq!((next[0].payload.as_slice(), next[0].attempt), (&b"v2"[..], 1));
+        assert_eq!(
+            (next[0].payload.as_slice(), next[0].attempt),
+            (&b"v2"[..], 1)
+        );
 
         // The same when the first delivery's lease runs out instead.
         add_at(&mut s, 3, "m", 3); // replaces v2 (in flight) again
         assert_eq!(expire_leases(&mut s, 200, 10).unwrap(), 1);
         let next = pop(&mut s, 1, 300).unwrap();
-        assert_eq!((next[0].payload.as_slice(), next[0].attempt), (&b"p-m"[..], 1));
+        assert_eq!(
+            (next[0].payload.as_slice(), next[0].attempt),
+            (&b"p-m"[..], 1)
+        );
     }
 
     #[test]
@@ -539,11 +582,11 @@ mod tests {
                         }
                         leased.insert(d.id.clone(), deadline);
                         let before = attempts.insert(d.id.clone(), d.attempt);
-                        assert!(before.map_or(true, |b| d.attempt >= b || d.attempt == 1));
+                        assert!(before.is_none_or(|b| d.attempt >= b || d.attempt == 1));
                     }
                 }
                 2 => {
-                    if ack(&mut s, now, &[&id]).unwrap() == 1 {
+                    if ack(&mut s, now, &[&id]).unwrap().count == 1 {
                         leased.remove(&id);
                     }
                 }
@@ -565,12 +608,15 @@ mod tests {
             let delayed = s.index(Index::Delayed);
             let ready = s.index(Index::Ready);
             let inflight = s.index(Index::Inflight);
-            let indexed = delayed.members().count() + ready.members().count() + inflight.members().count();
+            let indexed =
+                delayed.members().count() + ready.members().count() + inflight.members().count();
             assert_eq!(indexed, s.messages.len());
             for (id, bytes) in &s.messages {
                 let m = Message::decode(id, bytes).unwrap();
                 let found = match m.state {
-                    State::Delayed => delayed.members().any(|(x, sc)| x == id && sc as u64 == m.due_at),
+                    State::Delayed => delayed
+                        .members()
+                        .any(|(x, sc)| x == id && sc as u64 == m.due_at),
                     State::Ready => ready.members().any(|(x, _)| x == ready_member(id, &m)),
                     State::Inflight => inflight
                         .members()

@@ -58,8 +58,12 @@ pub trait Store {
     fn index_remove(&mut self, index: Index, member: &[u8]) -> Result<()>;
     /// Up to `limit` members with score <= `max_score`, lowest score first and
     /// equal scores in byte order of the member (the ZSET order).
-    fn index_range(&mut self, index: Index, max_score: f64, limit: usize)
-        -> Result<Vec<(Vec<u8>, f64)>>;
+    fn index_range(
+        &mut self,
+        index: Index,
+        max_score: f64,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, f64)>>;
     fn index_len(&mut self, index: Index) -> Result<u64>;
 
     fn counter(&mut self, counter: Counter) -> Result<u64>;

@@ -1,0 +1,220 @@
+//! DQ.ADD queue payload [DELAY ms | AT unix-ms] [ID id] [NX | XX] [PRIORITY p]
+//!
+//! Schedules a message and replies its id (bulk string). Without ID the
+//! server makes one (`<unix-ms>-<seq>`). An existing id is replaced: payload,
+//! due time and priority, as a new message (attempts start again). NX leaves
+//! an existing message untouched and XX touches only an existing one; both
+//! reply nil when they did nothing. A message due now or in the past is
+//! ready before the reply is sent.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::args::{
+    add_ms, check_id, is_keyword, parse_in_range, parse_ms, unknown_option, ArgCursor, Seen,
+};
+use crate::commands::{bytes, reply};
+use crate::error::{DqError, Result};
+use crate::queue::{self, AddMode, AddRequest};
+use crate::redis_store::RedisStore;
+use crate::timer::{note_due, now_ms};
+
+const NAME: &str = "dq.add";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    Now,
+    Delay(u64),
+    At(u64),
+}
+
+impl When {
+    pub fn due_at(self, now: u64) -> Result<u64> {
+        match self {
+            When::Now => Ok(now),
+            When::Delay(ms) => add_ms("DELAY", now, ms),
+            When::At(at) => Ok(at),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddArgs<'a> {
+    pub queue: &'a [u8],
+    pub payload: &'a [u8],
+    pub when: When,
+    pub id: Option<&'a [u8]>,
+    pub mode: AddMode,
+    pub priority: i32,
+}
+
+/// Parses the arguments after the command name.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
+    let [queue, payload, options @ ..] = args else {
+        return Err(DqError::WrongArity(NAME));
+    };
+    let mut parsed = AddArgs {
+        queue,
+        payload,
+        when: When::Now,
+        id: None,
+        mode: AddMode::Upsert,
+        priority: 0,
+    };
+    let mut seen = Seen::default();
+    let mut cursor = ArgCursor::new(options);
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "DELAY") {
+            seen.mark("DELAY")?;
+            if parsed.when != When::Now {
+                return Err(DqError::ConflictingOptions("DELAY", "AT"));
+            }
+            let ms = parse_ms("DELAY", MS, cursor.value_of("DELAY")?)?;
+            parsed.when = When::Delay(ms);
+        } else if is_keyword(arg, "AT") {
+            seen.mark("AT")?;
+            if parsed.when != When::Now {
+                return Err(DqError::ConflictingOptions("DELAY", "AT"));
+            }
+            let at = parse_ms("AT", UNIX_MS, cursor.value_of("AT")?)?;
+            parsed.when = When::At(at);
+        } else if is_keyword(arg, "ID") {
+            seen.mark("ID")?;
+            parsed.id = Some(check_id(cursor.value_of("ID")?)?);
+        } else if is_keyword(arg, "NX") || is_keyword(arg, "XX") {
+            let (mode, name) = if is_keyword(arg, "NX") {
+                (AddMode::OnlyNew, "NX")
+            } else {
+                (AddMode::OnlyExisting, "XX")
+            };
+            seen.mark(name)?;
+            if parsed.mode != AddMode::Upsert {
+                return Err(DqError::ConflictingOptions("NX", "XX"));
+            }
+            parsed.mode = mode;
+        } else if is_keyword(arg, "PRIORITY") {
+            seen.mark("PRIORITY")?;
+            let value = cursor.value_of("PRIORITY")?;
+            let p = parse_in_range(
+                "PRIORITY",
+                PRIORITY,
+                value,
+                i32::MIN.into(),
+                i32::MAX.into(),
+            )?;
+            parsed.priority = p as i32;
+        } else {
+            return Err(unknown_option(arg));
+        }
+    }
+    if parsed.mode == AddMode::OnlyExisting && parsed.id.is_none() {
+        return Err(DqError::Requires("XX", "ID"));
+    }
+    Ok(parsed)
+}
+
+const MS: &str = "a non-negative integer number of milliseconds";
+const UNIX_MS: &str = "a non-negative integer Unix time in milliseconds";
+const PRIORITY: &str = "an integer from -2147483648 to 2147483647";
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(add(ctx, &argv[1..]))
+}
+
+fn add(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let parsed = parse(args)?;
+    let now = now_ms();
+    let due_at = parsed.when.due_at(now)?;
+    let mut store = RedisStore::open(ctx, parsed.queue, true)?;
+    let request = AddRequest {
+        id: parsed.id,
+        payload: parsed.payload,
+        due_at,
+        priority: parsed.priority,
+        mode: parsed.mode,
+    };
+    let added = queue::add(&mut store, now, &request);
+    store.finish();
+    let Some(id) = added? else {
+        return Ok(RedisValue::Null);
+    };
+    if due_at > now {
+        note_due(ctx, parsed.queue, due_at);
+    }
+    Ok(RedisValue::StringBuffer(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<AddArgs<'static>> {
+        parse(crate::args::leak_args(args))
+    }
+
+    #[test]
+    fn minimal_and_full() {
+        let a = p(&["q", "body"]).unwrap();
+        assert_eq!(
+            (a.queue, a.payload, a.when),
+            (&b"q"[..], &b"body"[..], When::Now)
+        );
+        assert_eq!((a.id, a.mode, a.priority), (None, AddMode::Upsert, 0));
+        let a = p(&[
+            "q", "b", "delay", "1500", "ID", "o-42", "nx", "PRIORITY", "-3",
+        ])
+        .unwrap();
+        assert_eq!(a.when, When::Delay(1500));
+        assert_eq!(a.id, Some(&b"o-42"[..]));
+        assert_eq!((a.mode, a.priority), (AddMode::OnlyNew, -3));
+        assert_eq!(p(&["q", "b", "AT", "17"]).unwrap().when, When::At(17));
+        assert_eq!(
+            p(&["q", "b", "XX", "ID", "x"]).unwrap().mode,
+            AddMode::OnlyExisting
+        );
+    }
+
+    #[test]
+    fn bad_input_names_the_problem() {
+        let err = |args: &[&str]| p(args).unwrap_err().to_string();
+        assert_eq!(
+            err(&["q"]),
+            "ERR wrong number of arguments for 'dq.add' command"
+        );
+        assert_eq!(
+            err(&["q", "b", "DELAY", "-1"]),
+            "ERR DELAY must be a non-negative integer number of milliseconds"
+        );
+        assert_eq!(err(&["q", "b", "DELAY"]), "ERR DELAY needs a value");
+        assert_eq!(
+            err(&["q", "b", "DELAY", "1", "AT", "2"]),
+            "ERR DELAY and AT cannot be used together"
+        );
+        assert_eq!(
+            err(&["q", "b", "AT", "1", "DELAY", "2"]),
+            "ERR DELAY and AT cannot be used together"
+        );
+        assert_eq!(
+            err(&["q", "b", "NX", "XX"]),
+            "ERR NX and XX cannot be used together"
+        );
+        assert_eq!(
+            err(&["q", "b", "NX", "nx"]),
+            "ERR NX is given more than once"
+        );
+        assert_eq!(err(&["q", "b", "ID", ""]), "ERR id must not be empty");
+        assert_eq!(err(&["q", "b", "BOGUS"]), "ERR unknown option 'BOGUS'");
+        assert_eq!(
+            err(&["q", "b", "PRIORITY", "2147483648"]),
+            "ERR PRIORITY must be an integer from -2147483648 to 2147483647"
+        );
+        assert_eq!(err(&["q", "b", "XX"]), "ERR XX needs ID");
+    }
+
+    #[test]
+    fn due_time_is_checked_for_overflow() {
+        assert_eq!(When::Delay(5).due_at(10), Ok(15));
+        assert_eq!(When::At(3).due_at(10), Ok(3));
+        assert!(When::Delay(crate::args::MAX_TIME_MS).due_at(10).is_err());
+    }
+}

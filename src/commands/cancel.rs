@@ -1,0 +1,26 @@
+//! DQ.CANCEL queue id [id ...]
+//!
+//! Deletes messages in any state (delayed, ready, in flight), together with
+//! any newer version waiting behind an in-flight one. Replies how many of
+//! the ids existed.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::args::parse_queue_and_ids;
+use crate::commands::{bytes, int, reply};
+use crate::error::Result;
+use crate::queue;
+use crate::redis_store::RedisStore;
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(cancel(ctx, &argv[1..]))
+}
+
+fn cancel(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let (name, ids) = parse_queue_and_ids("dq.cancel", args)?;
+    let mut store = RedisStore::open(ctx, name, true)?;
+    let cancelled = queue::cancel(&mut store, ids);
+    store.finish();
+    Ok(int(cancelled?))
+}

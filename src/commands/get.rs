@@ -1,0 +1,58 @@
+//! DQ.GET queue id
+//!
+//! One message, or nil when the id is unknown. Replies a record (a map under
+//! RESP3, a flat field/value array under RESP2) with these fields, always in
+//! this order:
+//!
+//! | field | value |
+//! |---|---|
+//! | `id` | the id |
+//! | `state` | `delayed`, `ready` or `inflight` |
+//! | `payload` | the payload |
+//! | `priority` | integer |
+//! | `attempt` | deliveries so far (0 before the first POP) |
+//! | `due-at` | Unix ms at which it is or was due |
+//! | `lease-deadline` | Unix ms at which the lease ends; nil unless in flight |
+//! | `added-at` | Unix ms of the ADD that wrote this version |
+//! | `replacement-pending` | 1 when a newer version waits for this delivery to end, else 0 |
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::args::check_id;
+use crate::commands::{bytes, int, reply, reply_record};
+use crate::error::{DqError, Result};
+use crate::redis_store::RedisStore;
+use crate::store::Store;
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(get(ctx, &argv[1..]))
+}
+
+fn get(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let [name, id] = args else {
+        return Err(DqError::WrongArity("dq.get"));
+    };
+    let id = check_id(id)?;
+    let mut store = RedisStore::open(ctx, name, false)?;
+    let Some(m) = store.message(id)? else {
+        return Ok(RedisValue::Null);
+    };
+    Ok(reply_record(
+        ctx,
+        vec![
+            ("id", RedisValue::StringBuffer(id.to_vec())),
+            ("state", RedisValue::SimpleStringStatic(m.state.name())),
+            ("payload", RedisValue::StringBuffer(m.payload)),
+            ("priority", RedisValue::Integer(m.priority.into())),
+            ("attempt", int(m.attempt.into())),
+            ("due-at", int(m.due_at)),
+            (
+                "lease-deadline",
+                m.lease_deadline.map_or(RedisValue::Null, int),
+            ),
+            ("added-at", int(m.added_at)),
+            ("replacement-pending", int(m.replacement.is_some().into())),
+        ],
+    ))
+}

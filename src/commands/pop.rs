@@ -1,0 +1,235 @@
+//! DQ.POP queue [COUNT n] [BLOCK ms] [LEASE ms]
+//!
+//! Takes up to n ready messages (default 1): highest priority first, then
+//! earliest due, then first added. Each is leased for LEASE ms (default
+//! 30000): it stays in the queue, invisible, until ACK or the lease ends.
+//! Replies an array of `[id, payload, attempt]` entries, or nil when none.
+//! BLOCK waits up to ms for a message (0 = forever), like BLPOP; inside
+//! MULTI or a script it does not wait.
+
+use std::os::raw::{c_int, c_void};
+
+use redis_module::{raw, Context, ContextFlags, RedisResult, RedisString, RedisValue};
+
+use crate::args::{
+    add_ms, is_keyword, parse_in_range, parse_ms, unknown_option, ArgCursor, Seen, MAX_TIME_MS,
+};
+use crate::commands::{bytes, int, reply};
+use crate::error::{DqError, Result};
+use crate::keys::{key_name, Part};
+use crate::queue;
+use crate::redis_store::RedisStore;
+use crate::timer::{note_due, now_ms};
+
+const NAME: &str = "dq.pop";
+pub const MAX_COUNT: i64 = 10_000;
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PopArgs<'a> {
+    pub queue: &'a [u8],
+    pub count: usize,
+    pub block: Option<u64>,
+    pub lease_ms: u64,
+}
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<PopArgs<'a>> {
+    let [queue, options @ ..] = args else {
+        return Err(DqError::WrongArity(NAME));
+    };
+    let mut parsed = PopArgs {
+        queue,
+        count: 1,
+        block: None,
+        lease_ms: DEFAULT_LEASE_MS,
+    };
+    let mut seen = Seen::default();
+    let mut cursor = ArgCursor::new(options);
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "COUNT") {
+            seen.mark("COUNT")?;
+            let value = cursor.value_of("COUNT")?;
+            parsed.count = parse_in_range("COUNT", COUNT, value, 1, MAX_COUNT)? as usize;
+        } else if is_keyword(arg, "BLOCK") {
+            seen.mark("BLOCK")?;
+            parsed.block = Some(parse_ms("BLOCK", MS, cursor.value_of("BLOCK")?)?);
+        } else if is_keyword(arg, "LEASE") {
+            seen.mark("LEASE")?;
+            let value = cursor.value_of("LEASE")?;
+            parsed.lease_ms =
+                parse_in_range("LEASE", POSITIVE_MS, value, 1, MAX_TIME_MS as i64)? as u64;
+        } else {
+            return Err(unknown_option(arg));
+        }
+    }
+    Ok(parsed)
+}
+
+const COUNT: &str = "an integer from 1 to 10000";
+const MS: &str = "a non-negative integer number of milliseconds";
+const POSITIVE_MS: &str = "a positive integer number of milliseconds";
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(pop_or_block(ctx, &argv[1..]))
+}
+
+fn pop_or_block(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let parsed = parse(args)?;
+    if let Some(entries) = try_pop(ctx, parsed.queue, parsed.count, parsed.lease_ms)? {
+        return Ok(entries);
+    }
+    let no_blocking = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
+    match parsed.block {
+        Some(timeout) if !ctx.get_flags().intersects(no_blocking) => {
+            block(ctx, &parsed, timeout);
+            Ok(RedisValue::NoReply)
+        }
+        _ => Ok(RedisValue::Null),
+    }
+}
+
+/// Pops now; `None` when nothing is ready.
+fn try_pop(ctx: &Context, name: &[u8], count: usize, lease_ms: u64) -> Result<Option<RedisValue>> {
+    let now = now_ms();
+    let lease_deadline = add_ms("LEASE", now, lease_ms)?;
+    let mut store = RedisStore::open(ctx, name, true)?;
+    let popped = queue::pop(&mut store, count, lease_deadline);
+    store.finish();
+    let popped = popped?;
+    if popped.is_empty() {
+        return Ok(None);
+    }
+    note_due(ctx, name, lease_deadline);
+    let entries = popped
+        .into_iter()
+        .map(|d| {
+            RedisValue::Array(vec![
+                RedisValue::StringBuffer(d.id),
+                RedisValue::StringBuffer(d.payload),
+                int(d.attempt.into()),
+            ])
+        })
+        .collect();
+    Ok(Some(RedisValue::Array(entries)))
+}
+
+/// What a blocked DQ.POP is waiting for.
+struct Waiting {
+    queue: Vec<u8>,
+    count: usize,
+    lease_ms: u64,
+}
+
+/// Parks the client on the queue's ready key. Redis calls `on_ready` each
+/// time that key is signalled (by ADD, the timer, or an expired lease) and
+/// `on_timeout` when BLOCK runs out.
+fn block(ctx: &Context, parsed: &PopArgs, timeout_ms: u64) {
+    let ready_key = RedisString::create_from_slice(ctx.ctx, &key_name(parsed.queue, Part::Ready));
+    let waiting = Box::into_raw(Box::new(Waiting {
+        queue: parsed.queue.to_vec(),
+        count: parsed.count,
+        lease_ms: parsed.lease_ms,
+    }));
+    let mut keys = [ready_key.inner];
+    // SAFETY: called from the command's own context. Ownership of `waiting`
+    // passes to Redis, which hands it back to `free_waiting` exactly once.
+    // Redis copies the key names it keeps.
+    unsafe {
+        raw::RedisModule_BlockClientOnKeys.unwrap()(
+            ctx.ctx,
+            Some(on_ready),
+            Some(on_timeout),
+            Some(free_waiting),
+            timeout_ms as i64,
+            keys.as_mut_ptr(),
+            1,
+            waiting.cast::<c_void>(),
+        );
+    }
+}
+
+extern "C" fn on_ready(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let ctx = Context::new(ctx);
+    // SAFETY: this is the private data given to BlockClientOnKeys, alive
+    // until `free_waiting` runs after the client is unblocked.
+    let waiting = unsafe {
+        &*(raw::RedisModule_GetBlockedClientPrivateData.unwrap()(ctx.ctx) as *const Waiting)
+    };
+    match try_pop(&ctx, &waiting.queue, waiting.count, waiting.lease_ms) {
+        // Someone else took it first: keep waiting.
+        Ok(None) => raw::REDISMODULE_ERR as c_int,
+        outcome => {
+            ctx.reply(reply(outcome.map(|v| v.unwrap_or(RedisValue::Null))));
+            raw::REDISMODULE_OK as c_int
+        }
+    }
+}
+
+extern "C" fn on_timeout(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    Context::new(ctx).reply(Ok(RedisValue::Null));
+    raw::REDISMODULE_OK as c_int
+}
+
+extern "C" fn free_waiting(_ctx: *mut raw::RedisModuleCtx, waiting: *mut c_void) {
+    if !waiting.is_null() {
+        // SAFETY: created by Box::into_raw in `block`; Redis frees it once.
+        drop(unsafe { Box::from_raw(waiting.cast::<Waiting>()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<PopArgs<'static>> {
+        parse(crate::args::leak_args(args))
+    }
+
+    #[test]
+    fn defaults_and_options() {
+        let a = p(&["q"]).unwrap();
+        assert_eq!((a.count, a.block, a.lease_ms), (1, None, DEFAULT_LEASE_MS));
+        let a = p(&["q", "count", "100", "BLOCK", "0", "lease", "5"]).unwrap();
+        assert_eq!((a.count, a.block, a.lease_ms), (100, Some(0), 5));
+    }
+
+    #[test]
+    fn bad_input_names_the_problem() {
+        let err = |args: &[&str]| p(args).unwrap_err().to_string();
+        assert_eq!(
+            err(&[]),
+            "ERR wrong number of arguments for 'dq.pop' command"
+        );
+        assert_eq!(
+            err(&["q", "COUNT", "0"]),
+            "ERR COUNT must be an integer from 1 to 10000"
+        );
+        assert_eq!(
+            err(&["q", "COUNT", "10001"]),
+            "ERR COUNT must be an integer from 1 to 10000"
+        );
+        assert_eq!(
+            err(&["q", "LEASE", "0"]),
+            "ERR LEASE must be a positive integer number of milliseconds"
+        );
+        assert_eq!(
+            err(&["q", "BLOCK", "-1"]),
+            "ERR BLOCK must be a non-negative integer number of milliseconds"
+        );
+        assert_eq!(err(&["q", "BLOCK"]), "ERR BLOCK needs a value");
+        assert_eq!(
+            err(&["q", "COUNT", "1", "COUNT", "2"]),
+            "ERR COUNT is given more than once"
+        );
+        assert_eq!(err(&["q", "NOWAIT"]), "ERR unknown option 'NOWAIT'");
+    }
+}

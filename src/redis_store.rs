@@ -1,0 +1,175 @@
+//! [`Store`] over a queue's Redis keys.
+//!
+//! Opening checks the type of every key of the queue first, so a command
+//! either finds them all usable or fails before writing anything. Every
+//! write goes through the key API and is recorded in [`Effects`];
+//! [`RedisStore::finish`] replicates those effects and wakes blocked
+//! consumers when something became ready.
+
+use redis_module::Context;
+
+use crate::effects::{Effects, Write};
+use crate::error::{printable, DqError, Result};
+use crate::keys::{key_name, Part};
+use crate::message::Message;
+use crate::rkey::{signal_ready, Key, KeyKind};
+use crate::store::{Counter, Index, Store};
+
+pub struct RedisStore<'c> {
+    ctx: &'c Context,
+    /// Indexed by `Part::index`.
+    keys: Vec<Key>,
+    effects: Effects,
+    became_ready: bool,
+}
+
+fn expected_kind(part: Part) -> KeyKind {
+    match part {
+        Part::Messages | Part::Meta => KeyKind::Hash,
+        Part::Delayed | Part::Ready | Part::Inflight => KeyKind::Zset,
+    }
+}
+
+fn part_of(index: Index) -> Part {
+    match index {
+        Index::Delayed => Part::Delayed,
+        Index::Ready => Part::Ready,
+        Index::Inflight => Part::Inflight,
+    }
+}
+
+impl<'c> RedisStore<'c> {
+    /// Opens the queue in the context's selected database.
+    pub fn open(ctx: &'c Context, queue: &[u8], writable: bool) -> Result<Self> {
+        let mut keys = Vec::with_capacity(Part::ALL.len());
+        for part in Part::ALL {
+            let key = Key::open(ctx, &key_name(queue, part), writable);
+            let kind = key.kind();
+            if kind != KeyKind::Empty && kind != expected_kind(part) {
+                return Err(DqError::WrongType(printable(key.name().as_slice())));
+            }
+            keys.push(key);
+        }
+        Ok(RedisStore {
+            ctx,
+            keys,
+            effects: Effects::default(),
+            became_ready: false,
+        })
+    }
+
+    fn key(&mut self, part: Part) -> &mut Key {
+        &mut self.keys[part.index()]
+    }
+
+    /// Replicates what changed and wakes consumers blocked on the queue.
+    pub fn finish(self) {
+        let RedisStore {
+            ctx,
+            keys,
+            effects,
+            became_ready,
+        } = self;
+        for command in effects.into_commands() {
+            let mut args: Vec<&[u8]> = Vec::with_capacity(command.args.len() + 1);
+            args.push(keys[command.part.index()].name().as_slice());
+            args.extend(command.args.iter().map(Vec::as_slice));
+            ctx.replicate(command.name, &args[..]);
+        }
+        if became_ready {
+            signal_ready(ctx, keys[Part::Ready.index()].name());
+        }
+    }
+}
+
+impl Store for RedisStore<'_> {
+    fn message(&mut self, id: &[u8]) -> Result<Option<Message>> {
+        self.key(Part::Messages)
+            .hash_get(id)
+            .map(|bytes| Message::decode(id, &bytes))
+            .transpose()
+    }
+
+    fn put_message(&mut self, id: &[u8], message: &Message) -> Result<()> {
+        let value = message.encode();
+        self.key(Part::Messages).hash_set(id, &value);
+        self.effects.record(
+            Part::Messages,
+            Write::HSet {
+                field: id.to_vec(),
+                value,
+            },
+        );
+        Ok(())
+    }
+
+    fn delete_message(&mut self, id: &[u8]) -> Result<()> {
+        self.key(Part::Messages).hash_delete(id);
+        self.effects
+            .record(Part::Messages, Write::HDel { field: id.to_vec() });
+        Ok(())
+    }
+
+    fn index_add(&mut self, index: Index, score: f64, member: &[u8]) -> Result<()> {
+        let part = part_of(index);
+        self.key(part).zset_add(score, member);
+        // Scores are whole milliseconds or priorities, exact in an i64.
+        self.effects.record(
+            part,
+            Write::ZAdd {
+                score: score as i64,
+                member: member.to_vec(),
+            },
+        );
+        self.became_ready |= index == Index::Ready;
+        Ok(())
+    }
+
+    fn index_remove(&mut self, index: Index, member: &[u8]) -> Result<()> {
+        let part = part_of(index);
+        self.key(part).zset_remove(member);
+        self.effects.record(
+            part,
+            Write::ZRem {
+                member: member.to_vec(),
+            },
+        );
+        Ok(())
+    }
+
+    fn index_range(
+        &mut self,
+        index: Index,
+        max_score: f64,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, f64)>> {
+        Ok(self.key(part_of(index)).zset_range(max_score, limit))
+    }
+
+    fn index_len(&mut self, index: Index) -> Result<u64> {
+        Ok(self.key(part_of(index)).value_length())
+    }
+
+    fn counter(&mut self, counter: Counter) -> Result<u64> {
+        Ok(self
+            .key(Part::Meta)
+            .hash_get(counter.name().as_bytes())
+            .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
+            .unwrap_or(0))
+    }
+
+    fn add_to_counter(&mut self, counter: Counter, n: u64) -> Result<u64> {
+        let value = self.counter(counter)?.saturating_add(n);
+        let text = value.to_string().into_bytes();
+        let field = counter.name().as_bytes();
+        self.key(Part::Meta).hash_set(field, &text);
+        self.effects.record(
+            Part::Meta,
+            Write::HSet {
+                field: field.to_vec(),
+                value: text,
+            },
+        );
+        Ok(value)
+    }
+}

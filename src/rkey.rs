@@ -1,0 +1,195 @@
+//! A thin, safe handle over one Redis key, for the ZSET and HASH calls the
+//! redis-module crate does not wrap. All `unsafe` key access lives here.
+//!
+//! Invariant relied on throughout: a `Key` is only used on the main thread
+//! inside the callback whose `Context` opened it, and is closed (dropped)
+//! before that callback returns.
+
+use std::os::raw::{c_int, c_void};
+use std::ptr::{self, NonNull};
+
+use redis_module::{raw, Context, RedisString};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    Empty,
+    Hash,
+    Zset,
+    Other,
+}
+
+pub struct Key {
+    ctx: *mut raw::RedisModuleCtx,
+    /// Null when the key was opened for reading and does not exist.
+    key: *mut raw::RedisModuleKey,
+    name: RedisString,
+}
+
+impl Key {
+    pub fn open(ctx: &Context, name: &[u8], writable: bool) -> Key {
+        let name = RedisString::create_from_slice(ctx.ctx, name);
+        let mode = if writable {
+            raw::KeyMode::READ | raw::KeyMode::WRITE
+        } else {
+            raw::KeyMode::READ
+        };
+        let key = raw::open_key(ctx.ctx, name.inner, mode);
+        Key {
+            ctx: ctx.ctx,
+            key,
+            name,
+        }
+    }
+
+    pub fn name(&self) -> &RedisString {
+        &self.name
+    }
+
+    pub fn kind(&self) -> KeyKind {
+        if self.key.is_null() {
+            return KeyKind::Empty;
+        }
+        // SAFETY: `self.key` is an open key handle (see the module invariant).
+        let kind = unsafe { raw::RedisModule_KeyType.unwrap()(self.key) } as isize;
+        match kind {
+            k if k == raw::REDISMODULE_KEYTYPE_EMPTY => KeyKind::Empty,
+            k if k == raw::REDISMODULE_KEYTYPE_HASH => KeyKind::Hash,
+            k if k == raw::REDISMODULE_KEYTYPE_ZSET => KeyKind::Zset,
+            _ => KeyKind::Other,
+        }
+    }
+
+    /// Number of members or fields; 0 for a missing key.
+    pub fn value_length(&self) -> u64 {
+        if self.key.is_null() {
+            return 0;
+        }
+        // SAFETY: open key handle.
+        unsafe { raw::RedisModule_ValueLength.unwrap()(self.key) as u64 }
+    }
+
+    fn string(&self, bytes: &[u8]) -> RedisString {
+        RedisString::create_from_slice(self.ctx, bytes)
+    }
+
+    /// Takes ownership of a string the API returned to us.
+    fn owned(&self, s: *mut raw::RedisModuleString) -> Option<RedisString> {
+        (!s.is_null()).then(|| RedisString::new(NonNull::new(self.ctx), s))
+    }
+
+    pub fn zset_add(&mut self, score: f64, member: &[u8]) {
+        let member = self.string(member);
+        let mut flags: c_int = 0;
+        // SAFETY: open writable key of type zset or empty (checked by the
+        // caller); `member` outlives the call.
+        unsafe { raw::RedisModule_ZsetAdd.unwrap()(self.key, score, member.inner, &mut flags) };
+    }
+
+    pub fn zset_remove(&mut self, member: &[u8]) {
+        if self.key.is_null() {
+            return;
+        }
+        let member = self.string(member);
+        let mut deleted: c_int = 0;
+        // SAFETY: as for zset_add. Removing the last member deletes the key.
+        unsafe { raw::RedisModule_ZsetRem.unwrap()(self.key, member.inner, &mut deleted) };
+    }
+
+    /// Up to `limit` members with score <= `max`, in ZSET order.
+    pub fn zset_range(&mut self, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
+        let mut out = Vec::new();
+        if self.key.is_null() || limit == 0 {
+            return out;
+        }
+        // SAFETY: open zset key; the range is stopped before returning, and
+        // each returned element is owned and freed by `owned`.
+        unsafe {
+            let first = raw::RedisModule_ZsetFirstInScoreRange.unwrap();
+            if first(self.key, f64::NEG_INFINITY, max, 0, 0) != raw::REDISMODULE_OK as c_int {
+                return out;
+            }
+            while out.len() < limit && raw::RedisModule_ZsetRangeEndReached.unwrap()(self.key) == 0
+            {
+                let mut score = 0.0;
+                let element =
+                    raw::RedisModule_ZsetRangeCurrentElement.unwrap()(self.key, &mut score);
+                if let Some(element) = self.owned(element) {
+                    out.push((element.as_slice().to_vec(), score));
+                }
+                if raw::RedisModule_ZsetRangeNext.unwrap()(self.key) == 0 {
+                    break;
+                }
+            }
+            raw::RedisModule_ZsetRangeStop.unwrap()(self.key);
+        }
+        out
+    }
+
+    pub fn hash_get(&self, field: &[u8]) -> Option<Vec<u8>> {
+        if self.key.is_null() {
+            return None;
+        }
+        let field = self.string(field);
+        let mut value: *mut raw::RedisModuleString = ptr::null_mut();
+        // SAFETY: open hash key; the variadic list is (field, &value) pairs
+        // terminated by NULL, as RedisModule_HashGet requires.
+        unsafe {
+            raw::RedisModule_HashGet.unwrap()(
+                self.key,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                &mut value as *mut *mut raw::RedisModuleString,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+        self.owned(value).map(|v| v.as_slice().to_vec())
+    }
+
+    pub fn hash_set(&mut self, field: &[u8], value: &[u8]) {
+        let field = self.string(field);
+        let value = self.string(value);
+        // SAFETY: open writable hash key or empty; NULL-terminated pairs.
+        unsafe {
+            raw::RedisModule_HashSet.unwrap()(
+                self.key,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                value.inner,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+    }
+
+    pub fn hash_delete(&mut self, field: &[u8]) {
+        if self.key.is_null() {
+            return;
+        }
+        let field = self.string(field);
+        // REDISMODULE_HASH_DELETE is the sentinel pointer value 1.
+        let delete = ptr::without_provenance_mut::<raw::RedisModuleString>(1);
+        // SAFETY: as for hash_set; deleting the last field deletes the key.
+        unsafe {
+            raw::RedisModule_HashSet.unwrap()(
+                self.key,
+                raw::REDISMODULE_HASH_NONE as c_int,
+                field.inner,
+                delete,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        if !self.key.is_null() {
+            raw::close_key(self.key);
+        }
+    }
+}
+
+/// Wakes clients blocked on `name` (DQ.POP BLOCK waits on the ready key).
+pub fn signal_ready(ctx: &Context, name: &RedisString) {
+    // SAFETY: main thread, live context and string.
+    unsafe { raw::RedisModule_SignalKeyAsReady.unwrap()(ctx.ctx, name.inner) };
+}

@@ -1,0 +1,243 @@
+//! The one module timer that replaces an external broker.
+//!
+//! It is armed for the earliest moment any queue has timed work (a delayed
+//! message falling due, a lease ending) and for nothing else: an idle server
+//! has no timer at all. A tick works in bounded batches and, when work is
+//! left, re-arms at once so clients are served between batches.
+//!
+//! Only a master runs it. Its schedule is rebuilt from the keys whenever
+//! the server may hold queues it has not seen: module load, the end of an
+//! RDB/AOF load, and promotion from replica to master.
+
+use std::cell::RefCell;
+use std::os::raw::{c_int, c_void};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
+
+use crate::keys::{parse_key_name, Part};
+use crate::queue;
+use crate::redis_store::RedisStore;
+use crate::schedule::{QueueRef, Schedule};
+
+/// Messages moved per tick, across all queues: bounds the main-thread pause.
+pub const TICK_BUDGET: usize = 1024;
+
+#[derive(Default)]
+struct Timer {
+    schedule: Schedule,
+    armed: Option<(RedisModuleTimerID, u64)>,
+}
+
+thread_local! {
+    // Redis calls commands, timers and events on its main thread only.
+    static TIMER: RefCell<Timer> = RefCell::new(Timer::default());
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn is_master(ctx: &Context) -> bool {
+    ctx.get_flags().contains(ContextFlags::MASTER)
+}
+
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: live context on the main thread.
+    unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
+}
+
+fn select_db(ctx: &Context, db: i32) -> bool {
+    // SAFETY: live context on the main thread; fails for an invalid index.
+    unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.ctx, db) == raw::REDISMODULE_OK as c_int }
+}
+
+/// A command created timed work in `queue` (of the selected database) at `at`.
+pub fn note_due(ctx: &Context, queue: &[u8], at: u64) {
+    let db = selected_db(ctx);
+    TIMER.with(|t| t.borrow_mut().schedule.note((db, queue.to_vec()), at));
+    arm(ctx);
+}
+
+/// Makes sure the timer fires at the schedule's earliest time.
+fn arm(ctx: &Context) {
+    let earliest = TIMER.with(|t| t.borrow().schedule.earliest());
+    let armed = TIMER.with(|t| t.borrow().armed);
+    let Some(at) = earliest.filter(|_| is_master(ctx)) else {
+        if let Some((id, _)) = armed {
+            let _ = ctx.stop_timer::<()>(id);
+            TIMER.with(|t| t.borrow_mut().armed = None);
+        }
+        return;
+    };
+    if let Some((id, armed_at)) = armed {
+        if armed_at <= at {
+            return;
+        }
+        let _ = ctx.stop_timer::<()>(id);
+    }
+    // The server fires a timer no earlier than its period, so a message is
+    // never promoted before its due millisecond.
+    let period = Duration::from_millis(at.saturating_sub(now_ms()));
+    let id = ctx.create_timer(period, tick, ());
+    TIMER.with(|t| t.borrow_mut().armed = Some((id, at)));
+}
+
+fn tick(ctx: &Context, _: ()) {
+    TIMER.with(|t| t.borrow_mut().armed = None);
+    if !is_master(ctx) {
+        return;
+    }
+    let now = now_ms();
+    let due = TIMER.with(|t| t.borrow_mut().schedule.take_due(now));
+    let original_db = selected_db(ctx);
+    let mut budget = TICK_BUDGET;
+    for queue in due {
+        let next = if budget == 0 {
+            Some(now) // out of budget: first in line for the next tick
+        } else {
+            serve(ctx, &queue, now, &mut budget)
+        };
+        TIMER.with(|t| t.borrow_mut().schedule.set(queue, next));
+    }
+    select_db(ctx, original_db);
+    arm(ctx);
+}
+
+/// Expires leases and promotes due messages of one queue within `budget`;
+/// returns when the queue next needs the timer.
+fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> Option<u64> {
+    if !select_db(ctx, *db) {
+        return None;
+    }
+    let mut store = match RedisStore::open(ctx, name, true) {
+        Ok(store) => store,
+        Err(e) => {
+            ctx.log_warning(&format!("dq: skipping a queue: {e}"));
+            return None;
+        }
+    };
+    let result = (|| {
+        let expired = queue::expire_leases(&mut store, now, *budget)?;
+        *budget -= expired;
+        let promoted = queue::promote_due(&mut store, now, *budget)?;
+        *budget -= promoted;
+        queue::next_due(&mut store)
+    })();
+    store.finish();
+    match result {
+        Ok(next) => next,
+        Err(e) => {
+            ctx.log_warning(&format!("dq: timer could not serve a queue: {e}"));
+            None
+        }
+    }
+}
+
+/// Rebuilds the schedule from the keys of every database.
+pub fn discover(ctx: &Context) {
+    TIMER.with(|t| t.borrow_mut().schedule.clear());
+    if !is_master(ctx) {
+        arm(ctx);
+        return;
+    }
+    let original_db = selected_db(ctx);
+    let mut db = 0;
+    while select_db(ctx, db) {
+        for name in timed_queues(ctx) {
+            let next = RedisStore::open(ctx, &name, false)
+                .and_then(|mut store| queue::next_due(&mut store));
+            if let Ok(Some(at)) = next {
+                TIMER.with(|t| t.borrow_mut().schedule.note((db, name), at));
+            }
+        }
+        db += 1;
+    }
+    select_db(ctx, original_db);
+    arm(ctx);
+}
+
+/// Names of the queues in the selected database that have delayed or
+/// in-flight messages.
+fn timed_queues(ctx: &Context) -> Vec<Vec<u8>> {
+    extern "C" fn on_key(
+        _ctx: *mut raw::RedisModuleCtx,
+        name: *mut raw::RedisModuleString,
+        _key: *mut raw::RedisModuleKey,
+        found: *mut c_void,
+    ) {
+        // SAFETY: `found` is the Vec passed to RedisModule_Scan below, alive
+        // for the whole scan; `name` is valid during the callback.
+        let found = unsafe { &mut *(found as *mut Vec<Vec<u8>>) };
+        let name = redis_module::RedisString::string_as_slice(name);
+        if let Some((queue, Part::Delayed | Part::Inflight)) = parse_key_name(name) {
+            if !found.contains(&queue) {
+                found.push(queue);
+            }
+        }
+    }
+    let mut found: Vec<Vec<u8>> = Vec::new();
+    // SAFETY: main thread; the cursor is destroyed after the last call.
+    unsafe {
+        let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
+        while raw::RedisModule_Scan.unwrap()(
+            ctx.ctx,
+            cursor,
+            Some(on_key),
+            &mut found as *mut Vec<Vec<u8>> as *mut c_void,
+        ) != 0
+        {}
+        raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
+    }
+    found
+}
+
+extern "C" fn on_role_changed(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    // Now master: serve what replication brought. Now replica: stop.
+    discover(&Context::new(ctx));
+}
+
+extern "C" fn on_loading(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+        discover(&Context::new(ctx));
+    }
+}
+
+/// Subscribes to the server events that can bring queues the schedule does
+/// not know, and builds the schedule for data already present.
+pub fn start(ctx: &Context) -> Result<(), String> {
+    let events = [
+        (
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            on_role_changed as _,
+        ),
+        (raw::REDISMODULE_EVENT_LOADING, on_loading as _),
+    ];
+    for (id, callback) in events {
+        // SAFETY: called from OnLoad with the module's context.
+        let status = unsafe {
+            raw::RedisModule_SubscribeToServerEvent.unwrap()(
+                ctx.ctx,
+                raw::RedisModuleEvent { id, dataver: 1 },
+                Some(callback),
+            )
+        };
+        if status != raw::REDISMODULE_OK as c_int {
+            return Err(format!("could not subscribe to server event {id}"));
+        }
+    }
+    discover(ctx);
+    Ok(())
+}
