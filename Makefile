@@ -1,0 +1,53 @@
+# dq: build, run and test the module. `make run` and `make test` work on a
+# fresh Debian machine: they install what is missing first.
+
+CARGO   ?= cargo
+SERVER  ?= redis-server
+PORT    ?= 6379
+RUN_DIR := target/run
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build release run test clippy fmt clean
+
+all: release
+
+# Debian packages: the server, and the libclang that bindgen needs to build
+# the redis-module crate.
+deps:
+	@missing=""; \
+	command -v $(SERVER) >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	dpkg -s libclang-dev >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "make: installing$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@command -v $(CARGO) >/dev/null 2>&1 || { \
+		echo "make: cargo is missing: install Rust (https://rustup.rs) first"; exit 1; }
+
+build: deps
+	$(CARGO) build
+
+release: deps
+	$(CARGO) build --release
+
+# Foreground server on 127.0.0.1:$(PORT) with redis.conf.example and the
+# module loaded; its data goes to $(RUN_DIR). Ctrl-C stops it.
+run: release
+	@mkdir -p $(RUN_DIR)
+	$(SERVER) redis.conf.example --port $(PORT) --dir $(abspath $(RUN_DIR)) \
+		--loadmodule $(abspath target/release/libdq.so)
+
+# Unit tests, then integration tests against real servers that the tests
+# start on free loopback ports and always stop.
+test: build
+	$(CARGO) test
+
+clippy:
+	$(CARGO) clippy --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --check
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,135 @@
+//! DQ.POP BLOCK: woken by ADD, by the timer and by lease expiry; times out
+//! like BLPOP; never blocks inside MULTI.
+
+mod support;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+/// Starts a blocking POP on its own connection and returns its reply.
+fn pop_in_background(server: &Server, line: &'static str) -> thread::JoinHandle<(Value, Duration)> {
+    let mut c = server.conn();
+    thread::spawn(move || {
+        let started = Instant::now();
+        let reply = cmd(&mut c, line);
+        (reply, started.elapsed())
+    })
+}
+
+/// Waits until `n` clients are blocked on the server.
+fn wait_blocked(c: &mut redis::Connection, n: usize) {
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            let info = text(&cmd(c, "INFO clients"));
+            info.contains(&format!("blocked_clients:{n}\r\n"))
+        }),
+        "no blocked client"
+    );
+}
+
+#[test]
+fn add_wakes_a_blocked_consumer() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 0");
+    wait_blocked(&mut c, 1);
+    cmd(&mut c, "DQ.ADD q wake-up ID w");
+    let (reply, _) = waiter.join().unwrap();
+    assert_eq!(entries(&reply), vec![("w".into(), "wake-up".into(), 1)]);
+    assert_eq!(
+        text(&field(&cmd(&mut c, "DQ.GET q w"), "state")),
+        "inflight"
+    );
+}
+
+#[test]
+fn the_timer_wakes_a_blocked_consumer_when_a_message_falls_due() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 10000");
+    wait_blocked(&mut c, 1);
+    cmd(&mut c, "DQ.ADD q later ID l DELAY 300");
+    let due_at = int(&field(&cmd(&mut c, "DQ.GET q l"), "due-at")) as u64;
+    let (reply, _) = waiter.join().unwrap();
+    let woke_at = now_ms();
+    assert_eq!(entries(&reply)[0].0, "l");
+    assert!(woke_at >= due_at);
+}
+
+#[test]
+fn lease_expiry_wakes_a_blocked_consumer() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q job ID j");
+    cmd(&mut c, "DQ.POP q LEASE 300");
+    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 10000");
+    wait_blocked(&mut c, 1);
+    let (reply, _) = waiter.join().unwrap();
+    assert_eq!(entries(&reply), vec![("j".into(), "job".into(), 2)]);
+}
+
+#[test]
+fn block_times_out_with_nil() {
+    let server = Server::start();
+    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 200");
+    let (reply, waited) = waiter.join().unwrap();
+    assert_eq!(reply, Value::Nil);
+    assert!(waited >= Duration::from_millis(200), "{waited:?}");
+}
+
+#[test]
+fn one_message_wakes_one_of_two_consumers() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let first = pop_in_background(&server, "DQ.POP q BLOCK 1000");
+    let second = pop_in_background(&server, "DQ.POP q BLOCK 1000");
+    wait_blocked(&mut c, 2);
+    cmd(&mut c, "DQ.ADD q only-one");
+    let replies = [first.join().unwrap().0, second.join().unwrap().0];
+    let delivered: usize = replies.iter().map(|r| entries(r).len()).sum();
+    assert_eq!(delivered, 1, "{replies:?}");
+}
+
+#[test]
+fn block_does_not_block_inside_multi() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let reply: Value = redis::pipe()
+        .atomic()
+        .cmd("DQ.POP")
+        .arg("q")
+        .arg("BLOCK")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(reply, Value::Array(vec![Value::Nil]));
+}
+
+#[test]
+fn block_does_not_block_inside_a_script() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let reply = cmd(
+        &mut c,
+        "EVAL return(redis.call('DQ.POP',KEYS[1],'BLOCK','0')) 1 q",
+    );
+    assert_eq!(reply, Value::Nil);
+}
+
+#[test]
+fn count_applies_to_a_woken_consumer() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 5000 COUNT 10");
+    wait_blocked(&mut c, 1);
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for i in 0..3 {
+        pipe.cmd("DQ.ADD").arg("q").arg(format!("m{i}"));
+    }
+    let _: Value = pipe.query(&mut c).unwrap();
+    let (reply, _) = waiter.join().unwrap();
+    assert_eq!(entries(&reply).len(), 3);
+}

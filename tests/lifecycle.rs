@@ -1,0 +1,343 @@
+//! The core lifecycle against a real server: ADD → timer → POP → ACK.
+
+mod support;
+
+use std::time::Duration;
+
+use support::*;
+
+#[test]
+fn add_then_pop_on_one_connection_gets_the_message() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let id = text(&cmd(&mut c, "DQ.ADD orders {\"order\":42}"));
+    let got = entries(&cmd(&mut c, "DQ.POP orders"));
+    assert_eq!(got, vec![(id, "{\"order\":42}".to_string(), 1)]);
+    assert_eq!(cmd(&mut c, "DQ.POP orders"), Value::Nil);
+}
+
+#[test]
+fn generated_ids_are_unique_and_given_ids_are_kept() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..200 {
+        assert!(ids.insert(text(&cmd(&mut c, "DQ.ADD q x"))));
+    }
+    assert_eq!(text(&cmd(&mut c, "DQ.ADD q x ID order-42")), "order-42");
+    assert_eq!(int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")), 201);
+}
+
+#[test]
+fn delayed_message_is_never_early_and_arrives_on_time() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q late DELAY 400 ID m");
+    let due_at = int(&field(&cmd(&mut c, "DQ.GET q m"), "due-at")) as u64;
+    assert_eq!(text(&field(&cmd(&mut c, "DQ.GET q m"), "state")), "delayed");
+    let mut delivered_at = None;
+    let arrived = wait_until(Duration::from_secs(5), || {
+        let popped = entries(&cmd(&mut c, "DQ.POP q"));
+        if popped.is_empty() {
+            return false;
+        }
+        delivered_at = Some(now_ms());
+        true
+    });
+    assert!(arrived, "the timer never promoted the message");
+    let delivered_at = delivered_at.unwrap();
+    assert!(
+        delivered_at >= due_at,
+        "early by {} ms",
+        due_at - delivered_at
+    );
+}
+
+#[test]
+fn at_in_the_past_is_ready_at_once_and_in_the_future_waits() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q old AT 1000 ID old");
+    let later = now_ms() + 3_600_000;
+    cmd(&mut c, &format!("DQ.ADD q new AT {later} ID new"));
+    let new = cmd(&mut c, "DQ.GET q new");
+    assert_eq!(text(&field(&new, "state")), "delayed");
+    assert_eq!(int(&field(&new, "due-at")) as u64, later);
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP q COUNT 10"))[0].0, "old");
+    assert_eq!(cmd(&mut c, "DQ.POP q"), Value::Nil);
+}
+
+#[test]
+fn pop_order_is_priority_then_due_then_insertion() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q x ID second-at-2000 AT 2000");
+    cmd(&mut c, "DQ.ADD q x ID first-at-1000 AT 1000");
+    cmd(&mut c, "DQ.ADD q x ID zz-fifo-1 AT 3000");
+    cmd(&mut c, "DQ.ADD q x ID aa-fifo-2 AT 3000");
+    cmd(&mut c, "DQ.ADD q x ID urgent AT 5000 PRIORITY 10");
+    cmd(&mut c, "DQ.ADD q x ID background AT 1 PRIORITY -5");
+    let order: Vec<String> = entries(&cmd(&mut c, "DQ.POP q COUNT 100"))
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "urgent",
+            "first-at-1000",
+            "second-at-2000",
+            "zz-fifo-1",
+            "aa-fifo-2",
+            "background"
+        ]
+    );
+}
+
+#[test]
+fn count_limits_the_batch() {
+    let server = Server::start();
+    let mut c = server.conn();
+    for i in 0..5 {
+        cmd(&mut c, &format!("DQ.ADD q p{i}"));
+    }
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP q COUNT 3")).len(), 3);
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP q COUNT 3")).len(), 2);
+}
+
+#[test]
+fn nx_xx_and_replace() {
+    let server = Server::start();
+    let mut c = server.conn();
+    assert_eq!(cmd(&mut c, "DQ.ADD q v0 ID m XX"), Value::Nil);
+    assert_eq!(cmd(&mut c, "DQ.GET q m"), Value::Nil);
+    assert_eq!(text(&cmd(&mut c, "DQ.ADD q v1 ID m NX DELAY 60000")), "m");
+    assert_eq!(cmd(&mut c, "DQ.ADD q v2 ID m NX"), Value::Nil);
+    assert_eq!(text(&field(&cmd(&mut c, "DQ.GET q m"), "payload")), "v1");
+    // Replace: new payload, due time and priority.
+    assert_eq!(text(&cmd(&mut c, "DQ.ADD q v3 ID m XX PRIORITY 4")), "m");
+    let m = cmd(&mut c, "DQ.GET q m");
+    assert_eq!(text(&field(&m, "payload")), "v3");
+    assert_eq!(text(&field(&m, "state")), "ready");
+    assert_eq!(int(&field(&m, "priority")), 4);
+    cmd(&mut c, "DQ.ADD q v4 ID m DELAY 60000");
+    let stats = cmd(&mut c, "DQ.STATS q");
+    assert_eq!(
+        (int(&field(&stats, "delayed")), int(&field(&stats, "ready"))),
+        (1, 0)
+    );
+    assert_eq!(text(&field(&cmd(&mut c, "DQ.GET q m"), "payload")), "v4");
+}
+
+#[test]
+fn replace_of_an_inflight_message_waits_for_its_delivery_to_end() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q v1 ID m");
+    cmd(&mut c, "DQ.POP q");
+    cmd(&mut c, "DQ.ADD q v2 ID m");
+    let m = cmd(&mut c, "DQ.GET q m");
+    assert_eq!(text(&field(&m, "payload")), "v1");
+    assert_eq!(int(&field(&m, "replacement-pending")), 1);
+    assert_eq!(
+        cmd(&mut c, "DQ.POP q"),
+        Value::Nil,
+        "never two deliveries at once"
+    );
+    assert_eq!(int(&cmd(&mut c, "DQ.ACK q m")), 1);
+    assert_eq!(
+        entries(&cmd(&mut c, "DQ.POP q")),
+        vec![("m".into(), "v2".into(), 1)]
+    );
+}
+
+#[test]
+fn lease_expiry_redelivers_with_attempt_two() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q job ID j");
+    let first = entries(&cmd(&mut c, "DQ.POP q LEASE 200"));
+    assert_eq!(first, vec![("j".into(), "job".into(), 1)]);
+    let m = cmd(&mut c, "DQ.GET q j");
+    assert_eq!(text(&field(&m, "state")), "inflight");
+    let deadline = int(&field(&m, "lease-deadline")) as u64;
+    // Invisible while the lease holds.
+    assert_eq!(cmd(&mut c, "DQ.POP q"), Value::Nil);
+    let mut again = Vec::new();
+    assert!(wait_until(Duration::from_secs(5), || {
+        again = entries(&cmd(&mut c, "DQ.POP q"));
+        !again.is_empty()
+    }));
+    assert!(now_ms() >= deadline);
+    assert_eq!(again, vec![("j".into(), "job".into(), 2)]);
+    assert_eq!(int(&field(&cmd(&mut c, "DQ.STATS q"), "lease-expired")), 1);
+}
+
+#[test]
+fn ack_deletes_inflight_messages_only() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q a ID a");
+    cmd(&mut c, "DQ.ADD q b ID b");
+    cmd(&mut c, "DQ.ADD q c ID c DELAY 60000");
+    cmd(&mut c, "DQ.POP q");
+    assert_eq!(int(&cmd(&mut c, "DQ.ACK q a a b c unknown")), 1);
+    assert_eq!(cmd(&mut c, "DQ.GET q a"), Value::Nil);
+    assert_eq!(int(&cmd(&mut c, "DQ.ACK q a")), 0);
+    let stats = cmd(&mut c, "DQ.STATS q");
+    assert_eq!(int(&field(&stats, "ready")), 1);
+    assert_eq!(int(&field(&stats, "delayed")), 1);
+    assert_eq!(int(&field(&stats, "inflight")), 0);
+    assert_eq!(int(&field(&stats, "acked")), 1);
+}
+
+#[test]
+fn cancel_works_in_every_state() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q x ID inflight");
+    cmd(&mut c, "DQ.POP q");
+    cmd(&mut c, "DQ.ADD q x ID delayed DELAY 60000");
+    cmd(&mut c, "DQ.ADD q x ID ready");
+    assert_eq!(
+        int(&cmd(&mut c, "DQ.CANCEL q delayed ready inflight nope")),
+        3
+    );
+    for id in ["delayed", "ready", "inflight"] {
+        assert_eq!(cmd(&mut c, &format!("DQ.GET q {id}")), Value::Nil);
+    }
+    let stats = cmd(&mut c, "DQ.STATS q");
+    for state in ["delayed", "ready", "inflight"] {
+        assert_eq!(int(&field(&stats, state)), 0, "{state}");
+    }
+    assert_eq!(int(&cmd(&mut c, "DQ.ACK q inflight")), 0);
+    // Only the lifetime counters remain.
+    let Value::Array(keys) = cmd(&mut c, "KEYS *") else {
+        panic!("KEYS")
+    };
+    assert_eq!(keys.len(), 1);
+    assert!(text(&keys[0]).ends_with(":q:meta"), "{keys:?}");
+}
+
+#[test]
+fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q hello ID m PRIORITY 3 DELAY 60000");
+    let fields: Vec<String> = record(&cmd(&mut c, "DQ.GET q m"))
+        .into_iter()
+        .map(|f| f.0)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "id",
+            "state",
+            "payload",
+            "priority",
+            "attempt",
+            "due-at",
+            "lease-deadline",
+            "added-at",
+            "replacement-pending"
+        ]
+    );
+    assert!(matches!(cmd(&mut c, "DQ.GET q m"), Value::Array(_)));
+    let mut c3 = server.conn_resp3();
+    let get = cmd(&mut c3, "DQ.GET q m");
+    assert!(matches!(get, Value::Map(_)), "{get:?}");
+    assert_eq!(field(&get, "lease-deadline"), Value::Nil);
+    assert_eq!(int(&field(&get, "attempt")), 0);
+    assert!(matches!(cmd(&mut c3, "DQ.STATS q"), Value::Map(_)));
+    let stats: Vec<String> = record(&cmd(&mut c, "DQ.STATS q"))
+        .into_iter()
+        .map(|f| f.0)
+        .collect();
+    assert_eq!(
+        stats,
+        [
+            "delayed",
+            "ready",
+            "inflight",
+            "added",
+            "delivered",
+            "acked",
+            "lease-expired",
+            "cancelled"
+        ]
+    );
+    assert_eq!(cmd(&mut c, "DQ.GET q unknown"), Value::Nil);
+    assert_eq!(int(&field(&cmd(&mut c, "DQ.STATS nothing"), "ready")), 0);
+}
+
+#[test]
+fn binary_payloads_and_ids_round_trip() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let payload: Vec<u8> = (0..=255u8).chain([0, b'\r', b'\n']).collect();
+    let id = b"id with spaces\r\n\x00";
+    run(&mut c, &[b"DQ.ADD", b"q", &payload, b"ID", id]).unwrap();
+    let popped = run(&mut c, &[b"DQ.POP", b"q"]).unwrap();
+    let Value::Array(entries) = popped else {
+        panic!()
+    };
+    let Value::Array(entry) = &entries[0] else {
+        panic!()
+    };
+    assert_eq!(entry[0], Value::BulkString(id.to_vec()));
+    assert_eq!(entry[1], Value::BulkString(payload));
+}
+
+#[test]
+fn queues_in_other_databases_are_served_by_the_timer() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "SELECT 3");
+    cmd(&mut c, "DQ.ADD q in-db-3 DELAY 100");
+    cmd(&mut c, "SELECT 0");
+    cmd(&mut c, "DQ.ADD q in-db-0 DELAY 100");
+    cmd(&mut c, "SELECT 3");
+    assert!(wait_until(Duration::from_secs(5), || {
+        int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 1
+    }));
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP q"))[0].1, "in-db-3");
+    cmd(&mut c, "SELECT 0");
+    assert!(wait_until(Duration::from_secs(5), || {
+        int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 1
+    }));
+}
+
+#[test]
+fn timer_serves_every_queue_after_a_restart() {
+    let server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD a x DELAY 700");
+    cmd(&mut c, "SELECT 5");
+    cmd(&mut c, "DQ.ADD b y DELAY 700");
+    cmd(&mut c, "DQ.ADD b leased");
+    cmd(&mut c, "DQ.POP b LEASE 700");
+    let server = server.restart();
+    let mut c = server.conn();
+    // Nothing touches the queues: only the timer can make them ready.
+    let ready = |c: &mut redis::Connection, db: u8, q: &str, n: i64| {
+        cmd(c, &format!("SELECT {db}"));
+        int(&field(&cmd(c, &format!("DQ.STATS {q}")), "ready")) == n
+    };
+    assert!(wait_until(Duration::from_secs(5), || ready(
+        &mut c, 0, "a", 1
+    )));
+    assert!(wait_until(Duration::from_secs(5), || ready(
+        &mut c, 5, "b", 2
+    )));
+}
+
+#[test]
+fn debug_reload_keeps_queues_served() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q x DELAY 500");
+    cmd(&mut c, "DEBUG RELOAD");
+    assert!(wait_until(Duration::from_secs(5), || {
+        int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 1
+    }));
+}

@@ -1,0 +1,262 @@
+//! Real servers for the integration tests.
+//!
+//! Each `Server` is a redis-server child process on a free loopback port, in
+//! its own temporary directory, with the freshly built module loaded. It is
+//! killed when dropped, also when a test fails. `DQ_SERVER` names another
+//! server binary (for example valkey-server); `DQ_MODULE` another module.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub use redis::Value;
+
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+    extra: Vec<String>,
+}
+
+fn module_path() -> PathBuf {
+    if let Ok(path) = std::env::var("DQ_MODULE") {
+        return PathBuf::from(path);
+    }
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/libdq.so");
+    assert!(
+        path.exists(),
+        "{} is missing: run `make test` (or `cargo build` first)",
+        path.display()
+    );
+    path
+}
+
+fn server_binary() -> String {
+    std::env::var("DQ_SERVER").unwrap_or_else(|_| "redis-server".into())
+}
+
+fn fresh_dir() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "dq-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a temporary directory");
+    dir
+}
+
+/// Polls `condition` until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// Starts a server with extra `--name value` arguments.
+    pub fn start_with(extra: &[&str]) -> Server {
+        let dir = fresh_dir();
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Server::spawn_in(dir, extra)
+    }
+
+    fn spawn_in(dir: PathBuf, extra: Vec<String>) -> Server {
+        // A port found free can be taken before the server binds it: then
+        // the server exits and we try another.
+        for _ in 0..20 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("find a free port")
+                .port();
+            let mut child = Command::new(server_binary())
+                .arg("--port")
+                .arg(port.to_string())
+                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--enable-debug-command", "yes", "--daemonize", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .arg("--logfile")
+                .arg(dir.join("server.log"))
+                .args(&extra)
+                .arg("--loadmodule")
+                .arg(module_path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("start {}: {e}", server_binary()));
+            let up = wait_until(Duration::from_secs(10), || {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    return true;
+                }
+                redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                    .and_then(|c| c.get_connection())
+                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                    .is_ok()
+            });
+            if up && matches!(child.try_wait(), Ok(None)) {
+                return Server {
+                    child,
+                    port,
+                    dir,
+                    extra,
+                };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+        panic!("the server did not start; its log:\n{log}");
+    }
+
+    /// Kills the server (as a crash would) and starts it again on the same
+    /// directory and arguments, so it loads what it had persisted.
+    pub fn restart(mut self) -> Server {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Taking the directory leaves nothing for Drop to delete.
+        let dir = std::mem::take(&mut self.dir);
+        let extra = std::mem::take(&mut self.extra);
+        Server::spawn_in(dir, extra)
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect")
+    }
+
+    /// A connection speaking RESP3.
+    pub fn conn_resp3(&self) -> redis::Connection {
+        redis::Client::open(format!("{}?protocol=resp3", self.url()))
+            .and_then(|c| c.get_connection())
+            .expect("connect with RESP3")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Runs one command; a server error becomes `Err` with its text.
+pub fn run(con: &mut redis::Connection, args: &[&[u8]]) -> Result<Value, String> {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query::<Value>(con).map_err(|e| {
+        // "ERR DELAY must be ..." as the server wrote it.
+        match (e.code(), e.detail()) {
+            (Some(code), Some(detail)) => format!("{code} {detail}"),
+            (Some(code), None) => code.to_string(),
+            _ => e.to_string(),
+        }
+    })
+}
+
+/// Runs one command from a string split on spaces; panics on error.
+pub fn cmd(con: &mut redis::Connection, line: &str) -> Value {
+    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+    run(con, &args).unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+/// Like `cmd`, expecting an error; returns its text.
+pub fn cmd_err(con: &mut redis::Connection, line: &str) -> String {
+    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+    match run(con, &args) {
+        Err(e) => e,
+        Ok(v) => panic!("{line}: expected an error, got {v:?}"),
+    }
+}
+
+pub fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        Value::Okay => "OK".into(),
+        other => panic!("not a string: {other:?}"),
+    }
+}
+
+pub fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(i) => *i,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// A record reply (RESP2 flat array or RESP3 map) as (field, value) pairs.
+pub fn record(v: &Value) -> Vec<(String, Value)> {
+    match v {
+        Value::Array(items) => items
+            .chunks(2)
+            .map(|kv| (text(&kv[0]), kv[1].clone()))
+            .collect(),
+        Value::Map(pairs) => pairs.iter().map(|(k, v)| (text(k), v.clone())).collect(),
+        other => panic!("not a record: {other:?}"),
+    }
+}
+
+pub fn field(v: &Value, name: &str) -> Value {
+    record(v)
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no field {name} in {v:?}"))
+}
+
+/// POP entries as (id, payload, attempt).
+pub fn entries(v: &Value) -> Vec<(String, String, i64)> {
+    match v {
+        Value::Nil => Vec::new(),
+        Value::Array(items) => items
+            .iter()
+            .map(|e| match e {
+                Value::Array(f) if f.len() == 3 => (text(&f[0]), text(&f[1]), int(&f[2])),
+                other => panic!("not an entry: {other:?}"),
+            })
+            .collect(),
+        other => panic!("not a POP reply: {other:?}"),
+    }
+}
+
+pub fn digest(con: &mut redis::Connection) -> String {
+    text(&cmd(con, "DEBUG DIGEST"))
+}
