@@ -341,3 +341,28 @@ fn debug_reload_keeps_queues_served() {
         int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 1
     }));
 }
+
+#[test]
+fn more_messages_than_one_tick_moves_all_become_ready() {
+    // A tick moves at most 1024 messages, then re-arms at once.
+    let server = Server::start();
+    let mut c = server.conn();
+    let mut pipe = redis::pipe();
+    for i in 0..5000 {
+        pipe.cmd("DQ.ADD")
+            .arg("q")
+            .arg(i)
+            .arg("DELAY")
+            .arg(200)
+            .ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 5000
+    }));
+    // Added in order with the same DELAY: due times never decrease, and
+    // within one millisecond FIFO decides, so POP returns them in ADD order.
+    let popped = entries(&cmd(&mut c, "DQ.POP q COUNT 10000"));
+    let payloads: Vec<i64> = popped.iter().map(|e| e.1.parse().unwrap()).collect();
+    assert_eq!(payloads, (0..5000).collect::<Vec<i64>>());
+}
