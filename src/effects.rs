@@ -65,6 +65,11 @@ impl Effects {
         }
     }
 
+    /// The keys written to.
+    pub fn parts(&self) -> impl Iterator<Item = Part> + '_ {
+        self.writes.iter().map(|(part, _)| *part)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty()
     }

@@ -25,11 +25,13 @@ pub mod timer;
 
 #[cfg(not(test))]
 mod module {
-    use redis_module::{redis_module, Context, RedisString, Status};
+    use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
 
     use crate::commands;
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+        // Keys are signalled as modified only when really written.
+        ctx.set_module_options(ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
         match crate::timer::start(ctx) {
             Ok(()) => Status::Ok,
             Err(e) => {
@@ -48,8 +50,8 @@ mod module {
         commands: [
             ["dq.add", commands::add::command, "write deny-oom", 1, 1, 1, ""],
             ["dq.pop", commands::pop::command, "write", 1, 1, 1, ""],
-            ["dq.ack", commands::ack::command, "write fast", 1, 1, 1, ""],
-            ["dq.cancel", commands::cancel::command, "write fast", 1, 1, 1, ""],
+            ["dq.ack", commands::ack::command, "write", 1, 1, 1, ""],
+            ["dq.cancel", commands::cancel::command, "write", 1, 1, 1, ""],
             ["dq.get", commands::get::command, "readonly fast", 1, 1, 1, ""],
             ["dq.stats", commands::stats::command, "readonly fast", 1, 1, 1, ""],
         ],

@@ -49,10 +49,40 @@ pub struct Message {
     pub lease_deadline: Option<u64>,
     /// A newer version written by ADD while this one was in flight; it takes
     /// this one's place when the delivery ends, so the two never overlap.
-    pub replacement: Option<Box<Message>>,
+    /// A `Version` has no replacement of its own: records cannot nest.
+    pub replacement: Option<Box<Version>>,
     /// Kept last so a future reader can decode the small fields alone.
     #[serde(with = "bytes")]
     pub payload: Vec<u8>,
+}
+
+/// What ADD writes: the part of a message a newer version replaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Version {
+    pub priority: i32,
+    pub seq: u64,
+    pub due_at: u64,
+    pub added_at: u64,
+    #[serde(with = "bytes")]
+    pub payload: Vec<u8>,
+}
+
+impl Version {
+    /// A fresh message of this version, not yet delivered. `place` in the
+    /// state machine decides whether it is delayed or ready.
+    pub fn into_message(self) -> Message {
+        Message {
+            state: State::Delayed,
+            priority: self.priority,
+            seq: self.seq,
+            due_at: self.due_at,
+            added_at: self.added_at,
+            attempt: 0,
+            lease_deadline: None,
+            replacement: None,
+            payload: self.payload,
+        }
+    }
 }
 
 impl Message {
@@ -86,7 +116,9 @@ impl Message {
         if crc32fast::hash(body) != crc {
             return Err(corrupt("checksum mismatch"));
         }
-        match bincode::serde::decode_from_slice(body, config()) {
+        // Borrowed decoding checks every length against the bytes present
+        // before copying, so a forged length cannot make us allocate.
+        match bincode::serde::borrow_decode_from_slice(body, config()) {
             Ok((message, used)) if used == body.len() => Ok(message),
             Ok(_) => Err(corrupt("trailing bytes after the record")),
             Err(e) => Err(corrupt(&e.to_string())),
@@ -117,11 +149,11 @@ mod bytes {
             fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
                 Ok(v.to_vec())
             }
-            fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-                Ok(v)
+            fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
             }
         }
-        d.deserialize_byte_buf(Visitor)
+        d.deserialize_bytes(Visitor)
     }
 }
 
@@ -152,11 +184,34 @@ mod tests {
     #[test]
     fn replacement_round_trips() {
         let mut m = sample();
-        let mut newer = sample();
-        newer.state = State::Delayed;
-        newer.payload = b"v2".to_vec();
-        m.replacement = Some(Box::new(newer));
+        m.replacement = Some(Box::new(Version {
+            priority: 1,
+            seq: 9,
+            due_at: 5,
+            added_at: 4,
+            payload: b"v2".to_vec(),
+        }));
         assert_eq!(Message::decode(b"id", &m.encode()), Ok(m));
+    }
+
+    /// A record with a valid checksum whose payload length claims far more
+    /// bytes than exist must be refused without trying to allocate them.
+    #[test]
+    fn forged_lengths_are_corrupt_not_allocations() {
+        let mut body = sample().encode()[HEADER_LEN..].to_vec();
+        // The payload is last: replace its length prefix and bytes with a
+        // varint length of 2^62 (bincode: 0xFD marker + u64 little-endian).
+        let payload_len = sample().payload.len();
+        body.truncate(body.len() - payload_len - 1);
+        body.push(0xFD);
+        body.extend_from_slice(&(1u64 << 62).to_le_bytes());
+        let mut forged = vec![FORMAT_V1];
+        forged.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        forged.extend_from_slice(&body);
+        assert!(matches!(
+            Message::decode(b"m", &forged),
+            Err(DqError::Corrupt { .. })
+        ));
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! CANCEL removes a message from any state. Nothing here knows about Redis,
 //! clocks or replication: callers pass `now` and the store records effects.
 
-use crate::error::Result;
-use crate::message::{Message, State};
+use crate::args::MAX_TIME_MS;
+use crate::error::{DqError, Result};
+use crate::message::{Message, State, Version};
 use crate::store::{Counter, Index, Store};
 
 /// What ADD does when the id already exists (or not).
@@ -94,15 +95,11 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
             seq = store.add_to_counter(Counter::Added, 1)?;
         },
     };
-    let fresh = Message {
-        state: State::Delayed,
+    let fresh = Version {
         priority: req.priority,
         seq,
         due_at: req.due_at,
         added_at: now,
-        attempt: 0,
-        lease_deadline: None,
-        replacement: None,
         payload: req.payload.to_vec(),
     };
     match existing {
@@ -112,10 +109,10 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
         }
         Some(current) => {
             unindex(store, &id, &current)?;
-            place(store, now, &id, fresh)?;
+            place(store, now, &id, fresh.into_message())?;
         }
         None => {
-            place(store, now, &id, fresh)?;
+            place(store, now, &id, fresh.into_message())?;
         }
     }
     Ok(Some(id))
@@ -126,10 +123,15 @@ pub fn pop(store: &mut impl Store, count: usize, lease_deadline: u64) -> Result<
     let mut deliveries = Vec::new();
     for (member, _) in store.index_range(Index::Ready, f64::INFINITY, count)? {
         let id = id_of_ready_member(&member);
+        let message = load_or_set_aside(store, id)?;
+        // The entry goes in every case: delivered, or pointing at nothing valid.
         store.index_remove(Index::Ready, &member)?;
-        let Some(mut message) = store.message(id)? else {
-            continue; // an index entry without its message: drop it
+        let Some(mut message) = message else {
+            continue;
         };
+        if message.state != State::Ready || ready_member(id, &message) != member {
+            continue; // a stale entry: the message is indexed elsewhere
+        }
         message.state = State::Inflight;
         message.attempt = message.attempt.saturating_add(1);
         message.lease_deadline = Some(lease_deadline);
@@ -157,48 +159,67 @@ pub struct Acked {
     pub next_due: Option<u64>,
 }
 
-/// Ends deliveries successfully.
+/// Ends deliveries successfully. Every id is read before anything is
+/// written, so an unreadable record fails the command without a change.
 pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<Acked> {
-    let mut acked = 0;
-    let mut next_due: Option<u64> = None;
+    let mut inflight: Vec<(&[u8], Message)> = Vec::new();
     for &id in ids {
-        let Some(message) = store.message(id)? else {
-            continue;
-        };
-        if message.state != State::Inflight {
+        if inflight.iter().any(|(seen, _)| *seen == id) {
             continue;
         }
+        if let Some(message) = store.message(id)? {
+            if message.state == State::Inflight {
+                inflight.push((id, message));
+            }
+        }
+    }
+    let mut next_due: Option<u64> = None;
+    for (id, message) in &mut inflight {
         store.index_remove(Index::Inflight, id)?;
-        match message.replacement {
+        match message.replacement.take() {
             Some(newer) => {
-                if let Some(due) = place(store, now, id, *newer)? {
+                if let Some(due) = place(store, now, id, newer.into_message())? {
                     next_due = Some(next_due.map_or(due, |n| n.min(due)));
                 }
             }
             None => store.delete_message(id)?,
         }
-        acked += 1;
     }
-    if acked > 0 {
-        store.add_to_counter(Counter::Acked, acked)?;
+    let count = inflight.len() as u64;
+    if count > 0 {
+        store.add_to_counter(Counter::Acked, count)?;
     }
-    Ok(Acked {
-        count: acked,
-        next_due,
-    })
+    Ok(Acked { count, next_due })
 }
 
-/// Deletes messages in any state. Returns how many existed.
+/// Deletes messages in any state. Returns how many existed. A record that
+/// cannot be read is deleted too: CANCEL is how an operator clears it.
 pub fn cancel(store: &mut impl Store, ids: &[&[u8]]) -> Result<u64> {
-    let mut cancelled = 0;
+    let mut found: Vec<(&[u8], Option<Message>)> = Vec::new();
     for &id in ids {
-        let Some(message) = store.message(id)? else {
+        if found.iter().any(|(seen, _)| *seen == id) {
             continue;
-        };
-        unindex(store, id, &message)?;
-        store.delete_message(id)?;
-        cancelled += 1;
+        }
+        match store.message(id) {
+            Ok(Some(message)) => found.push((id, Some(message))),
+            Ok(None) => {}
+            Err(DqError::Corrupt { .. }) => found.push((id, None)),
+            Err(e) => return Err(e),
+        }
     }
+    for (id, message) in &found {
+        match message {
+            Some(message) => unindex(store, id, message)?,
+            None => {
+                // Its ready entry, if any, cannot be named without the
+                // record; POP drops it as pointing at nothing.
+                store.index_remove(Index::Delayed, id)?;
+                store.index_remove(Index::Inflight, id)?;
+            }
+        }
+        store.delete_message(id)?;
+    }
+    let cancelled = found.len() as u64;
     if cancelled > 0 {
         store.add_to_counter(Counter::Cancelled, cancelled)?;
     }
@@ -206,11 +227,13 @@ pub fn cancel(store: &mut impl Store, ids: &[&[u8]]) -> Result<u64> {
 }
 
 /// Moves up to `limit` delayed messages whose time has come to ready.
+/// Returns how many index entries it handled.
 pub fn promote_due(store: &mut impl Store, now: u64, limit: usize) -> Result<usize> {
     let due = store.index_range(Index::Delayed, now as f64, limit)?;
     for (id, _) in &due {
+        let message = load_or_set_aside(store, id)?;
         store.index_remove(Index::Delayed, id)?;
-        if let Some(message) = store.message(id)? {
+        if let Some(message) = message.filter(|m| m.state == State::Delayed) {
             place(store, now, id, message)?;
         }
     }
@@ -218,25 +241,27 @@ pub fn promote_due(store: &mut impl Store, now: u64, limit: usize) -> Result<usi
 }
 
 /// Makes up to `limit` messages whose lease has ended ready again; the next
-/// POP delivers them with the next attempt number.
+/// POP delivers them with the next attempt number. A newer version written
+/// while the message was in flight takes its place instead. Returns how
+/// many index entries it handled.
 pub fn expire_leases(store: &mut impl Store, now: u64, limit: usize) -> Result<usize> {
     let expired = store.index_range(Index::Inflight, now as f64, limit)?;
+    let mut count = 0;
     for (id, _) in &expired {
+        let message = load_or_set_aside(store, id)?;
         store.index_remove(Index::Inflight, id)?;
-        let Some(message) = store.message(id)? else {
+        let Some(message) = message.filter(|m| m.state == State::Inflight) else {
             continue;
         };
         let next = match message.replacement {
-            Some(newer) => *newer,
-            None => Message {
-                lease_deadline: None,
-                ..message
-            },
+            Some(newer) => newer.into_message(),
+            None => message,
         };
         place(store, now, id, next)?;
+        count += 1;
     }
-    if !expired.is_empty() {
-        store.add_to_counter(Counter::LeaseExpired, expired.len() as u64)?;
+    if count > 0 {
+        store.add_to_counter(Counter::LeaseExpired, count)?;
     }
     Ok(expired.len())
 }
@@ -247,7 +272,8 @@ pub fn next_due(store: &mut impl Store) -> Result<Option<u64>> {
     let mut earliest = None;
     for index in [Index::Delayed, Index::Inflight] {
         if let Some((_, score)) = store.index_range(index, f64::INFINITY, 1)?.first() {
-            let at = *score as u64;
+            // A score written by hand may be anything; keep it a valid time.
+            let at = score.clamp(0.0, MAX_TIME_MS as f64) as u64;
             earliest = Some(earliest.map_or(at, |e: u64| e.min(at)));
         }
     }
@@ -284,6 +310,19 @@ fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> R
     }
     store.put_message(id, &message)?;
     Ok((message.state == State::Delayed).then_some(message.due_at))
+}
+
+/// Reads a message for a batch transition. A record that cannot be decoded
+/// is reported through the store and skipped, so one bad record cannot stop
+/// a queue or make the timer spin on it.
+fn load_or_set_aside(store: &mut impl Store, id: &[u8]) -> Result<Option<Message>> {
+    match store.message(id) {
+        Err(problem @ DqError::Corrupt { .. }) => {
+            store.set_aside(id, &problem);
+            Ok(None)
+        }
+        other => other,
+    }
 }
 
 fn unindex(store: &mut impl Store, id: &[u8], message: &Message) -> Result<()> {
@@ -538,6 +577,54 @@ mod tests {
             assert!(seen.insert(id));
         }
         assert_eq!(s.messages.len(), 51);
+    }
+
+    #[test]
+    fn an_unreadable_record_is_set_aside_and_the_queue_keeps_moving() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "bad-delayed", 10);
+        add_at(&mut s, 0, "good-delayed", 10);
+        add_at(&mut s, 0, "bad-ready", 0);
+        add_at(&mut s, 0, "good-ready", 0);
+        for id in ["bad-delayed", "bad-ready"] {
+            s.messages
+                .insert(id.as_bytes().to_vec(), b"garbage".to_vec());
+        }
+        assert_eq!(ids(&pop(&mut s, 10, LEASE).unwrap()), ["good-ready"]);
+        assert_eq!(promote_due(&mut s, 10, 10).unwrap(), 2);
+        assert_eq!(ids(&pop(&mut s, 10, LEASE).unwrap()), ["good-delayed"]);
+        assert_eq!(
+            s.set_aside,
+            [b"bad-ready".to_vec(), b"bad-delayed".to_vec()]
+        );
+        // Nothing timed is left pointing at the bad records: no busy timer.
+        assert_eq!(next_due(&mut s).unwrap(), Some(LEASE));
+        // CANCEL clears what is left of them.
+        assert_eq!(cancel(&mut s, &[b"bad-delayed", b"bad-ready"]).unwrap(), 2);
+        assert!(!s.messages.contains_key(&b"bad-ready"[..]));
+    }
+
+    #[test]
+    fn ack_with_an_unreadable_id_changes_nothing() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "a", 0);
+        add_at(&mut s, 0, "b", 0);
+        pop(&mut s, 2, LEASE).unwrap();
+        s.messages.insert(b"b".to_vec(), b"garbage".to_vec());
+        let before = s.messages.clone();
+        assert!(matches!(
+            ack(&mut s, 0, &[b"a", b"b"]),
+            Err(DqError::Corrupt { .. })
+        ));
+        assert_eq!(s.messages, before);
+        assert_eq!(s.index(Index::Inflight).members().count(), 2);
+    }
+
+    #[test]
+    fn a_hand_written_huge_score_stays_a_valid_time() {
+        let mut s = MemoryStore::default();
+        s.index_add(Index::Inflight, 1e300, b"ghost").unwrap();
+        assert_eq!(next_due(&mut s).unwrap(), Some(MAX_TIME_MS));
     }
 
     /// Long random sequences against the invariants: every message is in

@@ -3,8 +3,9 @@
 //! Opening checks the type of every key of the queue first, so a command
 //! either finds them all usable or fails before writing anything. Every
 //! write goes through the key API and is recorded in [`Effects`];
-//! [`RedisStore::finish`] replicates those effects and wakes blocked
-//! consumers when something became ready.
+//! [`RedisStore::finish`] replicates those effects, signals the keys that
+//! changed (for WATCH and client tracking) and wakes blocked consumers when
+//! something became ready.
 
 use redis_module::Context;
 
@@ -12,7 +13,7 @@ use crate::effects::{Effects, Write};
 use crate::error::{printable, DqError, Result};
 use crate::keys::{key_name, Part};
 use crate::message::Message;
-use crate::rkey::{signal_ready, Key, KeyKind};
+use crate::rkey::{signal_modified, signal_ready, Key, KeyKind};
 use crate::store::{Counter, Index, Store};
 
 pub struct RedisStore<'c> {
@@ -70,6 +71,9 @@ impl<'c> RedisStore<'c> {
             effects,
             became_ready,
         } = self;
+        for part in effects.parts() {
+            signal_modified(ctx, keys[part.index()].name());
+        }
         for command in effects.into_commands() {
             let mut args: Vec<&[u8]> = Vec::with_capacity(command.args.len() + 1);
             args.push(keys[command.part.index()].name().as_slice());
@@ -156,6 +160,13 @@ impl Store for RedisStore<'_> {
             .hash_get(counter.name().as_bytes())
             .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
             .unwrap_or(0))
+    }
+
+    fn set_aside(&mut self, id: &[u8], problem: &DqError) {
+        self.ctx.log_warning(&format!(
+            "dq: set aside unreadable message '{}': {problem}",
+            printable(id)
+        ));
     }
 
     fn add_to_counter(&mut self, counter: Counter, n: u64) -> Result<u64> {

@@ -6,7 +6,7 @@
 //! before that callback returns.
 
 use std::os::raw::{c_int, c_void};
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use redis_module::{raw, Context, RedisString};
 
@@ -72,9 +72,10 @@ impl Key {
         RedisString::create_from_slice(self.ctx, bytes)
     }
 
-    /// Takes ownership of a string the API returned to us.
+    /// Takes ownership of a string the API returned to us: freed on drop.
+    /// (`RedisString::new` would retain it once more and leak it.)
     fn owned(&self, s: *mut raw::RedisModuleString) -> Option<RedisString> {
-        (!s.is_null()).then(|| RedisString::new(NonNull::new(self.ctx), s))
+        (!s.is_null()).then(|| RedisString::from_redis_module_string(self.ctx, s))
     }
 
     pub fn zset_add(&mut self, score: f64, member: &[u8]) {
@@ -186,6 +187,14 @@ impl Drop for Key {
             raw::close_key(self.key);
         }
     }
+}
+
+/// Tells WATCH and client-side caching that `name` changed. The module
+/// turns off the implicit signal on closing every writable key, so that a
+/// command that changes nothing invalidates nothing.
+pub fn signal_modified(ctx: &Context, name: &RedisString) {
+    // SAFETY: main thread, live context and string.
+    unsafe { raw::RedisModule_SignalModifiedKey.unwrap()(ctx.ctx, name.inner) };
 }
 
 /// Wakes clients blocked on `name` (DQ.POP BLOCK waits on the ready key).

@@ -41,16 +41,14 @@ impl Schedule {
         self.by_time.first().map(|(at, _)| *at)
     }
 
-    /// Removes and returns the queues due at `now`, earliest first.
-    pub fn take_due(&mut self, now: u64) -> Vec<QueueRef> {
+    /// Removes and returns the queues due at `now` with their times,
+    /// earliest first.
+    pub fn take_due(&mut self, now: u64) -> Vec<(u64, QueueRef)> {
         let mut due = Vec::new();
-        while let Some((at, _)) = self.by_time.first() {
-            if *at > now {
-                break;
-            }
-            if let Some((_, queue)) = self.by_time.pop_first() {
+        while self.by_time.first().is_some_and(|(at, _)| *at <= now) {
+            if let Some((at, queue)) = self.by_time.pop_first() {
                 self.by_queue.remove(&queue);
-                due.push(queue);
+                due.push((at, queue));
             }
         }
         due
@@ -100,7 +98,10 @@ mod tests {
         s.note(q("b"), 10);
         s.note((1, b"b".to_vec()), 5);
         s.note(q("c"), 20);
-        assert_eq!(s.take_due(20), vec![(1, b"b".to_vec()), q("b"), q("c")]);
+        assert_eq!(
+            s.take_due(20),
+            vec![(5, (1, b"b".to_vec())), (10, q("b")), (20, q("c"))]
+        );
         assert_eq!(s.len(), 1);
         assert_eq!(s.earliest(), Some(30));
         assert!(s.take_due(29).is_empty());

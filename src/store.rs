@@ -4,7 +4,7 @@
 //! in unit tests on [`MemoryStore`]; `redis_store.rs` implements it over the
 //! queue's Redis keys and replicates every write as its effect.
 
-use crate::error::Result;
+use crate::error::{DqError, Result};
 use crate::message::Message;
 
 /// The sorted indexes of a queue; a message is in exactly one of them.
@@ -69,6 +69,11 @@ pub trait Store {
     fn counter(&mut self, counter: Counter) -> Result<u64>;
     /// Adds `n` and returns the new value.
     fn add_to_counter(&mut self, counter: Counter, n: u64) -> Result<u64>;
+
+    /// A record that cannot be decoded was taken out of its index so the
+    /// queue keeps moving; the record stays for inspection (DQ.GET names the
+    /// problem, DQ.CANCEL removes it). The store reports it.
+    fn set_aside(&mut self, id: &[u8], problem: &DqError);
 }
 
 #[cfg(test)]
@@ -119,6 +124,7 @@ mod memory {
         pub messages: HashMap<Vec<u8>, Vec<u8>>,
         pub indexes: HashMap<Index, SortedSet>,
         pub counters: HashMap<&'static str, u64>,
+        pub set_aside: Vec<Vec<u8>>,
     }
 
     impl MemoryStore {
@@ -174,6 +180,9 @@ mod memory {
             let value = self.counters.entry(counter.name()).or_insert(0);
             *value += n;
             Ok(*value)
+        }
+        fn set_aside(&mut self, id: &[u8], _problem: &DqError) {
+            self.set_aside.push(id.to_vec());
         }
     }
 }

@@ -7,10 +7,14 @@
 //!
 //! Only a master runs it. Its schedule is rebuilt from the keys whenever
 //! the server may hold queues it has not seen: module load, the end of an
-//! RDB/AOF load, and promotion from replica to master.
+//! RDB/AOF load, promotion from replica to master, and SWAPDB. Queue keys
+//! that arrive one by one (RESTORE, as slot migration does; MOVE; COPY)
+//! put their queue on the schedule as they come.
 
 use std::cell::RefCell;
-use std::os::raw::{c_int, c_void};
+use std::collections::HashSet;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
@@ -81,6 +85,7 @@ fn arm(ctx: &Context) {
     // The server fires a timer no earlier than its period, so a message is
     // never promoted before its due millisecond.
     let period = Duration::from_millis(at.saturating_sub(now_ms()));
+    // The timer carries no data: `stop_timer::<()>` above relies on that.
     let id = ctx.create_timer(period, tick, ());
     TIMER.with(|t| t.borrow_mut().armed = Some((id, at)));
 }
@@ -94,11 +99,13 @@ fn tick(ctx: &Context, _: ()) {
     let due = TIMER.with(|t| t.borrow_mut().schedule.take_due(now));
     let original_db = selected_db(ctx);
     let mut budget = TICK_BUDGET;
-    for queue in due {
+    for (at, queue) in due {
         let next = if budget == 0 {
-            Some(now) // out of budget: first in line for the next tick
+            Some(at) // not served: keeps its place in line
         } else {
-            serve(ctx, &queue, now, &mut budget)
+            // A queue with work left goes behind everything due before now,
+            // so one big backlog cannot starve the other queues.
+            serve(ctx, &queue, now, &mut budget).map(|next| next.max(now))
         };
         TIMER.with(|t| t.borrow_mut().schedule.set(queue, next));
     }
@@ -168,17 +175,15 @@ fn timed_queues(ctx: &Context) -> Vec<Vec<u8>> {
         _key: *mut raw::RedisModuleKey,
         found: *mut c_void,
     ) {
-        // SAFETY: `found` is the Vec passed to RedisModule_Scan below, alive
+        // SAFETY: `found` is the set passed to RedisModule_Scan below, alive
         // for the whole scan; `name` is valid during the callback.
-        let found = unsafe { &mut *(found as *mut Vec<Vec<u8>>) };
+        let found = unsafe { &mut *(found as *mut HashSet<Vec<u8>>) };
         let name = redis_module::RedisString::string_as_slice(name);
         if let Some((queue, Part::Delayed | Part::Inflight)) = parse_key_name(name) {
-            if !found.contains(&queue) {
-                found.push(queue);
-            }
+            found.insert(queue);
         }
     }
-    let mut found: Vec<Vec<u8>> = Vec::new();
+    let mut found: HashSet<Vec<u8>> = HashSet::new();
     // SAFETY: main thread; the cursor is destroyed after the last call.
     unsafe {
         let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
@@ -186,12 +191,12 @@ fn timed_queues(ctx: &Context) -> Vec<Vec<u8>> {
             ctx.ctx,
             cursor,
             Some(on_key),
-            &mut found as *mut Vec<Vec<u8>> as *mut c_void,
+            &mut found as *mut HashSet<Vec<u8>> as *mut c_void,
         ) != 0
         {}
         raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
     }
-    found
+    found.into_iter().collect()
 }
 
 extern "C" fn on_role_changed(
@@ -202,6 +207,36 @@ extern "C" fn on_role_changed(
 ) {
     // Now master: serve what replication brought. Now replica: stop.
     discover(&Context::new(ctx));
+}
+
+extern "C" fn on_swapdb(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut c_void,
+) {
+    discover(&Context::new(ctx));
+}
+
+/// A key arrived in a database without a DQ command: RESTORE (slot
+/// migration, DUMP/RESTORE), MOVE or COPY. If it times a queue, the next
+/// tick looks at that queue and finds its exact next time.
+extern "C" fn on_key_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    // SAFETY: Redis passes a NUL-terminated event name and a live key name
+    // for the duration of the callback.
+    let event = unsafe { CStr::from_ptr(event) }.to_bytes();
+    if matches!(event, b"restore" | b"move_to" | b"copy_to") {
+        let name = redis_module::RedisString::string_as_slice(key);
+        if let Some((queue, Part::Delayed | Part::Inflight)) = parse_key_name(name) {
+            note_due(&Context::new(ctx), &queue, now_ms());
+        }
+    }
+    raw::REDISMODULE_OK as c_int
 }
 
 extern "C" fn on_loading(
@@ -224,6 +259,7 @@ pub fn start(ctx: &Context) -> Result<(), String> {
             on_role_changed as _,
         ),
         (raw::REDISMODULE_EVENT_LOADING, on_loading as _),
+        (raw::REDISMODULE_EVENT_SWAPDB, on_swapdb as _),
     ];
     for (id, callback) in events {
         // SAFETY: called from OnLoad with the module's context.
@@ -237,6 +273,17 @@ pub fn start(ctx: &Context) -> Result<(), String> {
         if status != raw::REDISMODULE_OK as c_int {
             return Err(format!("could not subscribe to server event {id}"));
         }
+    }
+    // SAFETY: as above.
+    let status = unsafe {
+        raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
+            ctx.ctx,
+            raw::REDISMODULE_NOTIFY_GENERIC,
+            Some(on_key_event),
+        )
+    };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err("could not subscribe to keyspace events".into());
     }
     discover(ctx);
     Ok(())
