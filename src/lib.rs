@@ -14,6 +14,7 @@ pub mod args;
 pub mod commands;
 pub mod effects;
 pub mod error;
+pub mod info;
 pub mod keys;
 pub mod message;
 pub mod queue;
@@ -32,6 +33,8 @@ mod module {
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         // Keys are signalled as modified only when really written.
         ctx.set_module_options(ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
+        // Replaces the crate's default INFO handler, which has nothing to say.
+        redis_module::raw::register_info_function(ctx.ctx, Some(crate::info::dq_info));
         match crate::timer::start(ctx) {
             Ok(()) => Status::Ok,
             Err(e) => {

@@ -31,6 +31,25 @@ pub const TICK_BUDGET: usize = 1024;
 struct Timer {
     schedule: Schedule,
     armed: Option<(RedisModuleTimerID, u64)>,
+    ticks: u64,
+}
+
+/// What `INFO dq` shows about the timer.
+pub struct TimerReport {
+    pub armed: bool,
+    pub ticks: u64,
+    pub queues_scheduled: usize,
+}
+
+pub fn report() -> TimerReport {
+    TIMER.with(|t| {
+        let t = t.borrow();
+        TimerReport {
+            armed: t.armed.is_some(),
+            ticks: t.ticks,
+            queues_scheduled: t.schedule.len(),
+        }
+    })
 }
 
 thread_local! {
@@ -91,7 +110,11 @@ fn arm(ctx: &Context) {
 }
 
 fn tick(ctx: &Context, _: ()) {
-    TIMER.with(|t| t.borrow_mut().armed = None);
+    TIMER.with(|t| {
+        let mut t = t.borrow_mut();
+        t.armed = None;
+        t.ticks += 1;
+    });
     if !is_master(ctx) {
         return;
     }

@@ -366,3 +366,29 @@ fn more_messages_than_one_tick_moves_all_become_ready() {
     let payloads: Vec<i64> = popped.iter().map(|e| e.1.parse().unwrap()).collect();
     assert_eq!(payloads, (0..5000).collect::<Vec<i64>>());
 }
+
+fn info_field(c: &mut redis::Connection, name: &str) -> i64 {
+    let info = text(&cmd(c, "INFO dq"));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO dq:\n{info}"))
+}
+
+#[test]
+fn the_timer_sleeps_while_nothing_is_due_and_fires_once_per_due_time() {
+    let server = Server::start();
+    let mut c = server.conn();
+    assert_eq!(info_field(&mut c, "dq_timer_armed"), 0);
+    cmd(&mut c, "DQ.ADD q ready-now");
+    assert_eq!(info_field(&mut c, "dq_timer_armed"), 0, "nothing timed yet");
+    cmd(&mut c, "DQ.ADD q later DELAY 200");
+    assert_eq!(info_field(&mut c, "dq_timer_armed"), 1);
+    assert!(wait_until(Duration::from_secs(5), || {
+        int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 2
+    }));
+    // One tick at the due time, then no timer at all: no polling.
+    assert_eq!(info_field(&mut c, "dq_timer_ticks"), 1);
+    assert_eq!(info_field(&mut c, "dq_timer_armed"), 0);
+    assert_eq!(info_field(&mut c, "dq_queues_scheduled"), 0);
+}
