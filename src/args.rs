@@ -118,6 +118,37 @@ pub fn check_id(id: &[u8]) -> Result<&[u8]> {
     Ok(id)
 }
 
+/// MAXATTEMPTS: deliveries a message may have before it is dead.
+pub fn parse_max_attempts(arg: &[u8]) -> Result<u32> {
+    let n = parse_in_range(
+        "MAXATTEMPTS",
+        MAX_ATTEMPTS_EXPECTED,
+        arg,
+        1,
+        i32::MAX.into(),
+    )?;
+    Ok(n as u32)
+}
+
+const MAX_ATTEMPTS_EXPECTED: &str = "an integer from 1 to 2147483647";
+
+/// LEASE: how long a delivery stays invisible.
+pub fn parse_lease(arg: &[u8]) -> Result<u64> {
+    let ms = parse_in_range("LEASE", POSITIVE_MS, arg, 1, MAX_TIME_MS as i64)?;
+    Ok(ms as u64)
+}
+
+const POSITIVE_MS: &str = "a positive integer number of milliseconds";
+
+/// COUNT: how many messages one command handles, 1 to [`MAX_COUNT`].
+pub fn parse_count(arg: &[u8]) -> Result<usize> {
+    let n = parse_in_range("COUNT", COUNT_EXPECTED, arg, 1, MAX_COUNT as i64)?;
+    Ok(n as usize)
+}
+
+pub const MAX_COUNT: usize = 10_000;
+const COUNT_EXPECTED: &str = "an integer from 1 to 10000";
+
 /// `queue id [id ...]`, the shape of ACK and CANCEL.
 pub fn parse_queue_and_ids<'a>(
     command: &'static str,

@@ -16,6 +16,7 @@ pub enum Write {
     ZRem { member: Vec<u8> },
     HSet { field: Vec<u8>, value: Vec<u8> },
     HDel { field: Vec<u8> },
+    Del,
 }
 
 impl Write {
@@ -25,6 +26,7 @@ impl Write {
             Write::ZRem { .. } => "ZREM",
             Write::HSet { .. } => "HSET",
             Write::HDel { .. } => "HDEL",
+            Write::Del => "DEL",
         }
     }
 
@@ -40,6 +42,7 @@ impl Write {
                 args.push(value.clone());
             }
             Write::HDel { field } => args.push(field.clone()),
+            Write::Del => {}
         }
     }
 }
@@ -123,6 +126,8 @@ mod tests {
         e.record(Part::Inflight, zadd(6, "b"));
         e.record(Part::Ready, zadd(-1, "c"));
         e.record(Part::Ready, zrem("d"));
+        e.record(Part::Dead, Write::Del);
+        e.record(Part::Dead, Write::Del);
         let got: Vec<(String, Part, Vec<String>)> = e
             .into_commands()
             .into_iter()
@@ -143,6 +148,7 @@ mod tests {
                 ("ZADD".into(), Part::Ready, s(&["-1", "c"])),
                 ("ZREM".into(), Part::Ready, s(&["d"])),
                 ("ZADD".into(), Part::Inflight, s(&["5", "a", "6", "b"])),
+                ("DEL".into(), Part::Dead, s(&[])),
             ]
         );
     }

@@ -40,6 +40,12 @@ pub enum DqError {
     #[error("ERR {0} would be later than the latest time dq can store (2^53-1 ms)")]
     TimeOverflow(&'static str),
 
+    #[error("ERR BACKOFF must be exp:BASE:MAX, fixed:DELAY or a list of delays such as 15s,3m,1h; got {0}")]
+    BadBackoff(String),
+
+    #[error("ERR the queue setting '{0}' holds an unreadable value; set it again with DQ.CONFIG")]
+    BadQueueSetting(&'static str),
+
     #[error("WRONGTYPE key '{0}' of the queue holds the wrong kind of value")]
     WrongType(String),
 

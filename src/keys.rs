@@ -26,17 +26,23 @@ pub enum Part {
     Ready,
     /// ZSET: lease deadline (ms) -> id, for messages handed to a consumer.
     Inflight,
+    /// ZSET: time of death (ms) -> id, for messages out of attempts.
+    Dead,
     /// HASH: lifetime counters of the queue.
     Meta,
+    /// HASH: the queue's DQ.CONFIG settings.
+    Config,
 }
 
 impl Part {
-    pub const ALL: [Part; 5] = [
+    pub const ALL: [Part; 7] = [
         Part::Messages,
         Part::Delayed,
         Part::Ready,
         Part::Inflight,
+        Part::Dead,
         Part::Meta,
+        Part::Config,
     ];
 
     /// Position in [`Part::ALL`].
@@ -50,7 +56,9 @@ impl Part {
             Part::Delayed => "delayed",
             Part::Ready => "ready",
             Part::Inflight => "inflight",
+            Part::Dead => "dead",
             Part::Meta => "meta",
+            Part::Config => "config",
         }
     }
 

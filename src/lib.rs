@@ -11,16 +11,19 @@
 #![cfg_attr(test, allow(dead_code))]
 
 pub mod args;
+pub mod backoff;
 pub mod commands;
 pub mod effects;
 pub mod error;
 pub mod info;
 pub mod keys;
 pub mod message;
+pub mod policy;
 pub mod queue;
 pub mod redis_store;
 pub mod rkey;
 pub mod schedule;
+pub mod settings;
 pub mod store;
 pub mod timer;
 

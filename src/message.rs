@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::backoff::Backoff;
 use crate::error::{printable, DqError, Result};
 
 const FORMAT_V1: u8 = 1;
@@ -20,6 +21,8 @@ pub enum State {
     Ready,
     /// Handed to a consumer until `lease_deadline`.
     Inflight,
+    /// Out of attempts; kept until REDRIVE, CANCEL or PURGE.
+    Dead,
 }
 
 impl State {
@@ -28,8 +31,34 @@ impl State {
             State::Delayed => "delayed",
             State::Ready => "ready",
             State::Inflight => "inflight",
+            State::Dead => "dead",
         }
     }
+}
+
+/// Why a message became dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeathReason {
+    /// NACK of its last allowed attempt.
+    Nack,
+    /// The lease of its last allowed attempt ended without ACK.
+    LeaseExpired,
+}
+
+impl DeathReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeathReason::Nack => "nack",
+            DeathReason::LeaseExpired => "lease-expired",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Death {
+    pub reason: DeathReason,
+    /// Unix ms.
+    pub at: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +76,12 @@ pub struct Message {
     pub attempt: u32,
     /// Unix ms at which the current lease ends, while in flight.
     pub lease_deadline: Option<u64>,
+    /// MAXATTEMPTS given on ADD; `None` follows the queue and module.
+    pub max_attempts: Option<u32>,
+    /// BACKOFF given on ADD; `None` follows the queue and module.
+    pub backoff: Option<Backoff>,
+    /// Why and when it died, while dead.
+    pub death: Option<Death>,
     /// A newer version written by ADD while this one was in flight; it takes
     /// this one's place when the delivery ends, so the two never overlap.
     /// A `Version` has no replacement of its own: records cannot nest.
@@ -63,6 +98,8 @@ pub struct Version {
     pub seq: u64,
     pub due_at: u64,
     pub added_at: u64,
+    pub max_attempts: Option<u32>,
+    pub backoff: Option<Backoff>,
     #[serde(with = "bytes")]
     pub payload: Vec<u8>,
 }
@@ -79,6 +116,9 @@ impl Version {
             added_at: self.added_at,
             attempt: 0,
             lease_deadline: None,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
+            death: None,
             replacement: None,
             payload: self.payload,
         }
@@ -158,10 +198,10 @@ mod bytes {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sample() -> Message {
+    pub(crate) fn sample() -> Message {
         Message {
             state: State::Inflight,
             priority: -7,
@@ -170,6 +210,12 @@ mod tests {
             added_at: 1_731_999_000_000,
             attempt: 3,
             lease_deadline: Some(1_732_000_030_000),
+            max_attempts: Some(5),
+            backoff: Some(Backoff::Steps(vec![15_000, 180_000])),
+            death: Some(Death {
+                reason: DeathReason::Nack,
+                at: 1_732_000_040_000,
+            }),
             replacement: None,
             payload: b"{\"order\":42}\0\xff".to_vec(),
         }
@@ -189,6 +235,8 @@ mod tests {
             seq: 9,
             due_at: 5,
             added_at: 4,
+            max_attempts: None,
+            backoff: Some(Backoff::Fixed(3)),
             payload: b"v2".to_vec(),
         }));
         assert_eq!(Message::decode(b"id", &m.encode()), Ok(m));
@@ -219,13 +267,14 @@ mod tests {
         let mut m = sample();
         m.payload = (0..4 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
         let bytes = m.encode();
-        assert!(bytes.len() < m.payload.len() + 64);
+        assert!(bytes.len() < m.payload.len() + 128);
         assert_eq!(Message::decode(b"id", &bytes), Ok(m));
     }
 
     #[test]
     fn envelope_overhead_is_small() {
         let mut m = sample();
+        (m.max_attempts, m.backoff, m.death) = (None, None, None);
         m.payload = vec![b'x'; 64];
         assert!(m.encode().len() <= 64 + 48, "{}", m.encode().len());
     }

@@ -2,15 +2,21 @@
 //!
 //! ```text
 //!   ADD ──► delayed ──(due: timer)──► ready ──POP──► inflight ──ACK──► gone
-//!    └────────(due now)──────────────►  ▲               │
-//!                                       └─(lease ends)──┘
+//!    └────────(due now)──────────────►  ▲  ▲            │
+//!               ▲                       │  └(lease ends)┤
+//!               └────────(NACK: backoff)┼───────────────┤
+//!                                       │               ▼ attempts used up
+//!                                       └──REDRIVE──── dead
 //! ```
-//! CANCEL removes a message from any state. Nothing here knows about Redis,
-//! clocks or replication: callers pass `now` and the store records effects.
+//! CANCEL removes a message from any state, PURGE a whole state. Nothing
+//! here knows about Redis, clocks or replication: callers pass `now` and
+//! the policy in force, and the store records effects.
 
 use crate::args::MAX_TIME_MS;
+use crate::backoff::Backoff;
 use crate::error::{DqError, Result};
-use crate::message::{Message, State, Version};
+use crate::message::{Death, DeathReason, Message, State, Version};
+use crate::policy::Policy;
 use crate::store::{Counter, Index, Store};
 
 /// What ADD does when the id already exists (or not).
@@ -32,6 +38,10 @@ pub struct AddRequest<'a> {
     pub due_at: u64,
     pub priority: i32,
     pub mode: AddMode,
+    /// Per-message MAXATTEMPTS; `None` follows the queue and module.
+    pub max_attempts: Option<u32>,
+    /// Per-message BACKOFF; `None` follows the queue and module.
+    pub backoff: Option<Backoff>,
 }
 
 /// One message handed to a consumer by POP.
@@ -47,7 +57,12 @@ pub struct Stats {
     pub delayed: u64,
     pub ready: u64,
     pub inflight: u64,
+    pub dead: u64,
     pub counters: Vec<(Counter, u64)>,
+    /// Due time of the message that has been ready longest.
+    pub oldest_ready_due_at: Option<u64>,
+    /// Due time of the earliest delayed message.
+    pub next_due_at: Option<u64>,
 }
 
 /// The ready index orders by score = -priority, then by this member:
@@ -100,6 +115,8 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
         seq,
         due_at: req.due_at,
         added_at: now,
+        max_attempts: req.max_attempts,
+        backoff: req.backoff.clone(),
         payload: req.payload.to_vec(),
     };
     match existing {
@@ -178,7 +195,7 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<Acked> {
         store.index_remove(Index::Inflight, id)?;
         match message.replacement.take() {
             Some(newer) => {
-                if let Some(due) = place(store, now, id, newer.into_message())? {
+                if let Some(due) = place(store, now, id, newer.into_message())?.wake_at() {
                     next_due = Some(next_due.map_or(due, |n| n.min(due)));
                 }
             }
@@ -240,11 +257,17 @@ pub fn promote_due(store: &mut impl Store, now: u64, limit: usize) -> Result<usi
     Ok(due.len())
 }
 
-/// Makes up to `limit` messages whose lease has ended ready again; the next
-/// POP delivers them with the next attempt number. A newer version written
-/// while the message was in flight takes its place instead. Returns how
-/// many index entries it handled.
-pub fn expire_leases(store: &mut impl Store, now: u64, limit: usize) -> Result<usize> {
+/// Ends up to `limit` leases that ran out. Each is a failed attempt: the
+/// message is ready again at once (the next POP delivers it with the next
+/// attempt number), or dead when it has used its attempts. A newer version
+/// written while it was in flight takes its place instead. Returns how many
+/// index entries it handled.
+pub fn expire_leases(
+    store: &mut impl Store,
+    now: u64,
+    limit: usize,
+    policy: &Policy,
+) -> Result<usize> {
     let expired = store.index_range(Index::Inflight, now as f64, limit)?;
     let mut count = 0;
     for (id, _) in &expired {
@@ -253,17 +276,200 @@ pub fn expire_leases(store: &mut impl Store, now: u64, limit: usize) -> Result<u
         let Some(message) = message.filter(|m| m.state == State::Inflight) else {
             continue;
         };
-        let next = match message.replacement {
-            Some(newer) => newer.into_message(),
-            None => message,
-        };
-        place(store, now, id, next)?;
+        // Ready at once, keeping its place among ready messages.
+        let retry_at = message.due_at;
+        fail_delivery(
+            store,
+            now,
+            id,
+            message,
+            policy,
+            DeathReason::LeaseExpired,
+            retry_at,
+        )?;
         count += 1;
     }
     if count > 0 {
         store.add_to_counter(Counter::LeaseExpired, count)?;
     }
     Ok(expired.len())
+}
+
+/// NACK: the delivery failed. The next attempt is due after `delay`, or
+/// after the message's backoff for the attempt that failed; with no
+/// attempts left the message is dead. Returns where the message went, or
+/// `None` when the id was not in flight.
+pub fn nack(
+    store: &mut impl Store,
+    now: u64,
+    id: &[u8],
+    delay: Option<u64>,
+    policy: &Policy,
+) -> Result<Option<Placed>> {
+    let Some(message) = store.message(id)? else {
+        return Ok(None);
+    };
+    if message.state != State::Inflight {
+        return Ok(None);
+    }
+    store.index_remove(Index::Inflight, id)?;
+    let wait = delay.unwrap_or_else(|| policy.backoff_for(&message).0.delay(message.attempt));
+    let retry_at = now.saturating_add(wait).min(MAX_TIME_MS);
+    let placed = fail_delivery(store, now, id, message, policy, DeathReason::Nack, retry_at)?;
+    store.add_to_counter(Counter::Nacked, 1)?;
+    Ok(Some(placed))
+}
+
+/// A delivery ended without ACK: a waiting newer version takes the
+/// message's place; else it is retried at `retry_at`, or dies when its
+/// attempts are used up. Returns the resulting state.
+fn fail_delivery(
+    store: &mut impl Store,
+    now: u64,
+    id: &[u8],
+    mut message: Message,
+    policy: &Policy,
+    reason: DeathReason,
+    retry_at: u64,
+) -> Result<Placed> {
+    if let Some(newer) = message.replacement.take() {
+        return place(store, now, id, newer.into_message());
+    }
+    let (max_attempts, _) = policy.max_attempts_for(&message);
+    if message.attempt >= max_attempts {
+        message.state = State::Dead;
+        message.lease_deadline = None;
+        message.death = Some(Death { reason, at: now });
+        store.index_add(Index::Dead, now as f64, id)?;
+        store.put_message(id, &message)?;
+        store.add_to_counter(Counter::DeadLettered, 1)?;
+        return Ok(Placed {
+            state: State::Dead,
+            due_at: message.due_at,
+        });
+    }
+    message.due_at = retry_at;
+    let placed = place(store, now, id, message)?;
+    store.add_to_counter(Counter::Retried, 1)?;
+    Ok(placed)
+}
+
+/// Moves a lease deadline. Returns the new deadline, or `None` when the id
+/// is not in flight.
+pub fn touch(store: &mut impl Store, id: &[u8], lease_deadline: u64) -> Result<Option<u64>> {
+    let Some(mut message) = store.message(id)? else {
+        return Ok(None);
+    };
+    if message.state != State::Inflight {
+        return Ok(None);
+    }
+    message.lease_deadline = Some(lease_deadline);
+    store.index_add(Index::Inflight, lease_deadline as f64, id)?;
+    store.put_message(id, &message)?;
+    Ok(Some(lease_deadline))
+}
+
+/// Which dead messages REDRIVE moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redrive<'a> {
+    /// The `n` that died first.
+    Oldest(usize),
+    Ids(&'a [&'a [u8]]),
+}
+
+/// Dead messages back to ready, with fresh attempts, as if added now.
+/// Returns how many moved.
+pub fn redrive(store: &mut impl Store, now: u64, which: Redrive) -> Result<u64> {
+    let ids: Vec<Vec<u8>> = match which {
+        Redrive::Oldest(n) => store
+            .index_range(Index::Dead, f64::INFINITY, n)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect(),
+        Redrive::Ids(ids) => ids.iter().map(|id| id.to_vec()).collect(),
+    };
+    // Read everything first: an unreadable id refuses the whole command.
+    let mut dead: Vec<(Vec<u8>, Message)> = Vec::new();
+    for id in ids {
+        if dead.iter().any(|(seen, _)| *seen == id) {
+            continue;
+        }
+        if let Some(message) = store.message(&id)? {
+            if message.state == State::Dead {
+                dead.push((id, message));
+            }
+        }
+    }
+    for (id, mut message) in dead.iter().cloned() {
+        store.index_remove(Index::Dead, &id)?;
+        message.attempt = 0;
+        message.death = None;
+        message.due_at = now;
+        place(store, now, &id, message)?;
+    }
+    let count = dead.len() as u64;
+    if count > 0 {
+        store.add_to_counter(Counter::Redriven, count)?;
+    }
+    Ok(count)
+}
+
+/// Looks at up to `count` messages of one state, in the order they would
+/// leave it. Unreadable records are left out.
+pub fn peek(store: &mut impl Store, state: State, count: usize) -> Result<Vec<(Vec<u8>, Message)>> {
+    let index = index_of(state);
+    let mut found = Vec::new();
+    for (member, _) in store.index_range(index, f64::INFINITY, count)? {
+        let id = match state {
+            State::Ready => id_of_ready_member(&member).to_vec(),
+            _ => member,
+        };
+        if let Ok(Some(message)) = store.message(&id) {
+            found.push((id, message));
+        }
+    }
+    Ok(found)
+}
+
+/// Deletes every message of one state, or of the whole queue. Counters and
+/// settings stay. Returns how many messages were deleted.
+pub fn purge(store: &mut impl Store, state: Option<State>) -> Result<u64> {
+    let count = match state {
+        None => {
+            let count = store.message_count()?;
+            for index in Index::ALL {
+                store.clear_index(index)?;
+            }
+            store.clear_messages()?;
+            count
+        }
+        Some(state) => {
+            let index = index_of(state);
+            let members = store.index_range(index, f64::INFINITY, usize::MAX)?;
+            for (member, _) in &members {
+                let id = match state {
+                    State::Ready => id_of_ready_member(member),
+                    _ => member,
+                };
+                store.delete_message(id)?;
+            }
+            store.clear_index(index)?;
+            members.len() as u64
+        }
+    };
+    if count > 0 {
+        store.add_to_counter(Counter::Purged, count)?;
+    }
+    Ok(count)
+}
+
+fn index_of(state: State) -> Index {
+    match state {
+        State::Delayed => Index::Delayed,
+        State::Ready => Index::Ready,
+        State::Inflight => Index::Inflight,
+        State::Dead => Index::Dead,
+    }
 }
 
 /// The earliest time the timer has work in this queue: a delayed message
@@ -280,23 +486,41 @@ pub fn next_due(store: &mut impl Store) -> Result<Option<u64>> {
     Ok(earliest)
 }
 
+/// Priorities looked at to find the oldest ready message.
+const MAX_PRIORITY_GROUPS: usize = 1024;
+
 pub fn stats(store: &mut impl Store) -> Result<Stats> {
     let mut counters = Vec::with_capacity(Counter::ALL.len());
     for counter in Counter::ALL {
         counters.push((counter, store.counter(counter)?));
     }
+    // Within one priority, ready members start with their due time, so the
+    // head of each priority holds that priority's oldest message.
+    let oldest_ready_due_at = store
+        .index_score_heads(Index::Ready, MAX_PRIORITY_GROUPS)?
+        .iter()
+        .filter_map(|(member, _)| Some(u64::from_be_bytes(member.get(..8)?.try_into().ok()?)))
+        .min();
+    let next_due_at = store
+        .index_range(Index::Delayed, f64::INFINITY, 1)?
+        .first()
+        .map(|(_, score)| score.clamp(0.0, MAX_TIME_MS as f64) as u64);
     Ok(Stats {
         delayed: store.index_len(Index::Delayed)?,
         ready: store.index_len(Index::Ready)?,
         inflight: store.index_len(Index::Inflight)?,
+        dead: store.index_len(Index::Dead)?,
         counters,
+        oldest_ready_due_at,
+        next_due_at,
     })
 }
 
 /// Indexes a message that is not in flight: ready when due, else delayed.
 /// Returns its due time when it went to delayed.
-fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> Result<Option<u64>> {
+fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> Result<Placed> {
     message.lease_deadline = None;
+    message.death = None;
     if message.due_at <= now {
         message.state = State::Ready;
         store.index_add(
@@ -309,7 +533,24 @@ fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> R
         store.index_add(Index::Delayed, message.due_at as f64, id)?;
     }
     store.put_message(id, &message)?;
-    Ok((message.state == State::Delayed).then_some(message.due_at))
+    Ok(Placed {
+        state: message.state,
+        due_at: message.due_at,
+    })
+}
+
+/// Where a message went: delayed or ready, due when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    pub state: State,
+    pub due_at: u64,
+}
+
+impl Placed {
+    /// When the timer must look at the message, if it must.
+    pub fn wake_at(self) -> Option<u64> {
+        (self.state == State::Delayed).then_some(self.due_at)
+    }
 }
 
 /// Reads a message for a batch transition. A record that cannot be decoded
@@ -327,9 +568,8 @@ fn load_or_set_aside(store: &mut impl Store, id: &[u8]) -> Result<Option<Message
 
 fn unindex(store: &mut impl Store, id: &[u8], message: &Message) -> Result<()> {
     match message.state {
-        State::Delayed => store.index_remove(Index::Delayed, id),
         State::Ready => store.index_remove(Index::Ready, &ready_member(id, message)),
-        State::Inflight => store.index_remove(Index::Inflight, id),
+        state => store.index_remove(index_of(state), id),
     }
 }
 
@@ -350,6 +590,8 @@ mod tests {
                 due_at,
                 priority: 0,
                 mode: AddMode::Upsert,
+                max_attempts: None,
+                backoff: None,
             },
         )
         .unwrap()
@@ -400,6 +642,8 @@ mod tests {
                     due_at: due,
                     priority: prio,
                     mode: AddMode::Upsert,
+                    max_attempts: None,
+                    backoff: None,
                 },
             )
             .unwrap();
@@ -429,8 +673,14 @@ mod tests {
             "invisible while leased"
         );
         assert_eq!(next_due(&mut s).unwrap(), Some(100));
-        assert_eq!(expire_leases(&mut s, 99, 10).unwrap(), 0);
-        assert_eq!(expire_leases(&mut s, 100, 10).unwrap(), 1);
+        assert_eq!(
+            expire_leases(&mut s, 99, 10, &Policy::default()).unwrap(),
+            0
+        );
+        assert_eq!(
+            expire_leases(&mut s, 100, 10, &Policy::default()).unwrap(),
+            1
+        );
         let again = pop(&mut s, 1, 200).unwrap();
         assert_eq!((ids(&again), again[0].attempt), (vec!["a".into()], 2));
         assert_eq!(s.counter(Counter::LeaseExpired).unwrap(), 1);
@@ -484,6 +734,8 @@ mod tests {
             due_at: 0,
             priority: 0,
             mode,
+            max_attempts: None,
+            backoff: None,
         };
         assert_eq!(
             add(&mut s, 0, &req(AddMode::OnlyExisting, b"x")).unwrap(),
@@ -529,6 +781,8 @@ mod tests {
                 due_at: 1,
                 priority: 0,
                 mode: AddMode::Upsert,
+                max_attempts: None,
+                backoff: None,
             },
         )
         .unwrap();
@@ -546,7 +800,10 @@ mod tests {
 
         // The same when the first delivery's lease runs out instead.
         add_at(&mut s, 3, "m", 3); // replaces v2 (in flight) again
-        assert_eq!(expire_leases(&mut s, 200, 10).unwrap(), 1);
+        assert_eq!(
+            expire_leases(&mut s, 200, 10, &Policy::default()).unwrap(),
+            1
+        );
         let next = pop(&mut s, 1, 300).unwrap();
         assert_eq!(
             (next[0].payload.as_slice(), next[0].attempt),
@@ -570,6 +827,8 @@ mod tests {
                     due_at: 0,
                     priority: 0,
                     mode: AddMode::Upsert,
+                    max_attempts: None,
+                    backoff: None,
                 },
             )
             .unwrap()
@@ -627,6 +886,224 @@ mod tests {
         assert_eq!(next_due(&mut s).unwrap(), Some(MAX_TIME_MS));
     }
 
+    fn policy(max_attempts: u32, backoff: &str) -> Policy {
+        crate::policy::QueueConfig {
+            max_attempts: Some(max_attempts),
+            backoff: Some(Backoff::parse(backoff.as_bytes()).unwrap()),
+            lease_ms: None,
+        }
+        .resolve(&crate::policy::Settings::default())
+    }
+
+    #[test]
+    fn nack_follows_the_backoff_then_dead_letters() {
+        let mut s = MemoryStore::default();
+        let p = policy(3, "15s,3m");
+        add_at(&mut s, 0, "m", 0);
+        let mut now = 0;
+        let mut dues = Vec::new();
+        for _ in 0..2 {
+            pop(&mut s, 1, now + LEASE).unwrap();
+            let placed = nack(&mut s, now, b"m", None, &p).unwrap().unwrap();
+            assert_eq!(placed.state, State::Delayed);
+            dues.push(placed.due_at - now);
+            now = placed.due_at;
+            promote_due(&mut s, now, 10).unwrap();
+        }
+        assert_eq!(dues, [15_000, 180_000]);
+        let third = pop(&mut s, 1, now + LEASE).unwrap();
+        assert_eq!(third[0].attempt, 3);
+        let placed = nack(&mut s, now, b"m", None, &p).unwrap().unwrap();
+        assert_eq!(placed.state, State::Dead);
+        let m = s.message(b"m").unwrap().unwrap();
+        assert_eq!(
+            m.death,
+            Some(Death {
+                reason: DeathReason::Nack,
+                at: now
+            })
+        );
+        assert_eq!(
+            next_due(&mut s).unwrap(),
+            None,
+            "dead messages need no timer"
+        );
+        assert_eq!(
+            nack(&mut s, now, b"m", None, &p).unwrap(),
+            None,
+            "not in flight"
+        );
+        let st = stats(&mut s).unwrap();
+        assert_eq!(st.dead, 1);
+    }
+
+    #[test]
+    fn nack_with_delay_overrides_the_backoff_and_zero_is_ready_now() {
+        let mut s = MemoryStore::default();
+        let p = policy(5, "1h");
+        add_at(&mut s, 0, "m", 0);
+        pop(&mut s, 1, LEASE).unwrap();
+        let placed = nack(&mut s, 10, b"m", Some(0), &p).unwrap().unwrap();
+        assert_eq!((placed.state, placed.due_at), (State::Ready, 10));
+        pop(&mut s, 1, LEASE).unwrap();
+        let placed = nack(&mut s, 10, b"m", Some(500), &p).unwrap().unwrap();
+        assert_eq!((placed.state, placed.due_at), (State::Delayed, 510));
+    }
+
+    #[test]
+    fn lease_expiry_spends_attempts_and_dead_letters_too() {
+        let mut s = MemoryStore::default();
+        let p = policy(2, "1s");
+        add_at(&mut s, 0, "m", 0);
+        pop(&mut s, 1, 10).unwrap();
+        expire_leases(&mut s, 10, 10, &p).unwrap();
+        assert_eq!(state(&mut s, "m"), Some(State::Ready));
+        pop(&mut s, 1, 20).unwrap();
+        expire_leases(&mut s, 20, 10, &p).unwrap();
+        let m = s.message(b"m").unwrap().unwrap();
+        assert_eq!(m.state, State::Dead);
+        assert_eq!(m.death.map(|d| d.reason), Some(DeathReason::LeaseExpired));
+        assert_eq!(s.counter(Counter::DeadLettered).unwrap(), 1);
+        assert_eq!(s.counter(Counter::Retried).unwrap(), 1);
+    }
+
+    #[test]
+    fn message_options_beat_the_queue_policy() {
+        let mut s = MemoryStore::default();
+        add(
+            &mut s,
+            0,
+            &AddRequest {
+                id: Some(b"m"),
+                payload: b"",
+                due_at: 0,
+                priority: 0,
+                mode: AddMode::Upsert,
+                max_attempts: Some(1),
+                backoff: Some(Backoff::Fixed(7)),
+            },
+        )
+        .unwrap();
+        pop(&mut s, 1, LEASE).unwrap();
+        let placed = nack(&mut s, 0, b"m", None, &policy(10, "1h"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(placed.state, State::Dead, "MAXATTEMPTS 1 on the message");
+    }
+
+    #[test]
+    fn redrive_by_count_and_by_id_gives_fresh_attempts() {
+        let mut s = MemoryStore::default();
+        let p = policy(1, "1s");
+        for (i, id) in ["a", "b", "c"].iter().enumerate() {
+            add_at(&mut s, i as u64, id, i as u64);
+            pop(&mut s, 1, LEASE).unwrap();
+            nack(&mut s, 100 + i as u64, id.as_bytes(), None, &p).unwrap();
+        }
+        assert_eq!(stats(&mut s).unwrap().dead, 3);
+        assert_eq!(redrive(&mut s, 200, Redrive::Oldest(2)).unwrap(), 2);
+        assert_eq!(
+            state(&mut s, "c"),
+            Some(State::Dead),
+            "the newest death stays"
+        );
+        assert_eq!(
+            redrive(&mut s, 200, Redrive::Ids(&[b"c", b"a", b"zzz"])).unwrap(),
+            1
+        );
+        let got = pop(&mut s, 10, 300 + LEASE).unwrap();
+        assert_eq!(got.len(), 3);
+        assert!(got.iter().all(|d| d.attempt == 1));
+        assert_eq!(s.counter(Counter::Redriven).unwrap(), 3);
+    }
+
+    #[test]
+    fn purge_one_state_or_everything() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "d1", 50);
+        add_at(&mut s, 0, "d2", 60);
+        add_at(&mut s, 0, "r", 0);
+        add_at(&mut s, 0, "i", 0);
+        pop(&mut s, 1, LEASE).unwrap(); // r
+        assert_eq!(purge(&mut s, Some(State::Delayed)).unwrap(), 2);
+        assert_eq!(state(&mut s, "d1"), None);
+        assert_eq!(state(&mut s, "i"), Some(State::Ready));
+        assert_eq!(purge(&mut s, Some(State::Ready)).unwrap(), 1);
+        assert_eq!(purge(&mut s, Some(State::Dead)).unwrap(), 0);
+        assert_eq!(purge(&mut s, None).unwrap(), 1);
+        assert!(s.messages.is_empty());
+        assert_eq!(s.counter(Counter::Purged).unwrap(), 4);
+        assert_eq!(s.counter(Counter::Added).unwrap(), 4, "counters stay");
+    }
+
+    #[test]
+    fn touch_moves_the_lease_of_inflight_messages_only() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "m", 0);
+        add_at(&mut s, 0, "r", 0);
+        pop(&mut s, 1, 100).unwrap();
+        assert_eq!(touch(&mut s, b"m", 500).unwrap(), Some(500));
+        assert_eq!(touch(&mut s, b"r", 500).unwrap(), None);
+        assert_eq!(touch(&mut s, b"nope", 500).unwrap(), None);
+        assert_eq!(
+            expire_leases(&mut s, 499, 10, &Policy::default()).unwrap(),
+            0
+        );
+        assert_eq!(
+            expire_leases(&mut s, 500, 10, &Policy::default()).unwrap(),
+            1
+        );
+    }
+
+    #[test]
+    fn peek_shows_each_state_in_leaving_order() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "late", 90);
+        add_at(&mut s, 0, "soon", 80);
+        add_at(&mut s, 0, "r1", 0);
+        add_at(&mut s, 0, "r2", 0);
+        let ids = |v: Vec<(Vec<u8>, Message)>| {
+            v.into_iter()
+                .map(|(id, _)| String::from_utf8(id).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(peek(&mut s, State::Delayed, 10).unwrap()),
+            ["soon", "late"]
+        );
+        assert_eq!(ids(peek(&mut s, State::Ready, 1).unwrap()), ["r1"]);
+        assert!(peek(&mut s, State::Dead, 10).unwrap().is_empty());
+        assert_eq!(stats(&mut s).unwrap().ready, 2, "peek takes nothing");
+    }
+
+    #[test]
+    fn stats_find_the_oldest_ready_across_priorities() {
+        let mut s = MemoryStore::default();
+        let mut put = |id: &str, due: u64, prio: i32| {
+            add(
+                &mut s,
+                1000,
+                &AddRequest {
+                    id: Some(id.as_bytes()),
+                    payload: b"",
+                    due_at: due,
+                    priority: prio,
+                    mode: AddMode::Upsert,
+                    max_attempts: None,
+                    backoff: None,
+                },
+            )
+            .unwrap();
+        };
+        put("hi", 500, 9);
+        put("lo-old", 100, 0);
+        put("lo-new", 700, 0);
+        put("later", 5000, 0);
+        let st = stats(&mut s).unwrap();
+        assert_eq!(st.oldest_ready_due_at, Some(100));
+        assert_eq!(st.next_due_at, Some(5000));
+    }
+
     /// Long random sequences against the invariants: every message is in
     /// exactly the index its state names; no id is leased twice; attempts
     /// never shrink; a message only disappears by ACK or CANCEL.
@@ -640,13 +1117,14 @@ mod tests {
             rng % n
         };
         let mut s = MemoryStore::default();
+        let retry = policy(3, "exp:10:40");
         let mut now = 0;
         let mut leased: std::collections::HashMap<Vec<u8>, u64> = Default::default();
         let mut attempts: std::collections::HashMap<Vec<u8>, u32> = Default::default();
         for _ in 0..20_000 {
             now += next(20);
             let id = format!("m{}", next(40)).into_bytes();
-            match next(6) {
+            match next(8) {
                 0 => {
                     add(
                         &mut s,
@@ -657,6 +1135,8 @@ mod tests {
                             due_at: now + next(100),
                             priority: next(3) as i32,
                             mode: AddMode::Upsert,
+                            max_attempts: None,
+                            backoff: None,
                         },
                     )
                     .unwrap();
@@ -682,9 +1162,20 @@ mod tests {
                     leased.remove(&id);
                     attempts.remove(&id);
                 }
+                5 => {
+                    if nack(&mut s, now, &id, Some(next(50)), &retry)
+                        .unwrap()
+                        .is_some()
+                    {
+                        leased.remove(&id);
+                    }
+                }
+                6 => {
+                    redrive(&mut s, now, Redrive::Oldest(2)).unwrap();
+                }
                 _ => {
                     let expired = s.index_range(Index::Inflight, now as f64, 1000).unwrap();
-                    expire_leases(&mut s, now, 1000).unwrap();
+                    expire_leases(&mut s, now, 1000, &retry).unwrap();
                     promote_due(&mut s, now, 1000).unwrap();
                     for (id, _) in expired {
                         leased.remove(&id);
@@ -695,8 +1186,11 @@ mod tests {
             let delayed = s.index(Index::Delayed);
             let ready = s.index(Index::Ready);
             let inflight = s.index(Index::Inflight);
-            let indexed =
-                delayed.members().count() + ready.members().count() + inflight.members().count();
+            let dead = s.index(Index::Dead);
+            let indexed = delayed.members().count()
+                + ready.members().count()
+                + inflight.members().count()
+                + dead.members().count();
             assert_eq!(indexed, s.messages.len());
             for (id, bytes) in &s.messages {
                 let m = Message::decode(id, bytes).unwrap();
@@ -708,12 +1202,25 @@ mod tests {
                     State::Inflight => inflight
                         .members()
                         .any(|(x, sc)| x == id && Some(sc as u64) == m.lease_deadline),
+                    State::Dead => dead.members().any(|(x, _)| x == id),
                 };
                 assert!(found, "{m:?}");
                 if m.state == State::Inflight {
                     assert!(leased.contains_key(id));
                 }
             }
+        }
+        // The run went through every transition.
+        for counter in [
+            Counter::DeadLettered,
+            Counter::Redriven,
+            Counter::Nacked,
+            Counter::LeaseExpired,
+        ] {
+            assert!(
+                s.counter(counter).unwrap() > 0,
+                "{counter:?} never happened"
+            );
         }
     }
 }

@@ -13,7 +13,9 @@ use crate::effects::{Effects, Write};
 use crate::error::{printable, DqError, Result};
 use crate::keys::{key_name, Part};
 use crate::message::Message;
+use crate::policy::{Policy, QueueConfig};
 use crate::rkey::{signal_modified, signal_ready, Key, KeyKind};
+use crate::settings;
 use crate::store::{Counter, Index, Store};
 
 pub struct RedisStore<'c> {
@@ -26,8 +28,8 @@ pub struct RedisStore<'c> {
 
 fn expected_kind(part: Part) -> KeyKind {
     match part {
-        Part::Messages | Part::Meta => KeyKind::Hash,
-        Part::Delayed | Part::Ready | Part::Inflight => KeyKind::Zset,
+        Part::Messages | Part::Meta | Part::Config => KeyKind::Hash,
+        Part::Delayed | Part::Ready | Part::Inflight | Part::Dead => KeyKind::Zset,
     }
 }
 
@@ -36,6 +38,7 @@ fn part_of(index: Index) -> Part {
         Index::Delayed => Part::Delayed,
         Index::Ready => Part::Ready,
         Index::Inflight => Part::Inflight,
+        Index::Dead => Part::Dead,
     }
 }
 
@@ -57,6 +60,18 @@ impl<'c> RedisStore<'c> {
             effects: Effects::default(),
             became_ready: false,
         })
+    }
+
+    /// The lease, attempts and backoff in force for this queue. A config
+    /// hash edited into something unreadable falls back to the module
+    /// settings (with a warning) rather than stopping the queue.
+    pub fn policy(&mut self) -> Policy {
+        let config = self.queue_config().unwrap_or_else(|e| {
+            self.ctx
+                .log_warning(&format!("dq: using module settings: {e}"));
+            QueueConfig::default()
+        });
+        config.resolve(&settings::current())
     }
 
     fn key(&mut self, part: Part) -> &mut Key {
@@ -152,6 +167,62 @@ impl Store for RedisStore<'_> {
 
     fn index_len(&mut self, index: Index) -> Result<u64> {
         Ok(self.key(part_of(index)).value_length())
+    }
+
+    fn index_score_heads(&mut self, index: Index, limit: usize) -> Result<Vec<(Vec<u8>, f64)>> {
+        let key = self.key(part_of(index));
+        let mut heads: Vec<(Vec<u8>, f64)> = Vec::new();
+        while heads.len() < limit {
+            let after = heads.last().map(|(_, score)| *score);
+            match key.zset_first_from(after.unwrap_or(f64::NEG_INFINITY), after.is_some()) {
+                Some(head) => heads.push(head),
+                None => break,
+            }
+        }
+        Ok(heads)
+    }
+
+    fn clear_index(&mut self, index: Index) -> Result<()> {
+        let part = part_of(index);
+        self.key(part).delete();
+        self.effects.record(part, Write::Del);
+        Ok(())
+    }
+
+    fn message_count(&mut self) -> Result<u64> {
+        Ok(self.key(Part::Messages).value_length())
+    }
+
+    fn clear_messages(&mut self) -> Result<()> {
+        self.key(Part::Messages).delete();
+        self.effects.record(Part::Messages, Write::Del);
+        Ok(())
+    }
+
+    fn queue_config(&mut self) -> Result<QueueConfig> {
+        let key = self.key(Part::Config);
+        QueueConfig::from_fields(|field| key.hash_get(field.as_bytes()))
+    }
+
+    fn set_queue_config(&mut self, config: &QueueConfig) -> Result<()> {
+        for (field, value) in config.to_fields() {
+            let field = field.as_bytes().to_vec();
+            match value {
+                Some(value) => {
+                    let value = value.into_bytes();
+                    self.key(Part::Config).hash_set(&field, &value);
+                    self.effects
+                        .record(Part::Config, Write::HSet { field, value });
+                }
+                None => {
+                    if self.key(Part::Config).hash_get(&field).is_some() {
+                        self.key(Part::Config).hash_delete(&field);
+                        self.effects.record(Part::Config, Write::HDel { field });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn counter(&mut self, counter: Counter) -> Result<u64> {

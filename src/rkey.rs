@@ -126,6 +126,40 @@ impl Key {
         out
     }
 
+    /// The first member with a score above `min` (or at it, when not
+    /// `exclusive`), with its score.
+    pub fn zset_first_from(&mut self, min: f64, exclusive: bool) -> Option<(Vec<u8>, f64)> {
+        if self.key.is_null() {
+            return None;
+        }
+        // SAFETY: as for zset_range.
+        unsafe {
+            let first = raw::RedisModule_ZsetFirstInScoreRange.unwrap();
+            if first(self.key, min, f64::INFINITY, exclusive.into(), 0)
+                != raw::REDISMODULE_OK as c_int
+            {
+                return None;
+            }
+            let mut found = None;
+            if raw::RedisModule_ZsetRangeEndReached.unwrap()(self.key) == 0 {
+                let mut score = 0.0;
+                let element =
+                    raw::RedisModule_ZsetRangeCurrentElement.unwrap()(self.key, &mut score);
+                found = self.owned(element).map(|e| (e.as_slice().to_vec(), score));
+            }
+            raw::RedisModule_ZsetRangeStop.unwrap()(self.key);
+            found
+        }
+    }
+
+    /// Deletes the key, whatever it holds.
+    pub fn delete(&mut self) {
+        if !self.key.is_null() {
+            // SAFETY: open writable key; the handle stays usable (empty).
+            unsafe { raw::RedisModule_DeleteKey.unwrap()(self.key) };
+        }
+    }
+
     pub fn hash_get(&self, field: &[u8]) -> Option<Vec<u8>> {
         if self.key.is_null() {
             return None;

@@ -6,6 +6,7 @@
 
 use crate::error::{DqError, Result};
 use crate::message::Message;
+use crate::policy::QueueConfig;
 
 /// The sorted indexes of a queue; a message is in exactly one of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -16,6 +17,12 @@ pub enum Index {
     Ready,
     /// Score: lease deadline. Member: id.
     Inflight,
+    /// Score: time of death. Member: id.
+    Dead,
+}
+
+impl Index {
+    pub const ALL: [Index; 4] = [Index::Delayed, Index::Ready, Index::Inflight, Index::Dead];
 }
 
 /// Lifetime counters kept with each queue.
@@ -24,17 +31,28 @@ pub enum Counter {
     Added,
     Delivered,
     Acked,
+    Nacked,
+    /// Deliveries that failed (NACK or lease expiry) and were scheduled again.
+    Retried,
     LeaseExpired,
+    DeadLettered,
+    Redriven,
     Cancelled,
+    Purged,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 5] = [
+    pub const ALL: [Counter; 10] = [
         Counter::Added,
         Counter::Delivered,
         Counter::Acked,
+        Counter::Nacked,
+        Counter::Retried,
         Counter::LeaseExpired,
+        Counter::DeadLettered,
+        Counter::Redriven,
         Counter::Cancelled,
+        Counter::Purged,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,8 +60,13 @@ impl Counter {
             Counter::Added => "added",
             Counter::Delivered => "delivered",
             Counter::Acked => "acked",
+            Counter::Nacked => "nacked",
+            Counter::Retried => "retried",
             Counter::LeaseExpired => "lease-expired",
+            Counter::DeadLettered => "dead-lettered",
+            Counter::Redriven => "redriven",
             Counter::Cancelled => "cancelled",
+            Counter::Purged => "purged",
         }
     }
 }
@@ -65,6 +88,17 @@ pub trait Store {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, f64)>>;
     fn index_len(&mut self, index: Index) -> Result<u64>;
+    /// The first member of each distinct score, lowest score first, at most
+    /// `limit` of them (the head of every priority in the ready index).
+    fn index_score_heads(&mut self, index: Index, limit: usize) -> Result<Vec<(Vec<u8>, f64)>>;
+    /// Deletes the whole index.
+    fn clear_index(&mut self, index: Index) -> Result<()>;
+    fn message_count(&mut self) -> Result<u64>;
+    /// Deletes every message record.
+    fn clear_messages(&mut self) -> Result<()>;
+
+    fn queue_config(&mut self) -> Result<QueueConfig>;
+    fn set_queue_config(&mut self, config: &QueueConfig) -> Result<()>;
 
     fn counter(&mut self, counter: Counter) -> Result<u64>;
     /// Adds `n` and returns the new value.
@@ -125,6 +159,7 @@ mod memory {
         pub indexes: HashMap<Index, SortedSet>,
         pub counters: HashMap<&'static str, u64>,
         pub set_aside: Vec<Vec<u8>>,
+        pub config: QueueConfig,
     }
 
     impl MemoryStore {
@@ -172,6 +207,34 @@ mod memory {
         }
         fn index_len(&mut self, index: Index) -> Result<u64> {
             Ok(self.index(index).scores.len() as u64)
+        }
+        fn index_score_heads(&mut self, index: Index, limit: usize) -> Result<Vec<(Vec<u8>, f64)>> {
+            let mut heads: Vec<(Vec<u8>, f64)> = Vec::new();
+            for (member, score) in self.index(index).members() {
+                if heads.last().is_none_or(|(_, last)| *last != score) {
+                    heads.push((member.to_vec(), score));
+                }
+            }
+            heads.truncate(limit);
+            Ok(heads)
+        }
+        fn clear_index(&mut self, index: Index) -> Result<()> {
+            self.indexes.remove(&index);
+            Ok(())
+        }
+        fn message_count(&mut self) -> Result<u64> {
+            Ok(self.messages.len() as u64)
+        }
+        fn clear_messages(&mut self) -> Result<()> {
+            self.messages.clear();
+            Ok(())
+        }
+        fn queue_config(&mut self) -> Result<QueueConfig> {
+            Ok(self.config.clone())
+        }
+        fn set_queue_config(&mut self, config: &QueueConfig) -> Result<()> {
+            self.config = config.clone();
+            Ok(())
         }
         fn counter(&mut self, counter: Counter) -> Result<u64> {
             Ok(self.counters.get(counter.name()).copied().unwrap_or(0))

@@ -150,7 +150,8 @@ fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> 
         }
     };
     let result = (|| {
-        let expired = queue::expire_leases(&mut store, now, *budget)?;
+        let policy = store.policy();
+        let expired = queue::expire_leases(&mut store, now, *budget, &policy)?;
         *budget -= expired;
         let promoted = queue::promote_due(&mut store, now, *budget)?;
         *budget -= promoted;

@@ -1,17 +1,21 @@
 //! DQ.ADD queue payload [DELAY ms | AT unix-ms] [ID id] [NX | XX] [PRIORITY p]
+//!        [MAXATTEMPTS n] [BACKOFF spec]
 //!
 //! Schedules a message and replies its id (bulk string). Without ID the
 //! server makes one (`<unix-ms>-<seq>`). An existing id is replaced: payload,
 //! due time and priority, as a new message (attempts start again). NX leaves
 //! an existing message untouched and XX touches only an existing one; both
 //! reply nil when they did nothing. A message due now or in the past is
-//! ready before the reply is sent.
+//! ready before the reply is sent. MAXATTEMPTS and BACKOFF set this
+//! message's retry policy over the queue's and the module's.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{
-    add_ms, check_id, is_keyword, parse_in_range, parse_ms, unknown_option, ArgCursor, Seen,
+    add_ms, check_id, is_keyword, parse_in_range, parse_max_attempts, parse_ms, unknown_option,
+    ArgCursor, Seen,
 };
+use crate::backoff::Backoff;
 use crate::commands::{bytes, reply};
 use crate::error::{DqError, Result};
 use crate::queue::{self, AddMode, AddRequest};
@@ -45,6 +49,8 @@ pub struct AddArgs<'a> {
     pub id: Option<&'a [u8]>,
     pub mode: AddMode,
     pub priority: i32,
+    pub max_attempts: Option<u32>,
+    pub backoff: Option<Backoff>,
 }
 
 /// Parses the arguments after the command name.
@@ -59,6 +65,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
         id: None,
         mode: AddMode::Upsert,
         priority: 0,
+        max_attempts: None,
+        backoff: None,
     };
     let mut seen = Seen::default();
     let mut cursor = ArgCursor::new(options);
@@ -102,6 +110,13 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
                 i32::MAX.into(),
             )?;
             parsed.priority = p as i32;
+        } else if is_keyword(arg, "MAXATTEMPTS") {
+            seen.mark("MAXATTEMPTS")?;
+            let value = cursor.value_of("MAXATTEMPTS")?;
+            parsed.max_attempts = Some(parse_max_attempts(value)?);
+        } else if is_keyword(arg, "BACKOFF") {
+            seen.mark("BACKOFF")?;
+            parsed.backoff = Some(Backoff::parse(cursor.value_of("BACKOFF")?)?);
         } else {
             return Err(unknown_option(arg));
         }
@@ -132,6 +147,8 @@ fn add(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
         due_at,
         priority: parsed.priority,
         mode: parsed.mode,
+        max_attempts: parsed.max_attempts,
+        backoff: parsed.backoff.clone(),
     };
     let added = queue::add(&mut store, now, &request);
     store.finish();
@@ -209,6 +226,11 @@ mod tests {
             "ERR PRIORITY must be an integer from -2147483648 to 2147483647"
         );
         assert_eq!(err(&["q", "b", "XX"]), "ERR XX needs ID");
+        assert_eq!(
+            err(&["q", "b", "MAXATTEMPTS", "0"]),
+            "ERR MAXATTEMPTS must be an integer from 1 to 2147483647"
+        );
+        assert!(err(&["q", "b", "BACKOFF", "exp:0:1s"]).starts_with("ERR BACKOFF must be"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::os::raw::{c_int, c_void};
 use redis_module::{raw, Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::args::{
-    add_ms, is_keyword, parse_in_range, parse_ms, unknown_option, ArgCursor, Seen, MAX_TIME_MS,
+    add_ms, is_keyword, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
 };
 use crate::commands::{bytes, int, reply};
 use crate::error::{DqError, Result};
@@ -22,15 +22,14 @@ use crate::redis_store::RedisStore;
 use crate::timer::{note_due, now_ms};
 
 const NAME: &str = "dq.pop";
-pub const MAX_COUNT: i64 = 10_000;
-pub const DEFAULT_LEASE_MS: u64 = 30_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PopArgs<'a> {
     pub queue: &'a [u8],
     pub count: usize,
     pub block: Option<u64>,
-    pub lease_ms: u64,
+    /// `None`: the queue's or the module's lease.
+    pub lease_ms: Option<u64>,
 }
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<PopArgs<'a>> {
@@ -41,23 +40,20 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<PopArgs<'a>> {
         queue,
         count: 1,
         block: None,
-        lease_ms: DEFAULT_LEASE_MS,
+        lease_ms: None,
     };
     let mut seen = Seen::default();
     let mut cursor = ArgCursor::new(options);
     while let Some(arg) = cursor.next_arg() {
         if is_keyword(arg, "COUNT") {
             seen.mark("COUNT")?;
-            let value = cursor.value_of("COUNT")?;
-            parsed.count = parse_in_range("COUNT", COUNT, value, 1, MAX_COUNT)? as usize;
+            parsed.count = parse_count(cursor.value_of("COUNT")?)?;
         } else if is_keyword(arg, "BLOCK") {
             seen.mark("BLOCK")?;
             parsed.block = Some(parse_ms("BLOCK", MS, cursor.value_of("BLOCK")?)?);
         } else if is_keyword(arg, "LEASE") {
             seen.mark("LEASE")?;
-            let value = cursor.value_of("LEASE")?;
-            parsed.lease_ms =
-                parse_in_range("LEASE", POSITIVE_MS, value, 1, MAX_TIME_MS as i64)? as u64;
+            parsed.lease_ms = Some(parse_lease(cursor.value_of("LEASE")?)?);
         } else {
             return Err(unknown_option(arg));
         }
@@ -65,9 +61,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<PopArgs<'a>> {
     Ok(parsed)
 }
 
-const COUNT: &str = "an integer from 1 to 10000";
 const MS: &str = "a non-negative integer number of milliseconds";
-const POSITIVE_MS: &str = "a positive integer number of milliseconds";
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv = bytes(&args);
@@ -90,10 +84,16 @@ fn pop_or_block(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
 }
 
 /// Pops now; `None` when nothing is ready.
-fn try_pop(ctx: &Context, name: &[u8], count: usize, lease_ms: u64) -> Result<Option<RedisValue>> {
+fn try_pop(
+    ctx: &Context,
+    name: &[u8],
+    count: usize,
+    lease_ms: Option<u64>,
+) -> Result<Option<RedisValue>> {
     let now = now_ms();
-    let lease_deadline = add_ms("LEASE", now, lease_ms)?;
     let mut store = RedisStore::open(ctx, name, true)?;
+    let lease_ms = lease_ms.unwrap_or_else(|| store.policy().lease_ms.0);
+    let lease_deadline = add_ms("LEASE", now, lease_ms)?;
     let popped = queue::pop(&mut store, count, lease_deadline);
     store.finish();
     let popped = popped?;
@@ -118,7 +118,7 @@ fn try_pop(ctx: &Context, name: &[u8], count: usize, lease_ms: u64) -> Result<Op
 struct Waiting {
     queue: Vec<u8>,
     count: usize,
-    lease_ms: u64,
+    lease_ms: Option<u64>,
 }
 
 /// Parks the client on the queue's ready key. Redis calls `on_ready` each
@@ -197,9 +197,9 @@ mod tests {
     #[test]
     fn defaults_and_options() {
         let a = p(&["q"]).unwrap();
-        assert_eq!((a.count, a.block, a.lease_ms), (1, None, DEFAULT_LEASE_MS));
+        assert_eq!((a.count, a.block, a.lease_ms), (1, None, None));
         let a = p(&["q", "count", "100", "BLOCK", "0", "lease", "5"]).unwrap();
-        assert_eq!((a.count, a.block, a.lease_ms), (100, Some(0), 5));
+        assert_eq!((a.count, a.block, a.lease_ms), (100, Some(0), Some(5)));
     }
 
     #[test]

@@ -1,0 +1,191 @@
+//! Which lease, attempt limit and backoff apply, in three layers: a
+//! message's own options, then its queue's DQ.CONFIG, then the module
+//! settings (`dq.lease-ms`, `dq.max-attempts`, `dq.backoff`).
+
+use crate::backoff::Backoff;
+use crate::error::{DqError, Result};
+use crate::message::Message;
+
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 16;
+
+/// The module-wide defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub lease_ms: u64,
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            lease_ms: DEFAULT_LEASE_MS,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff: Backoff::DEFAULT,
+        }
+    }
+}
+
+/// A queue's overrides, as stored in its config hash.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueConfig {
+    pub lease_ms: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub backoff: Option<Backoff>,
+}
+
+/// Field names in the config hash, in DQ.CONFIG replies and (with `dq.`)
+/// of the module settings.
+pub const LEASE_FIELD: &str = "lease-ms";
+pub const MAX_ATTEMPTS_FIELD: &str = "max-attempts";
+pub const BACKOFF_FIELD: &str = "backoff";
+
+impl QueueConfig {
+    /// The hash fields to write: `None` removes the field.
+    pub fn to_fields(&self) -> [(&'static str, Option<String>); 3] {
+        [
+            (LEASE_FIELD, self.lease_ms.map(|v| v.to_string())),
+            (MAX_ATTEMPTS_FIELD, self.max_attempts.map(|v| v.to_string())),
+            (BACKOFF_FIELD, self.backoff.as_ref().map(Backoff::to_string)),
+        ]
+    }
+
+    /// Reads the config back from hash fields.
+    pub fn from_fields(mut get: impl FnMut(&str) -> Option<Vec<u8>>) -> Result<QueueConfig> {
+        fn number<T: std::str::FromStr>(
+            raw: Option<Vec<u8>>,
+            field: &'static str,
+        ) -> Result<Option<T>> {
+            raw.map(|v| {
+                std::str::from_utf8(&v)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or(DqError::BadQueueSetting(field))
+            })
+            .transpose()
+        }
+        Ok(QueueConfig {
+            lease_ms: number(get(LEASE_FIELD), LEASE_FIELD)?,
+            max_attempts: number(get(MAX_ATTEMPTS_FIELD), MAX_ATTEMPTS_FIELD)?,
+            backoff: get(BACKOFF_FIELD)
+                .map(|v| Backoff::parse(&v).map_err(|_| DqError::BadQueueSetting(BACKOFF_FIELD)))
+                .transpose()?,
+        })
+    }
+
+    pub fn resolve(&self, module: &Settings) -> Policy {
+        fn pick<T: Clone>(queue: &Option<T>, module: &T) -> (T, Source) {
+            match queue {
+                Some(v) => (v.clone(), Source::Queue),
+                None => (module.clone(), Source::Module),
+            }
+        }
+        Policy {
+            lease_ms: pick(&self.lease_ms, &module.lease_ms),
+            max_attempts: pick(&self.max_attempts, &module.max_attempts),
+            backoff: pick(&self.backoff, &module.backoff),
+        }
+    }
+}
+
+/// Where an effective value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Message,
+    Queue,
+    Module,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Message => "message",
+            Source::Queue => "queue",
+            Source::Module => "module",
+        }
+    }
+}
+
+/// The queue-level values in force, with where each comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub lease_ms: (u64, Source),
+    pub max_attempts: (u32, Source),
+    pub backoff: (Backoff, Source),
+}
+
+impl Policy {
+    pub fn max_attempts_for(&self, message: &Message) -> (u32, Source) {
+        match message.max_attempts {
+            Some(n) => (n, Source::Message),
+            None => self.max_attempts,
+        }
+    }
+
+    pub fn backoff_for<'a>(&'a self, message: &'a Message) -> (&'a Backoff, Source) {
+        match &message.backoff {
+            Some(b) => (b, Source::Message),
+            None => (&self.backoff.0, self.backoff.1),
+        }
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        QueueConfig::default().resolve(&Settings::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn layers_resolve_message_then_queue_then_module() {
+        let module = Settings {
+            lease_ms: 5_000,
+            max_attempts: 3,
+            backoff: Backoff::Fixed(7),
+        };
+        let queue = QueueConfig {
+            max_attempts: Some(9),
+            ..QueueConfig::default()
+        };
+        let policy = queue.resolve(&module);
+        assert_eq!(policy.lease_ms, (5_000, Source::Module));
+        assert_eq!(policy.max_attempts, (9, Source::Queue));
+        assert_eq!(policy.backoff, (Backoff::Fixed(7), Source::Module));
+
+        let mut message = crate::message::tests::sample();
+        (message.max_attempts, message.backoff) = (None, None);
+        assert_eq!(policy.max_attempts_for(&message), (9, Source::Queue));
+        message.max_attempts = Some(2);
+        message.backoff = Some(Backoff::Fixed(1));
+        assert_eq!(policy.max_attempts_for(&message), (2, Source::Message));
+        assert_eq!(
+            policy.backoff_for(&message),
+            (&Backoff::Fixed(1), Source::Message)
+        );
+    }
+
+    #[test]
+    fn config_round_trips_through_hash_fields() {
+        let config = QueueConfig {
+            lease_ms: Some(1234),
+            max_attempts: None,
+            backoff: Some(Backoff::parse(b"15s,3m").unwrap()),
+        };
+        let stored: HashMap<&str, Vec<u8>> = config
+            .to_fields()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?.into_bytes())))
+            .collect();
+        assert_eq!(stored.len(), 2);
+        let back = QueueConfig::from_fields(|f| stored.get(f).cloned()).unwrap();
+        assert_eq!(back, config);
+        let broken = QueueConfig::from_fields(|f| (f == LEASE_FIELD).then(|| b"soon".to_vec()));
+        assert_eq!(broken, Err(DqError::BadQueueSetting(LEASE_FIELD)));
+    }
+}
