@@ -149,6 +149,18 @@ pub fn parse_count(arg: &[u8]) -> Result<usize> {
 pub const MAX_COUNT: usize = 10_000;
 const COUNT_EXPECTED: &str = "an integer from 1 to 10000";
 
+/// A state name, as PEEK and PURGE take it.
+pub fn parse_state(arg: &[u8]) -> Result<crate::message::State> {
+    use crate::message::State;
+    [State::Delayed, State::Ready, State::Inflight, State::Dead]
+        .into_iter()
+        .find(|s| is_keyword(arg, s.name()))
+        .ok_or(DqError::BadValue {
+            option: "state",
+            expected: "one of DELAYED, READY, INFLIGHT, DEAD",
+        })
+}
+
 /// `queue id [id ...]`, the shape of ACK and CANCEL.
 pub fn parse_queue_and_ids<'a>(
     command: &'static str,

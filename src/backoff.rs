@@ -138,7 +138,7 @@ impl fmt::Display for Duration {
         let ms = self.0;
         let (name, scale) = UNITS
             .iter()
-            .find(|(_, scale)| ms > 0 && ms % scale == 0)
+            .find(|(_, scale)| ms > 0 && ms.is_multiple_of(*scale))
             .copied()
             .unwrap_or(("ms", 1));
         write!(f, "{}{name}", ms / scale)

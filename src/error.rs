@@ -46,6 +46,12 @@ pub enum DqError {
     #[error("ERR the queue setting '{0}' holds an unreadable value; set it again with DQ.CONFIG")]
     BadQueueSetting(&'static str),
 
+    #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS or BACKOFF")]
+    UnknownField(String),
+
+    #[error("READONLY You can't write against a read only replica.")]
+    ReadOnlyReplica,
+
     #[error("WRONGTYPE key '{0}' of the queue holds the wrong kind of value")]
     WrongType(String),
 

@@ -236,3 +236,31 @@ pub fn signal_ready(ctx: &Context, name: &RedisString) {
     // SAFETY: main thread, live context and string.
     unsafe { raw::RedisModule_SignalKeyAsReady.unwrap()(ctx.ctx, name.inner) };
 }
+
+/// Calls `visit` with the name of every key in the selected database.
+pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8])) {
+    extern "C" fn on_key(
+        _ctx: *mut raw::RedisModuleCtx,
+        name: *mut raw::RedisModuleString,
+        _key: *mut raw::RedisModuleKey,
+        visit: *mut c_void,
+    ) {
+        // SAFETY: `visit` is the closure passed to RedisModule_Scan below,
+        // alive for the whole scan; `name` is valid during the callback.
+        let visit = unsafe { &mut *(visit as *mut &mut dyn FnMut(&[u8])) };
+        visit(RedisString::string_as_slice(name));
+    }
+    let mut visit: &mut dyn FnMut(&[u8]) = &mut visit;
+    // SAFETY: main thread; the cursor is destroyed after the last call.
+    unsafe {
+        let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
+        while raw::RedisModule_Scan.unwrap()(
+            ctx.ctx,
+            cursor,
+            Some(on_key),
+            &mut visit as *mut &mut dyn FnMut(&[u8]) as *mut c_void,
+        ) != 0
+        {}
+        raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
+    }
+}

@@ -22,6 +22,7 @@ use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
 use crate::keys::{parse_key_name, Part};
 use crate::queue;
 use crate::redis_store::RedisStore;
+use crate::rkey::scan_keys;
 use crate::schedule::{QueueRef, Schedule};
 
 /// Messages moved per tick, across all queues: bounds the main-thread pause.
@@ -192,35 +193,14 @@ pub fn discover(ctx: &Context) {
 
 /// Names of the queues in the selected database that have delayed or
 /// in-flight messages.
-fn timed_queues(ctx: &Context) -> Vec<Vec<u8>> {
-    extern "C" fn on_key(
-        _ctx: *mut raw::RedisModuleCtx,
-        name: *mut raw::RedisModuleString,
-        _key: *mut raw::RedisModuleKey,
-        found: *mut c_void,
-    ) {
-        // SAFETY: `found` is the set passed to RedisModule_Scan below, alive
-        // for the whole scan; `name` is valid during the callback.
-        let found = unsafe { &mut *(found as *mut HashSet<Vec<u8>>) };
-        let name = redis_module::RedisString::string_as_slice(name);
+fn timed_queues(ctx: &Context) -> HashSet<Vec<u8>> {
+    let mut found = HashSet::new();
+    scan_keys(ctx, |name| {
         if let Some((queue, Part::Delayed | Part::Inflight)) = parse_key_name(name) {
             found.insert(queue);
         }
-    }
-    let mut found: HashSet<Vec<u8>> = HashSet::new();
-    // SAFETY: main thread; the cursor is destroyed after the last call.
-    unsafe {
-        let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
-        while raw::RedisModule_Scan.unwrap()(
-            ctx.ctx,
-            cursor,
-            Some(on_key),
-            &mut found as *mut HashSet<Vec<u8>> as *mut c_void,
-        ) != 0
-        {}
-        raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
-    }
-    found.into_iter().collect()
+    });
+    found
 }
 
 extern "C" fn on_role_changed(

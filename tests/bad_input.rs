@@ -113,6 +113,79 @@ fn bad_arguments_are_refused_and_change_nothing() {
 }
 
 #[test]
+fn bad_arguments_of_the_retry_and_admin_commands_change_nothing() {
+    let server = Server::start();
+    let (mut c, _) = prepared(&server);
+    cmd(&mut c, "DQ.CONFIG q SET MAXATTEMPTS 3");
+    let before = digest(&mut c);
+    let arity = |cmd: &str| format!("ERR wrong number of arguments for '{cmd}' command");
+    let lease = "ERR LEASE must be a positive integer number of milliseconds";
+    let state = "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD";
+    let count = "ERR COUNT must be an integer from 1 to 10000";
+    let table: Vec<(&str, String)> =
+        vec![
+        ("DQ.NACK q", arity("dq.nack")),
+        ("DQ.NACK q inflight DELAY", "ERR DELAY needs a value".into()),
+        (
+            "DQ.NACK q inflight DELAY -1",
+            "ERR DELAY must be a non-negative integer number of milliseconds".into(),
+        ),
+        ("DQ.NACK q inflight DELAY 1 DELAY 1", "ERR DELAY is given more than once".into()),
+        ("DQ.NACK q inflight SOON", "ERR unknown option 'SOON'".into()),
+        ("DQ.TOUCH q", arity("dq.touch")),
+        ("DQ.TOUCH q inflight LEASE 0", lease.into()),
+        ("DQ.TOUCH q inflight LEASE 9007199254740992", lease.into()),
+        ("DQ.TOUCH q inflight LEASE", "ERR LEASE needs a value".into()),
+        ("DQ.PEEK q", arity("dq.peek")),
+        ("DQ.PEEK q LATER", state.into()),
+        ("DQ.PEEK q READY COUNT 0", count.into()),
+        ("DQ.PEEK q READY COUNT 1 COUNT 2", "ERR COUNT is given more than once".into()),
+        ("DQ.PEEK q READY ALL", "ERR unknown option 'ALL'".into()),
+        ("DQ.REDRIVE", arity("dq.redrive")),
+        ("DQ.REDRIVE q COUNT", "ERR COUNT needs a value".into()),
+        ("DQ.REDRIVE q COUNT -3", count.into()),
+        ("DQ.REDRIVE q COUNT 1 ID a", "ERR COUNT and ID cannot be used together".into()),
+        ("DQ.REDRIVE q ID", "ERR ID needs a value".into()),
+        ("DQ.REDRIVE q EVERYTHING", "ERR unknown option 'EVERYTHING'".into()),
+        ("DQ.PURGE", arity("dq.purge")),
+        ("DQ.PURGE q ALL", state.into()),
+        ("DQ.PURGE q READY DEAD", arity("dq.purge")),
+        ("DQ.CONFIG", arity("dq.config")),
+        ("DQ.CONFIG q SET", arity("dq.config")),
+        ("DQ.CONFIG q SET LEASE", arity("dq.config")),
+        ("DQ.CONFIG q GET", "ERR unknown option 'GET'".into()),
+        ("DQ.CONFIG q SET LEASE 0", lease.into()),
+        (
+            "DQ.CONFIG q SET MAXATTEMPTS 1 MAXATTEMPTS 2",
+            "ERR MAXATTEMPTS is given more than once".into(),
+        ),
+        // One bad pair refuses the good ones before it.
+        ("DQ.CONFIG q SET MAXATTEMPTS 9 LEASE 0", lease.into()),
+        (
+            "DQ.CONFIG q SET PRIORITY 1",
+            "ERR unknown field 'PRIORITY': use LEASE, MAXATTEMPTS or BACKOFF".into(),
+        ),
+        ("DQ.QUEUES extra", arity("dq.queues")),
+        (
+            "DQ.ADD q x MAXATTEMPTS 0",
+            "ERR MAXATTEMPTS must be an integer from 1 to 2147483647".into(),
+        ),
+        (
+            "DQ.ADD q x BACKOFF exp:5s:1s",
+            "ERR BACKOFF must be exp:BASE:MAX, fixed:DELAY or a list of delays such as 15s,3m,1h; \
+             got 'exp:5s:1s': MAX must not be less than BASE"
+                .into(),
+        ),
+        ("DQ.ADD q x BACKOFF 1s BACKOFF 2s", "ERR BACKOFF is given more than once".into()),
+    ];
+    for (line, expected) in &table {
+        assert_eq!(&cmd_err(&mut c, line), expected, "{line}");
+        assert_eq!(digest(&mut c), before, "{line} changed the dataset");
+    }
+    assert_eq!(int(&field(&cmd(&mut c, "DQ.CONFIG q"), "max-attempts")), 3);
+}
+
+#[test]
 fn empty_and_oversized_ids_are_refused() {
     let server = Server::start();
     let (mut c, before) = prepared(&server);
@@ -139,6 +212,15 @@ fn empty_and_oversized_ids_are_refused() {
             "ERR id is longer than 1024 bytes",
         ),
         (vec![b"DQ.GET", b"q", b""], "ERR id must not be empty"),
+        (vec![b"DQ.NACK", b"q", b""], "ERR id must not be empty"),
+        (
+            vec![b"DQ.TOUCH", b"q", &long],
+            "ERR id is longer than 1024 bytes",
+        ),
+        (
+            vec![b"DQ.REDRIVE", b"q", b"ID", b"a", b""],
+            "ERR id must not be empty",
+        ),
     ];
     for (args, expected) in cases {
         assert_eq!(run(&mut c, &args).unwrap_err(), expected);
@@ -172,6 +254,14 @@ fn a_queue_key_of_the_wrong_type_is_an_error_not_a_crash() {
         "DQ.CANCEL q ready",
         "DQ.GET q ready",
         "DQ.STATS q",
+        "DQ.NACK q inflight",
+        "DQ.TOUCH q inflight",
+        "DQ.PEEK q READY",
+        "DQ.REDRIVE q",
+        "DQ.PURGE q",
+        "DQ.PURGE q DEAD",
+        "DQ.CONFIG q",
+        "DQ.CONFIG q SET LEASE 5",
     ] {
         let err = cmd_err(&mut c, line);
         assert_eq!(

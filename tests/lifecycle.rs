@@ -239,7 +239,13 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "due-at",
             "lease-deadline",
             "added-at",
-            "replacement-pending"
+            "replacement-pending",
+            "max-attempts",
+            "max-attempts-from",
+            "backoff",
+            "backoff-from",
+            "dead-reason",
+            "died-at"
         ]
     );
     assert!(matches!(cmd(&mut c, "DQ.GET q m"), Value::Array(_)));
@@ -259,11 +265,19 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "delayed",
             "ready",
             "inflight",
+            "dead",
             "added",
             "delivered",
             "acked",
+            "nacked",
+            "retried",
             "lease-expired",
-            "cancelled"
+            "dead-lettered",
+            "redriven",
+            "cancelled",
+            "purged",
+            "oldest-ready-age-ms",
+            "next-due-at"
         ]
     );
     assert_eq!(cmd(&mut c, "DQ.GET q unknown"), Value::Nil);

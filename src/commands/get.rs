@@ -7,7 +7,7 @@
 //! | field | value |
 //! |---|---|
 //! | `id` | the id |
-//! | `state` | `delayed`, `ready` or `inflight` |
+//! | `state` | `delayed`, `ready`, `inflight` or `dead` |
 //! | `payload` | the payload |
 //! | `priority` | integer |
 //! | `attempt` | deliveries so far (0 before the first POP) |
@@ -15,6 +15,12 @@
 //! | `lease-deadline` | Unix ms at which the lease ends; nil unless in flight |
 //! | `added-at` | Unix ms of the ADD that wrote this version |
 //! | `replacement-pending` | 1 when a newer version waits for this delivery to end, else 0 |
+//! | `max-attempts` | deliveries allowed before it is dead (in force for this message) |
+//! | `max-attempts-from` | `message`, `queue` or `module`: where that value comes from |
+//! | `backoff` | the retry delays in force for this message |
+//! | `backoff-from` | `message`, `queue` or `module` |
+//! | `dead-reason` | `nack` or `lease-expired`; nil unless dead |
+//! | `died-at` | Unix ms of death; nil unless dead |
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -38,6 +44,11 @@ fn get(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let Some(m) = store.message(id)? else {
         return Ok(RedisValue::Null);
     };
+    let policy = store.policy();
+    let (max_attempts, max_attempts_from) = policy.max_attempts_for(&m);
+    let (backoff, backoff_from) = policy.backoff_for(&m);
+    let backoff = backoff.to_string();
+    let text = |s: &'static str| RedisValue::SimpleStringStatic(s);
     Ok(reply_record(
         ctx,
         vec![
@@ -53,6 +64,15 @@ fn get(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
             ),
             ("added-at", int(m.added_at)),
             ("replacement-pending", int(m.replacement.is_some().into())),
+            ("max-attempts", int(max_attempts.into())),
+            ("max-attempts-from", text(max_attempts_from.name())),
+            ("backoff", RedisValue::BulkString(backoff)),
+            ("backoff-from", text(backoff_from.name())),
+            (
+                "dead-reason",
+                m.death.map_or(RedisValue::Null, |d| text(d.reason.name())),
+            ),
+            ("died-at", m.death.map_or(RedisValue::Null, |d| int(d.at))),
         ],
     ))
 }

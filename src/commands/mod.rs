@@ -4,9 +4,16 @@
 pub mod ack;
 pub mod add;
 pub mod cancel;
+pub mod config;
 pub mod get;
+pub mod nack;
+pub mod peek;
 pub mod pop;
+pub mod purge;
+pub mod queues;
+pub mod redrive;
 pub mod stats;
+pub mod touch;
 
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 

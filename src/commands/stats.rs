@@ -1,9 +1,13 @@
 //! DQ.STATS queue
 //!
 //! Counts per state and lifetime counters, as a record (a map under RESP3,
-//! a flat field/value array under RESP2): `delayed`, `ready`, `inflight`,
-//! then `added`, `delivered`, `acked`, `lease-expired`, `cancelled`.
-//! An unknown queue has all zeros.
+//! a flat field/value array under RESP2), fields in this order:
+//! `delayed`, `ready`, `inflight`, `dead` (messages now); the lifetime
+//! counters `added`, `delivered`, `acked`, `nacked`, `retried`,
+//! `lease-expired`, `dead-lettered`, `redriven`, `cancelled`, `purged`;
+//! `oldest-ready-age-ms` (how long the message that has been ready longest
+//! has waited, nil when none is ready) and `next-due-at` (Unix ms of the
+//! earliest delayed message, nil when none). An unknown queue has zeros.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -11,6 +15,7 @@ use crate::commands::{bytes, int, reply, reply_record};
 use crate::error::{DqError, Result};
 use crate::queue;
 use crate::redis_store::RedisStore;
+use crate::timer::now_ms;
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv = bytes(&args);
@@ -23,11 +28,19 @@ fn stats(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     };
     let mut store = RedisStore::open(ctx, name, false)?;
     let stats = queue::stats(&mut store)?;
+    let now = now_ms();
     let mut fields = vec![
         ("delayed", int(stats.delayed)),
         ("ready", int(stats.ready)),
         ("inflight", int(stats.inflight)),
+        ("dead", int(stats.dead)),
     ];
     fields.extend(stats.counters.iter().map(|(c, v)| (c.name(), int(*v))));
+    let age = stats.oldest_ready_due_at.map(|due| now.saturating_sub(due));
+    fields.push(("oldest-ready-age-ms", age.map_or(RedisValue::Null, int)));
+    fields.push((
+        "next-due-at",
+        stats.next_due_at.map_or(RedisValue::Null, int),
+    ));
     Ok(reply_record(ctx, fields))
 }

@@ -19,6 +19,7 @@ pub struct Server {
     pub port: u16,
     pub dir: PathBuf,
     extra: Vec<String>,
+    module_args: Vec<String>,
 }
 
 fn module_path() -> PathBuf {
@@ -78,15 +79,26 @@ impl Server {
 
     /// Starts a server with extra `--name value` arguments.
     pub fn start_with(extra: &[&str]) -> Server {
-        let dir = fresh_dir();
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        Server::spawn_in(dir, extra)
+        Server::try_start(extra, &[])
+            .unwrap_or_else(|log| panic!("the server did not start; its log:\n{log}"))
     }
 
-    fn spawn_in(dir: PathBuf, extra: Vec<String>) -> Server {
+    /// Starts a server whose `loadmodule` line has these arguments; `Err`
+    /// carries the server log when it did not come up.
+    pub fn try_start(extra: &[&str], module_args: &[&str]) -> Result<Server, String> {
+        let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Server::spawn_in(fresh_dir(), owned(extra), owned(module_args))
+    }
+
+    fn spawn_in(
+        dir: PathBuf,
+        extra: Vec<String>,
+        module_args: Vec<String>,
+    ) -> Result<Server, String> {
         // A port found free can be taken before the server binds it: then
         // the server exits and we try another.
         for _ in 0..20 {
+            let _ = std::fs::remove_file(dir.join("server.log"));
             let port = TcpListener::bind("127.0.0.1:0")
                 .and_then(|l| l.local_addr())
                 .expect("find a free port")
@@ -103,6 +115,7 @@ impl Server {
                 .args(&extra)
                 .arg("--loadmodule")
                 .arg(module_path())
+                .args(&module_args)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -117,18 +130,22 @@ impl Server {
                     .is_ok()
             });
             if up && matches!(child.try_wait(), Ok(None)) {
-                return Server {
+                return Ok(Server {
                     child,
                     port,
                     dir,
                     extra,
-                };
+                    module_args,
+                });
             }
             let _ = child.kill();
             let _ = child.wait();
+            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+            if !log.contains("Address already in use") {
+                return Err(log); // not a port race: trying again will not help
+            }
         }
-        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-        panic!("the server did not start; its log:\n{log}");
+        Err(std::fs::read_to_string(dir.join("server.log")).unwrap_or_default())
     }
 
     /// Kills the server (as a crash would) and starts it again on the same
@@ -139,7 +156,8 @@ impl Server {
         // Taking the directory leaves nothing for Drop to delete.
         let dir = std::mem::take(&mut self.dir);
         let extra = std::mem::take(&mut self.extra);
-        Server::spawn_in(dir, extra)
+        let module_args = std::mem::take(&mut self.module_args);
+        Server::spawn_in(dir, extra, module_args).unwrap_or_else(|log| panic!("no restart:\n{log}"))
     }
 
     pub fn url(&self) -> String {

@@ -1,0 +1,198 @@
+//! DQ.CONFIG queue [SET field value [field value ...]]
+//!
+//! A queue's own defaults over the module settings. Fields: `LEASE` (ms),
+//! `MAXATTEMPTS`, `BACKOFF` (spec); the value `DEFAULT` removes the queue's
+//! own value so the module setting applies again. A message's own
+//! MAXATTEMPTS / BACKOFF (DQ.ADD) still win over both.
+//!
+//! Without SET: a record of the values in force and where each comes from:
+//! `lease-ms`, `lease-ms-from`, `max-attempts`, `max-attempts-from`,
+//! `backoff`, `backoff-from`, with `-from` being `queue` or `module`.
+//! With SET: `OK`, after checking every pair (one bad pair changes nothing).
+
+use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+
+use crate::args::{is_keyword, parse_lease, parse_max_attempts, unknown_option, Seen};
+use crate::backoff::Backoff;
+use crate::commands::{bytes, int, reply, reply_record};
+use crate::error::{DqError, Result};
+use crate::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
+use crate::redis_store::RedisStore;
+use crate::store::Store;
+
+/// One `field value` pair of SET; `None` means DEFAULT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Lease(Option<u64>),
+    MaxAttempts(Option<u32>),
+    Backoff(Option<Backoff>),
+}
+
+impl Change {
+    pub fn apply(self, config: &mut QueueConfig) {
+        match self {
+            Change::Lease(v) => config.lease_ms = v,
+            Change::MaxAttempts(v) => config.max_attempts = v,
+            Change::Backoff(v) => config.backoff = v,
+        }
+    }
+}
+
+/// Parses the arguments; an empty change list means "show".
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
+    let [queue, rest @ ..] = args else {
+        return Err(DqError::WrongArity("dq.config"));
+    };
+    let pairs = match rest {
+        [] => return Ok((queue, Vec::new())),
+        [set, pairs @ ..] if is_keyword(set, "SET") => pairs,
+        [other, ..] => return Err(unknown_option(other)),
+    };
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        return Err(DqError::WrongArity("dq.config"));
+    }
+    let mut seen = Seen::default();
+    let mut changes = Vec::new();
+    for pair in pairs.chunks(2) {
+        let (field, value) = (pair[0], pair[1]);
+        let default = is_keyword(value, "DEFAULT");
+        let change = if is_keyword(field, "LEASE") {
+            seen.mark("LEASE")?;
+            Change::Lease(if default {
+                None
+            } else {
+                Some(parse_lease(value)?)
+            })
+        } else if is_keyword(field, "MAXATTEMPTS") {
+            seen.mark("MAXATTEMPTS")?;
+            Change::MaxAttempts(if default {
+                None
+            } else {
+                Some(parse_max_attempts(value)?)
+            })
+        } else if is_keyword(field, "BACKOFF") {
+            seen.mark("BACKOFF")?;
+            Change::Backoff(if default {
+                None
+            } else {
+                Some(Backoff::parse(value)?)
+            })
+        } else {
+            return Err(DqError::UnknownField(crate::error::printable(field)));
+        };
+        changes.push(change);
+    }
+    Ok((queue, changes))
+}
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(config(ctx, &argv[1..]))
+}
+
+fn config(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let (name, changes) = parse(args)?;
+    if changes.is_empty() {
+        let mut store = RedisStore::open(ctx, name, false)?;
+        let p = store.policy();
+        return Ok(reply_record(
+            ctx,
+            vec![
+                (LEASE_FIELD, int(p.lease_ms.0)),
+                (
+                    "lease-ms-from",
+                    RedisValue::SimpleStringStatic(p.lease_ms.1.name()),
+                ),
+                (MAX_ATTEMPTS_FIELD, int(p.max_attempts.0.into())),
+                (
+                    "max-attempts-from",
+                    RedisValue::SimpleStringStatic(p.max_attempts.1.name()),
+                ),
+                (
+                    BACKOFF_FIELD,
+                    RedisValue::BulkString(p.backoff.0.to_string()),
+                ),
+                (
+                    "backoff-from",
+                    RedisValue::SimpleStringStatic(p.backoff.1.name()),
+                ),
+            ],
+        ));
+    }
+    // The command is not flagged write (so reading works on replicas):
+    // refuse SET there as Redis refuses writes.
+    if ctx.get_flags().contains(ContextFlags::SLAVE) {
+        return Err(DqError::ReadOnlyReplica);
+    }
+    let mut store = RedisStore::open(ctx, name, true)?;
+    // An unreadable stored config is replaced: this is how it is repaired.
+    let mut config = store.queue_config().unwrap_or_default();
+    for change in changes {
+        change.apply(&mut config);
+    }
+    let written = store.set_queue_config(&config);
+    store.finish();
+    written?;
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::leak_args;
+
+    #[test]
+    fn grammar() {
+        assert_eq!(parse(leak_args(&["q"])).unwrap().1, vec![]);
+        let (_, changes) = parse(leak_args(&[
+            "q",
+            "set",
+            "lease",
+            "5000",
+            "MAXATTEMPTS",
+            "default",
+            "BACKOFF",
+            "fixed:1s",
+        ]))
+        .unwrap();
+        assert_eq!(
+            changes,
+            vec![
+                Change::Lease(Some(5000)),
+                Change::MaxAttempts(None),
+                Change::Backoff(Some(Backoff::Fixed(1000)))
+            ]
+        );
+        let err = |a: &[&str]| parse(leak_args(a)).unwrap_err().to_string();
+        assert_eq!(
+            err(&[]),
+            "ERR wrong number of arguments for 'dq.config' command"
+        );
+        assert_eq!(
+            err(&["q", "SET"]),
+            "ERR wrong number of arguments for 'dq.config' command"
+        );
+        assert_eq!(
+            err(&["q", "SET", "LEASE"]),
+            "ERR wrong number of arguments for 'dq.config' command"
+        );
+        assert_eq!(err(&["q", "GET"]), "ERR unknown option 'GET'");
+        assert_eq!(
+            err(&["q", "SET", "COLOR", "red"]),
+            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS or BACKOFF"
+        );
+        assert_eq!(
+            err(&["q", "SET", "LEASE", "0"]),
+            "ERR LEASE must be a positive integer number of milliseconds"
+        );
+        assert_eq!(
+            err(&["q", "SET", "LEASE", "1", "lease", "2"]),
+            "ERR LEASE is given more than once"
+        );
+        assert!(err(&["q", "SET", "BACKOFF", "never"]).starts_with("ERR BACKOFF must be"));
+        assert_eq!(
+            err(&["q", "SET", "MAXATTEMPTS", "-1"]),
+            "ERR MAXATTEMPTS must be an integer from 1 to 2147483647"
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! DQ.NACK queue id [DELAY ms]
+//!
+//! The work failed. The next attempt is due after DELAY ms, or else after
+//! the message's backoff for the attempt that failed (BACKOFF of the
+//! message, else of the queue, else `dq.backoff`). When the failed attempt
+//! was its last (MAXATTEMPTS), the message becomes dead with reason `nack`.
+//! A newer version added while it was in flight takes its place instead.
+//!
+//! Reply: the message's new state as a simple string — `delayed`, `ready`
+//! (DELAY 0) or `dead` — or nil when the id was not in flight.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::args::{check_id, is_keyword, parse_ms, unknown_option, ArgCursor, Seen};
+use crate::commands::{bytes, reply};
+use crate::error::{DqError, Result};
+use crate::queue;
+use crate::redis_store::RedisStore;
+use crate::timer::{note_due, now_ms};
+
+const MS: &str = "a non-negative integer number of milliseconds";
+
+/// Parses `queue id [DELAY ms]`.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64>)> {
+    let [queue, id, options @ ..] = args else {
+        return Err(DqError::WrongArity("dq.nack"));
+    };
+    check_id(id)?;
+    let mut delay = None;
+    let mut seen = Seen::default();
+    let mut cursor = ArgCursor::new(options);
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "DELAY") {
+            seen.mark("DELAY")?;
+            delay = Some(parse_ms("DELAY", MS, cursor.value_of("DELAY")?)?);
+        } else {
+            return Err(unknown_option(arg));
+        }
+    }
+    Ok((queue, id, delay))
+}
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(nack(ctx, &argv[1..]))
+}
+
+fn nack(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let (name, id, delay) = parse(args)?;
+    let now = now_ms();
+    let mut store = RedisStore::open(ctx, name, true)?;
+    let policy = store.policy();
+    let outcome = queue::nack(&mut store, now, id, delay, &policy);
+    store.finish();
+    let Some(placed) = outcome? else {
+        return Ok(RedisValue::Null);
+    };
+    if let Some(at) = placed.wake_at() {
+        note_due(ctx, name, at);
+    }
+    Ok(RedisValue::SimpleStringStatic(placed.state.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::leak_args;
+
+    #[test]
+    fn grammar() {
+        assert_eq!(
+            parse(leak_args(&["q", "m"])).unwrap(),
+            (&b"q"[..], &b"m"[..], None)
+        );
+        assert_eq!(
+            parse(leak_args(&["q", "m", "delay", "5"])).unwrap().2,
+            Some(5)
+        );
+        let err = |a: &[&str]| parse(leak_args(a)).unwrap_err().to_string();
+        assert_eq!(
+            err(&["q"]),
+            "ERR wrong number of arguments for 'dq.nack' command"
+        );
+        assert_eq!(
+            err(&["q", "m", "DELAY", "-1"]),
+            format!("ERR DELAY must be {MS}")
+        );
+        assert_eq!(
+            err(&["q", "m", "DELAY", "1", "DELAY", "2"]),
+            "ERR DELAY is given more than once"
+        );
+        assert_eq!(err(&["q", "m", "LATER"]), "ERR unknown option 'LATER'");
+        assert_eq!(err(&["q", ""]), "ERR id must not be empty");
+    }
+}

@@ -1,0 +1,97 @@
+//! DQ.PEEK queue DELAYED|READY|INFLIGHT|DEAD [COUNT n]
+//!
+//! Looks at up to n messages (default 10, at most 10000) of one state
+//! without taking them, in the order they will leave that state: delayed by
+//! due time, ready in POP order, in flight by lease deadline, dead by time
+//! of death. Reply: an array of entries `[id, payload, attempt, time]`
+//! where time is the due time, the lease deadline or the time of death
+//! (Unix ms); empty when there are none.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::args::{is_keyword, parse_count, parse_state, unknown_option, ArgCursor, Seen};
+use crate::commands::{bytes, int, reply};
+use crate::error::{DqError, Result};
+use crate::message::State;
+use crate::queue;
+use crate::redis_store::RedisStore;
+
+pub const DEFAULT_COUNT: usize = 10;
+
+/// Parses `queue STATE [COUNT n]`.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], State, usize)> {
+    let [queue, state, options @ ..] = args else {
+        return Err(DqError::WrongArity("dq.peek"));
+    };
+    let state = parse_state(state)?;
+    let mut count = DEFAULT_COUNT;
+    let mut seen = Seen::default();
+    let mut cursor = ArgCursor::new(options);
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "COUNT") {
+            seen.mark("COUNT")?;
+            count = parse_count(cursor.value_of("COUNT")?)?;
+        } else {
+            return Err(unknown_option(arg));
+        }
+    }
+    Ok((queue, state, count))
+}
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(peek(ctx, &argv[1..]))
+}
+
+fn peek(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let (name, state, count) = parse(args)?;
+    let mut store = RedisStore::open(ctx, name, false)?;
+    let entries = queue::peek(&mut store, state, count)?
+        .into_iter()
+        .map(|(id, m)| {
+            let time = match state {
+                State::Inflight => m.lease_deadline.unwrap_or(m.due_at),
+                State::Dead => m.death.map_or(m.due_at, |d| d.at),
+                State::Delayed | State::Ready => m.due_at,
+            };
+            RedisValue::Array(vec![
+                RedisValue::StringBuffer(id),
+                RedisValue::StringBuffer(m.payload),
+                int(m.attempt.into()),
+                int(time),
+            ])
+        })
+        .collect();
+    Ok(RedisValue::Array(entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::leak_args;
+
+    #[test]
+    fn grammar() {
+        assert_eq!(
+            parse(leak_args(&["q", "dead"])).unwrap(),
+            (&b"q"[..], State::Dead, 10)
+        );
+        assert_eq!(
+            parse(leak_args(&["q", "READY", "COUNT", "3"])).unwrap().2,
+            3
+        );
+        let err = |a: &[&str]| parse(leak_args(a)).unwrap_err().to_string();
+        assert_eq!(
+            err(&["q"]),
+            "ERR wrong number of arguments for 'dq.peek' command"
+        );
+        assert_eq!(
+            err(&["q", "GONE"]),
+            "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD"
+        );
+        assert_eq!(
+            err(&["q", "READY", "COUNT", "0"]),
+            "ERR COUNT must be an integer from 1 to 10000"
+        );
+    }
+}

@@ -1,0 +1,30 @@
+//! DQ.QUEUES
+//!
+//! The queues this node holds in the selected database: every name that
+//! has at least one dq key (messages, counters or settings), sorted by
+//! bytes. It walks the keyspace, O(N) in the keys of the database, like
+//! KEYS: meant for operators, not for a hot path.
+
+use std::collections::BTreeSet;
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::commands::reply;
+use crate::error::DqError;
+use crate::keys::parse_key_name;
+use crate::rkey::scan_keys;
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    if args.len() != 1 {
+        return reply(Err(DqError::WrongArity("dq.queues")));
+    }
+    let mut names = BTreeSet::new();
+    scan_keys(ctx, |key| {
+        if let Some((queue, _)) = parse_key_name(key) {
+            names.insert(queue);
+        }
+    });
+    Ok(RedisValue::Array(
+        names.into_iter().map(RedisValue::StringBuffer).collect(),
+    ))
+}

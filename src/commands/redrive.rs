@@ -1,0 +1,103 @@
+//! DQ.REDRIVE queue [COUNT n | ID id [id ...]]
+//!
+//! Moves dead messages back to ready with fresh attempts (the next POP
+//! delivers them as attempt 1), as if added now. COUNT takes the n that
+//! died first; ID names them. Without either it moves up to 10000, the
+//! oldest first: repeat until it replies 0 to empty a large dead set.
+//! Reply: how many moved. Ids that are not dead are left alone.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::args::{check_id, is_keyword, parse_count, unknown_option, MAX_COUNT};
+use crate::commands::{bytes, int, reply};
+use crate::error::{DqError, Result};
+use crate::queue::{self, Redrive};
+use crate::redis_store::RedisStore;
+use crate::timer::now_ms;
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Redrive<'a>)> {
+    let [queue, options @ ..] = args else {
+        return Err(DqError::WrongArity("dq.redrive"));
+    };
+    let which = match options {
+        [] => Redrive::Oldest(MAX_COUNT),
+        [keyword, value] if is_keyword(keyword, "COUNT") => Redrive::Oldest(parse_count(value)?),
+        [keyword] if is_keyword(keyword, "COUNT") => return Err(DqError::MissingValue("COUNT")),
+        [keyword, ids @ ..] if is_keyword(keyword, "ID") => {
+            if ids.is_empty() {
+                return Err(DqError::MissingValue("ID"));
+            }
+            // `ID a COUNT 3` is far more likely a mistake than an id "COUNT".
+            if ids.iter().any(|a| is_keyword(a, "COUNT")) {
+                return Err(DqError::ConflictingOptions("COUNT", "ID"));
+            }
+            for id in ids {
+                check_id(id)?;
+            }
+            Redrive::Ids(ids)
+        }
+        [keyword, _, rest @ ..] if is_keyword(keyword, "COUNT") => {
+            return Err(match rest.first() {
+                Some(next) if is_keyword(next, "ID") => DqError::ConflictingOptions("COUNT", "ID"),
+                Some(next) => unknown_option(next),
+                None => DqError::WrongArity("dq.redrive"),
+            });
+        }
+        [other, ..] => return Err(unknown_option(other)),
+    };
+    Ok((queue, which))
+}
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(redrive(ctx, &argv[1..]))
+}
+
+fn redrive(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let (name, which) = parse(args)?;
+    let mut store = RedisStore::open(ctx, name, true)?;
+    let moved = queue::redrive(&mut store, now_ms(), which);
+    store.finish();
+    Ok(int(moved?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::leak_args;
+
+    #[test]
+    fn grammar() {
+        assert_eq!(
+            parse(leak_args(&["q"])).unwrap().1,
+            Redrive::Oldest(MAX_COUNT)
+        );
+        assert_eq!(
+            parse(leak_args(&["q", "count", "5"])).unwrap().1,
+            Redrive::Oldest(5)
+        );
+        let (_, which) = parse(leak_args(&["q", "ID", "a", "b"])).unwrap();
+        assert_eq!(which, Redrive::Ids(&[b"a", b"b"]));
+        let err = |a: &[&str]| parse(leak_args(a)).unwrap_err().to_string();
+        assert_eq!(
+            err(&[]),
+            "ERR wrong number of arguments for 'dq.redrive' command"
+        );
+        assert_eq!(err(&["q", "COUNT"]), "ERR COUNT needs a value");
+        assert_eq!(err(&["q", "ID"]), "ERR ID needs a value");
+        assert_eq!(
+            err(&["q", "COUNT", "2", "ID", "a"]),
+            "ERR COUNT and ID cannot be used together"
+        );
+        assert_eq!(
+            err(&["q", "ID", "a", "COUNT", "2"]),
+            "ERR COUNT and ID cannot be used together"
+        );
+        assert_eq!(
+            err(&["q", "COUNT", "0"]),
+            "ERR COUNT must be an integer from 1 to 10000"
+        );
+        assert_eq!(err(&["q", "ALL"]), "ERR unknown option 'ALL'");
+        assert_eq!(err(&["q", "ID", ""]), "ERR id must not be empty");
+    }
+}

@@ -1,0 +1,81 @@
+//! DQ.TOUCH queue id [LEASE ms]
+//!
+//! Extends the lease of an in-flight message, for long jobs: the new
+//! deadline is now + LEASE (default: the queue's lease, else
+//! `dq.lease-ms`). Reply: the new lease deadline (integer, Unix ms), or nil
+//! when the id is not in flight.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::args::{add_ms, check_id, is_keyword, parse_lease, unknown_option, ArgCursor, Seen};
+use crate::commands::{bytes, int, reply};
+use crate::error::{DqError, Result};
+use crate::queue;
+use crate::redis_store::RedisStore;
+use crate::timer::{note_due, now_ms};
+
+/// Parses `queue id [LEASE ms]`.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64>)> {
+    let [queue, id, options @ ..] = args else {
+        return Err(DqError::WrongArity("dq.touch"));
+    };
+    check_id(id)?;
+    let mut lease = None;
+    let mut seen = Seen::default();
+    let mut cursor = ArgCursor::new(options);
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "LEASE") {
+            seen.mark("LEASE")?;
+            lease = Some(parse_lease(cursor.value_of("LEASE")?)?);
+        } else {
+            return Err(unknown_option(arg));
+        }
+    }
+    Ok((queue, id, lease))
+}
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let argv = bytes(&args);
+    reply(touch(ctx, &argv[1..]))
+}
+
+fn touch(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
+    let (name, id, lease) = parse(args)?;
+    let now = now_ms();
+    let mut store = RedisStore::open(ctx, name, true)?;
+    let lease = lease.unwrap_or_else(|| store.policy().lease_ms.0);
+    let deadline = add_ms("LEASE", now, lease)?;
+    let touched = queue::touch(&mut store, id, deadline);
+    store.finish();
+    match touched? {
+        Some(deadline) => {
+            note_due(ctx, name, deadline);
+            Ok(int(deadline))
+        }
+        None => Ok(RedisValue::Null),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::leak_args;
+
+    #[test]
+    fn grammar() {
+        assert_eq!(
+            parse(leak_args(&["q", "m", "LEASE", "9"])).unwrap().2,
+            Some(9)
+        );
+        let err = |a: &[&str]| parse(leak_args(a)).unwrap_err().to_string();
+        assert_eq!(
+            err(&["q"]),
+            "ERR wrong number of arguments for 'dq.touch' command"
+        );
+        assert_eq!(
+            err(&["q", "m", "LEASE", "0"]),
+            "ERR LEASE must be a positive integer number of milliseconds"
+        );
+        assert_eq!(err(&["q", "m", "FOREVER"]), "ERR unknown option 'FOREVER'");
+    }
+}

@@ -1,0 +1,190 @@
+//! PEEK, PURGE, QUEUES, STATS and CONFIG: looking at and managing queues.
+
+mod support;
+
+use support::*;
+
+/// A queue with two messages in each state: delayed, ready, inflight, dead.
+fn every_state(c: &mut redis::Connection, q: &str) {
+    for id in ["dead1", "dead2"] {
+        cmd(c, &format!("DQ.ADD {q} {id}-body ID {id} MAXATTEMPTS 1"));
+        cmd(c, &format!("DQ.POP {q}"));
+        cmd(c, &format!("DQ.NACK {q} {id}"));
+    }
+    cmd(c, &format!("DQ.ADD {q} i1-body ID inflight1"));
+    cmd(c, &format!("DQ.ADD {q} i2-body ID inflight2"));
+    cmd(c, &format!("DQ.POP {q} COUNT 2"));
+    cmd(c, &format!("DQ.ADD {q} r1-body ID ready1"));
+    cmd(c, &format!("DQ.ADD {q} r2-body ID ready2"));
+    cmd(c, &format!("DQ.ADD {q} d2-body ID delayed2 DELAY 7200000"));
+    cmd(c, &format!("DQ.ADD {q} d1-body ID delayed1 DELAY 3600000"));
+}
+
+fn peek_ids(c: &mut redis::Connection, line: &str) -> Vec<String> {
+    let Value::Array(items) = cmd(c, line) else {
+        panic!("{line}")
+    };
+    items
+        .iter()
+        .map(|e| match e {
+            Value::Array(f) if f.len() == 4 => text(&f[0]),
+            other => panic!("not a PEEK entry: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn peek_shows_each_state_in_order_without_taking() {
+    let server = Server::start();
+    let mut c = server.conn();
+    every_state(&mut c, "q");
+    assert_eq!(
+        peek_ids(&mut c, "DQ.PEEK q DELAYED"),
+        ["delayed1", "delayed2"]
+    );
+    assert_eq!(peek_ids(&mut c, "DQ.PEEK q ready"), ["ready1", "ready2"]);
+    assert_eq!(peek_ids(&mut c, "DQ.PEEK q INFLIGHT COUNT 1").len(), 1);
+    assert_eq!(peek_ids(&mut c, "DQ.PEEK q DEAD"), ["dead1", "dead2"]);
+    // Entry: id, payload, attempt, the state's time.
+    let Value::Array(items) = cmd(&mut c, "DQ.PEEK q DEAD COUNT 1") else {
+        panic!()
+    };
+    let Value::Array(entry) = &items[0] else {
+        panic!()
+    };
+    assert_eq!(text(&entry[1]), "dead1-body");
+    assert_eq!(int(&entry[2]), 1);
+    let died_at = int(&field(&cmd(&mut c, "DQ.GET q dead1"), "died-at"));
+    assert_eq!(int(&entry[3]), died_at);
+    let Value::Array(items) = cmd(&mut c, "DQ.PEEK q DELAYED") else {
+        panic!()
+    };
+    let Value::Array(entry) = &items[0] else {
+        panic!()
+    };
+    assert_eq!(
+        int(&entry[3]),
+        int(&field(&cmd(&mut c, "DQ.GET q delayed1"), "due-at"))
+    );
+    assert_eq!(cmd(&mut c, "DQ.PEEK empty READY"), Value::Array(vec![]));
+    assert_eq!(
+        int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")),
+        2,
+        "nothing taken"
+    );
+}
+
+#[test]
+fn purge_each_state_then_the_whole_queue() {
+    let server = Server::start();
+    let mut c = server.conn();
+    every_state(&mut c, "q");
+    let counts = |c: &mut redis::Connection| {
+        let s = cmd(c, "DQ.STATS q");
+        ["delayed", "ready", "inflight", "dead"].map(|f| int(&field(&s, f)))
+    };
+    assert_eq!(counts(&mut c), [2, 2, 2, 2]);
+    assert_eq!(int(&cmd(&mut c, "DQ.PURGE q DEAD")), 2);
+    assert_eq!(counts(&mut c), [2, 2, 2, 0]);
+    assert_eq!(cmd(&mut c, "DQ.GET q dead1"), Value::Nil);
+    assert_eq!(int(&cmd(&mut c, "DQ.PURGE q inflight")), 2);
+    assert_eq!(int(&cmd(&mut c, "DQ.ACK q inflight1")), 0);
+    assert_eq!(int(&cmd(&mut c, "DQ.PURGE q READY")), 2);
+    assert_eq!(counts(&mut c), [2, 0, 0, 0]);
+    assert_eq!(int(&cmd(&mut c, "DQ.PURGE q DEAD")), 0);
+    cmd(&mut c, "DQ.CONFIG q SET MAXATTEMPTS 4");
+    cmd(&mut c, "DQ.ADD q x ID extra");
+    assert_eq!(int(&cmd(&mut c, "DQ.PURGE q")), 3);
+    assert_eq!(counts(&mut c), [0, 0, 0, 0]);
+    // Counters and settings stay.
+    let stats = cmd(&mut c, "DQ.STATS q");
+    assert_eq!(int(&field(&stats, "purged")), 9);
+    assert_eq!(int(&field(&stats, "added")), 9);
+    assert_eq!(
+        text(&field(&cmd(&mut c, "DQ.CONFIG q"), "max-attempts-from")),
+        "queue"
+    );
+    let Value::Array(keys) = cmd(&mut c, "KEYS dq:*:q:msgs") else {
+        panic!()
+    };
+    assert!(keys.is_empty());
+}
+
+#[test]
+fn queues_lists_every_queue_of_the_database() {
+    let server = Server::start();
+    let mut c = server.conn();
+    assert_eq!(cmd(&mut c, "DQ.QUEUES"), Value::Array(vec![]));
+    for q in ["orders", "{tag}name", "}{", "a:b:c"] {
+        cmd(&mut c, &format!("DQ.ADD {q} x"));
+    }
+    cmd(&mut c, "DQ.CONFIG only-config SET LEASE 5");
+    cmd(&mut c, "SET orders-not-a-queue 1");
+    let Value::Array(names) = cmd(&mut c, "DQ.QUEUES") else {
+        panic!()
+    };
+    let names: Vec<String> = names.iter().map(text).collect();
+    assert_eq!(names, ["a:b:c", "only-config", "orders", "{tag}name", "}{"]);
+    cmd(&mut c, "SELECT 1");
+    assert_eq!(cmd(&mut c, "DQ.QUEUES"), Value::Array(vec![]));
+    assert!(cmd_err(&mut c, "DQ.QUEUES extra").contains("wrong number of arguments"));
+}
+
+#[test]
+fn stats_report_the_oldest_ready_age_and_the_next_due_time() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let stats = cmd(&mut c, "DQ.STATS q");
+    assert_eq!(field(&stats, "oldest-ready-age-ms"), Value::Nil);
+    assert_eq!(field(&stats, "next-due-at"), Value::Nil);
+    let old = now_ms() - 60_000;
+    cmd(&mut c, &format!("DQ.ADD q x AT {old} PRIORITY 1"));
+    cmd(
+        &mut c,
+        &format!("DQ.ADD q x AT {} PRIORITY 5", old + 30_000),
+    );
+    cmd(&mut c, "DQ.ADD q x DELAY 600000");
+    let stats = cmd(&mut c, "DQ.STATS q");
+    let age = int(&field(&stats, "oldest-ready-age-ms"));
+    assert!((60_000..70_000).contains(&age), "{age}");
+    let next = int(&field(&stats, "next-due-at")) as u64;
+    assert!(next >= old + 660_000);
+}
+
+#[test]
+fn config_set_is_refused_on_a_replica_and_reads_work() {
+    let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = master.port.to_string();
+    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    cmd(&mut m, "DQ.CONFIG q SET LEASE 4321");
+    every_state(&mut m, "q");
+    cmd(&mut m, "WAIT 1 5000");
+    assert!(support::wait_until(
+        std::time::Duration::from_secs(10),
+        || { digest(&mut m) == digest(&mut r) }
+    ));
+    assert_eq!(int(&field(&cmd(&mut r, "DQ.CONFIG q"), "lease-ms")), 4321);
+    assert_eq!(peek_ids(&mut r, "DQ.PEEK q DEAD"), ["dead1", "dead2"]);
+    assert!(cmd_err(&mut r, "DQ.CONFIG q SET LEASE 1").starts_with("READONLY"));
+    for line in [
+        "DQ.NACK q inflight1",
+        "DQ.REDRIVE q",
+        "DQ.PURGE q",
+        "DQ.TOUCH q inflight1",
+    ] {
+        assert!(cmd_err(&mut r, line).starts_with("READONLY"), "{line}");
+    }
+    // Every new write path replicates as its effects.
+    cmd(&mut m, "DQ.NACK q inflight1 DELAY 0");
+    cmd(&mut m, "DQ.TOUCH q inflight2 LEASE 60000");
+    cmd(&mut m, "DQ.REDRIVE q COUNT 1");
+    cmd(&mut m, "DQ.PURGE q DELAYED");
+    cmd(&mut m, "DQ.CONFIG q SET BACKOFF 1s,2s LEASE DEFAULT");
+    cmd(&mut m, "WAIT 1 5000");
+    assert!(support::wait_until(
+        std::time::Duration::from_secs(10),
+        || { digest(&mut m) == digest(&mut r) }
+    ));
+}
