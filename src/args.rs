@@ -161,6 +161,30 @@ pub fn parse_state(arg: &[u8]) -> Result<crate::message::State> {
         })
 }
 
+/// `queue id [OPTION value]`, the shape of NACK (DELAY) and TOUCH (LEASE).
+pub fn parse_id_and_option<'a, T>(
+    command: &'static str,
+    args: &'a [&'a [u8]],
+    option: &'static str,
+    parse_value: impl Fn(&[u8]) -> Result<T>,
+) -> Result<(&'a [u8], &'a [u8], Option<T>)> {
+    let [queue, id, options @ ..] = args else {
+        return Err(DqError::WrongArity(command));
+    };
+    check_id(id)?;
+    let mut value = None;
+    let mut seen = Seen::default();
+    let mut cursor = ArgCursor::new(options);
+    while let Some(arg) = cursor.next_arg() {
+        if !is_keyword(arg, option) {
+            return Err(unknown_option(arg));
+        }
+        seen.mark(option)?;
+        value = Some(parse_value(cursor.value_of(option)?)?);
+    }
+    Ok((queue, id, value))
+}
+
 /// `queue id [id ...]`, the shape of ACK and CANCEL.
 pub fn parse_queue_and_ids<'a>(
     command: &'static str,

@@ -580,6 +580,19 @@ mod tests {
 
     const LEASE: u64 = 30_000;
 
+    /// An upsert of `id` due at `due_at` with priority `priority`.
+    fn request<'a>(id: &'a [u8], payload: &'a [u8], due_at: u64, priority: i32) -> AddRequest<'a> {
+        AddRequest {
+            id: Some(id),
+            payload,
+            due_at,
+            priority,
+            mode: AddMode::Upsert,
+            max_attempts: None,
+            backoff: None,
+        }
+    }
+
     fn add_at(s: &mut MemoryStore, now: u64, id: &str, due_at: u64) -> Option<Vec<u8>> {
         add(
             s,
@@ -633,20 +646,7 @@ mod tests {
     fn pop_order_is_priority_then_due_then_insertion() {
         let mut s = MemoryStore::default();
         let mut put = |id: &str, due: u64, prio: i32| {
-            add(
-                &mut s,
-                50,
-                &AddRequest {
-                    id: Some(id.as_bytes()),
-                    payload: b"",
-                    due_at: due,
-                    priority: prio,
-                    mode: AddMode::Upsert,
-                    max_attempts: None,
-                    backoff: None,
-                },
-            )
-            .unwrap();
+            add(&mut s, 50, &request(id.as_bytes(), b"", due, prio)).unwrap();
         };
         put("z-late", 20, 0);
         put("y-early", 10, 0);
@@ -772,20 +772,7 @@ mod tests {
         let mut s = MemoryStore::default();
         add_at(&mut s, 0, "m", 0);
         pop(&mut s, 1, 100).unwrap();
-        add(
-            &mut s,
-            1,
-            &AddRequest {
-                id: Some(b"m"),
-                payload: b"v2",
-                due_at: 1,
-                priority: 0,
-                mode: AddMode::Upsert,
-                max_attempts: None,
-                backoff: None,
-            },
-        )
-        .unwrap();
+        add(&mut s, 1, &request(b"m", b"v2", 1, 0)).unwrap();
         assert!(
             pop(&mut s, 1, 100).unwrap().is_empty(),
             "no concurrent delivery"
@@ -1080,20 +1067,7 @@ mod tests {
     fn stats_find_the_oldest_ready_across_priorities() {
         let mut s = MemoryStore::default();
         let mut put = |id: &str, due: u64, prio: i32| {
-            add(
-                &mut s,
-                1000,
-                &AddRequest {
-                    id: Some(id.as_bytes()),
-                    payload: b"",
-                    due_at: due,
-                    priority: prio,
-                    mode: AddMode::Upsert,
-                    max_attempts: None,
-                    backoff: None,
-                },
-            )
-            .unwrap();
+            add(&mut s, 1000, &request(id.as_bytes(), b"", due, prio)).unwrap();
         };
         put("hi", 500, 9);
         put("lo-old", 100, 0);
@@ -1129,15 +1103,7 @@ mod tests {
                     add(
                         &mut s,
                         now,
-                        &AddRequest {
-                            id: Some(&id),
-                            payload: b"p",
-                            due_at: now + next(100),
-                            priority: next(3) as i32,
-                            mode: AddMode::Upsert,
-                            max_attempts: None,
-                            backoff: None,
-                        },
+                        &request(&id, b"p", now + next(100), next(3) as i32),
                     )
                     .unwrap();
                 }

@@ -11,9 +11,9 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{check_id, is_keyword, parse_ms, unknown_option, ArgCursor, Seen};
+use crate::args::{parse_id_and_option, parse_ms};
 use crate::commands::{bytes, reply};
-use crate::error::{DqError, Result};
+use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::{note_due, now_ms};
@@ -22,22 +22,7 @@ const MS: &str = "a non-negative integer number of milliseconds";
 
 /// Parses `queue id [DELAY ms]`.
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64>)> {
-    let [queue, id, options @ ..] = args else {
-        return Err(DqError::WrongArity("dq.nack"));
-    };
-    check_id(id)?;
-    let mut delay = None;
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(options);
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "DELAY") {
-            seen.mark("DELAY")?;
-            delay = Some(parse_ms("DELAY", MS, cursor.value_of("DELAY")?)?);
-        } else {
-            return Err(unknown_option(arg));
-        }
-    }
-    Ok((queue, id, delay))
+    parse_id_and_option("dq.nack", args, "DELAY", |v| parse_ms("DELAY", MS, v))
 }
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {

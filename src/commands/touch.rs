@@ -7,31 +7,16 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{add_ms, check_id, is_keyword, parse_lease, unknown_option, ArgCursor, Seen};
+use crate::args::{add_ms, parse_id_and_option, parse_lease};
 use crate::commands::{bytes, int, reply};
-use crate::error::{DqError, Result};
+use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::{note_due, now_ms};
 
 /// Parses `queue id [LEASE ms]`.
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64>)> {
-    let [queue, id, options @ ..] = args else {
-        return Err(DqError::WrongArity("dq.touch"));
-    };
-    check_id(id)?;
-    let mut lease = None;
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(options);
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "LEASE") {
-            seen.mark("LEASE")?;
-            lease = Some(parse_lease(cursor.value_of("LEASE")?)?);
-        } else {
-            return Err(unknown_option(arg));
-        }
-    }
-    Ok((queue, id, lease))
+    parse_id_and_option("dq.touch", args, "LEASE", parse_lease)
 }
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
