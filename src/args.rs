@@ -104,6 +104,12 @@ pub fn add_ms(option: &'static str, base: u64, delta: u64) -> Result<u64> {
         .ok_or(DqError::TimeOverflow(option))
 }
 
+/// The end of a lease of `lease_ms` from `now`. A lease longer than dq can
+/// store just lasts until the latest storable time.
+pub fn lease_deadline(now: u64, lease_ms: u64) -> u64 {
+    now.saturating_add(lease_ms).min(MAX_TIME_MS)
+}
+
 /// A message id given by a client.
 pub fn check_id(id: &[u8]) -> Result<&[u8]> {
     if id.is_empty() {

@@ -49,9 +49,6 @@ pub enum DqError {
     #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS or BACKOFF")]
     UnknownField(String),
 
-    #[error("READONLY You can't write against a read only replica.")]
-    ReadOnlyReplica,
-
     #[error("WRONGTYPE key '{0}' of the queue holds the wrong kind of value")]
     WrongType(String),
 

@@ -29,15 +29,10 @@ pub mod timer;
 
 #[cfg(not(test))]
 mod module {
-    use redis_module::configuration::{
-        register_i64_configuration, register_string_configuration, ConfigurationFlags,
-    };
-    use redis_module::{raw, redis_module, Context, ModuleOptions, RedisString, Status};
+    use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
 
     use crate::commands;
-    use crate::settings::{
-        self, BACKOFF, LEASE_MS, LEASE_MS_RANGE, MAX_ATTEMPTS, MAX_ATTEMPTS_RANGE,
-    };
+    use crate::settings;
 
     /// Registers `dq.lease-ms`, `dq.max-attempts` and `dq.backoff`, starting
     /// from the load arguments. (Done here rather than by the crate's macro,
@@ -45,36 +40,7 @@ mod module {
     fn register_settings(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
         let start = settings::load_values(&args).map_err(|e| e.to_string())?;
-        let flags = || ConfigurationFlags::DEFAULT;
-        let (min, max) = LEASE_MS_RANGE;
-        register_i64_configuration(
-            ctx,
-            "lease-ms",
-            &LEASE_MS,
-            start.lease_ms,
-            min,
-            max,
-            flags(),
-            None,
-        );
-        let (min, max) = MAX_ATTEMPTS_RANGE;
-        register_i64_configuration(
-            ctx,
-            "max-attempts",
-            &MAX_ATTEMPTS,
-            start.max_attempts,
-            min,
-            max,
-            flags(),
-            None,
-        );
-        register_string_configuration(ctx, "backoff", &BACKOFF, &start.backoff, flags(), None);
-        // SAFETY: OnLoad, after registering every setting, as the API asks.
-        let loaded = unsafe { raw::RedisModule_LoadConfigs.unwrap()(ctx.ctx) };
-        if loaded != raw::REDISMODULE_OK as i32 {
-            return Err("a dq.* setting in the configuration file has a bad value".into());
-        }
-        Ok(())
+        settings::register(ctx, &start)
     }
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
@@ -113,8 +79,9 @@ mod module {
             ["dq.get", commands::get::command, "readonly fast", 1, 1, 1, ""],
             ["dq.peek", commands::peek::command, "readonly", 1, 1, 1, ""],
             ["dq.stats", commands::stats::command, "readonly fast", 1, 1, 1, ""],
-            // Reads on replicas too; SET refuses there itself.
-            ["dq.config", commands::config::command, "may-replicate", 1, 1, 1, ""],
+            // Write, so Redis' guards (replica, OOM, MISCONF, min-replicas)
+            // apply to SET; the cost is that reading it needs the master.
+            ["dq.config", commands::config::command, "write", 1, 1, 1, ""],
             ["dq.queues", commands::queues::command, "readonly", 0, 0, 0, ""],
         ],
     }

@@ -53,7 +53,8 @@ impl QueueConfig {
 
     /// Reads the config back from hash fields.
     pub fn from_fields(mut get: impl FnMut(&str) -> Option<Vec<u8>>) -> Result<QueueConfig> {
-        fn number<T: std::str::FromStr>(
+        // Zero is no lease and no attempt: refuse it as DQ.CONFIG SET would.
+        fn number<T: std::str::FromStr + PartialOrd + From<u8>>(
             raw: Option<Vec<u8>>,
             field: &'static str,
         ) -> Result<Option<T>> {
@@ -61,6 +62,7 @@ impl QueueConfig {
                 std::str::from_utf8(&v)
                     .ok()
                     .and_then(|s| s.parse().ok())
+                    .filter(|n: &T| *n >= T::from(1))
                     .ok_or(DqError::BadQueueSetting(field))
             })
             .transpose()
@@ -187,5 +189,7 @@ mod tests {
         assert_eq!(back, config);
         let broken = QueueConfig::from_fields(|f| (f == LEASE_FIELD).then(|| b"soon".to_vec()));
         assert_eq!(broken, Err(DqError::BadQueueSetting(LEASE_FIELD)));
+        let zero = QueueConfig::from_fields(|f| (f == MAX_ATTEMPTS_FIELD).then(|| b"0".to_vec()));
+        assert_eq!(zero, Err(DqError::BadQueueSetting(MAX_ATTEMPTS_FIELD)));
     }
 }

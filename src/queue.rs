@@ -59,8 +59,9 @@ pub struct Stats {
     pub inflight: u64,
     pub dead: u64,
     pub counters: Vec<(Counter, u64)>,
-    /// Due time of the message that has been ready longest.
-    pub oldest_ready_due_at: Option<u64>,
+    /// Since when the earliest-due ready message has been waiting: its due
+    /// time, or its ADD when it was added already due.
+    pub oldest_ready_since: Option<u64>,
     /// Due time of the earliest delayed message.
     pub next_due_at: Option<u64>,
 }
@@ -232,6 +233,7 @@ pub fn cancel(store: &mut impl Store, ids: &[&[u8]]) -> Result<u64> {
                 // record; POP drops it as pointing at nothing.
                 store.index_remove(Index::Delayed, id)?;
                 store.index_remove(Index::Inflight, id)?;
+                store.index_remove(Index::Dead, id)?;
             }
         }
         store.delete_message(id)?;
@@ -388,13 +390,14 @@ pub fn redrive(store: &mut impl Store, now: u64, which: Redrive) -> Result<u64> 
             .collect(),
         Redrive::Ids(ids) => ids.iter().map(|id| id.to_vec()).collect(),
     };
-    // Read everything first: an unreadable id refuses the whole command.
+    // Read everything before writing; an unreadable record stays where it
+    // is (DQ.CANCEL removes it) and the others move.
     let mut dead: Vec<(Vec<u8>, Message)> = Vec::new();
     for id in ids {
         if dead.iter().any(|(seen, _)| *seen == id) {
             continue;
         }
-        if let Some(message) = store.message(&id)? {
+        if let Ok(Some(message)) = store.message(&id) {
             if message.state == State::Dead {
                 dead.push((id, message));
             }
@@ -495,12 +498,14 @@ pub fn stats(store: &mut impl Store) -> Result<Stats> {
         counters.push((counter, store.counter(counter)?));
     }
     // Within one priority, ready members start with their due time, so the
-    // head of each priority holds that priority's oldest message.
-    let oldest_ready_due_at = store
-        .index_score_heads(Index::Ready, MAX_PRIORITY_GROUPS)?
-        .iter()
-        .filter_map(|(member, _)| Some(u64::from_be_bytes(member.get(..8)?.try_into().ok()?)))
-        .min();
+    // head of each priority is that priority's earliest-due message.
+    let mut oldest_ready_since: Option<u64> = None;
+    for (member, _) in store.index_score_heads(Index::Ready, MAX_PRIORITY_GROUPS)? {
+        if let Ok(Some(m)) = store.message(id_of_ready_member(&member)) {
+            let since = m.due_at.max(m.added_at);
+            oldest_ready_since = Some(oldest_ready_since.map_or(since, |o| o.min(since)));
+        }
+    }
     let next_due_at = store
         .index_range(Index::Delayed, f64::INFINITY, 1)?
         .first()
@@ -511,7 +516,7 @@ pub fn stats(store: &mut impl Store) -> Result<Stats> {
         inflight: store.index_len(Index::Inflight)?,
         dead: store.index_len(Index::Dead)?,
         counters,
-        oldest_ready_due_at,
+        oldest_ready_since,
         next_due_at,
     })
 }
@@ -851,6 +856,17 @@ mod tests {
     }
 
     #[test]
+    fn cancel_clears_an_unreadable_dead_record_from_the_dead_index() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "m", 0);
+        pop(&mut s, 1, LEASE).unwrap();
+        nack(&mut s, 0, b"m", None, &policy(1, "1s")).unwrap();
+        s.messages.insert(b"m".to_vec(), b"garbage".to_vec());
+        assert_eq!(cancel(&mut s, &[b"m"]).unwrap(), 1);
+        assert_eq!(stats(&mut s).unwrap().dead, 0);
+    }
+
+    #[test]
     fn ack_with_an_unreadable_id_changes_nothing() {
         let mut s = MemoryStore::default();
         add_at(&mut s, 0, "a", 0);
@@ -1074,7 +1090,11 @@ mod tests {
         put("lo-new", 700, 0);
         put("later", 5000, 0);
         let st = stats(&mut s).unwrap();
-        assert_eq!(st.oldest_ready_due_at, Some(100));
+        assert_eq!(
+            st.oldest_ready_since,
+            Some(1000),
+            "added at 1000, already due"
+        );
         assert_eq!(st.next_due_at, Some(5000));
     }
 

@@ -74,6 +74,14 @@ impl<'c> RedisStore<'c> {
         config.resolve(&settings::current())
     }
 
+    /// Deletes one key of the queue; a missing key is not a write.
+    fn delete_key(&mut self, part: Part) {
+        if self.key(part).value_length() > 0 {
+            self.key(part).delete();
+            self.effects.record(part, Write::Del);
+        }
+    }
+
     fn key(&mut self, part: Part) -> &mut Key {
         &mut self.keys[part.index()]
     }
@@ -183,9 +191,7 @@ impl Store for RedisStore<'_> {
     }
 
     fn clear_index(&mut self, index: Index) -> Result<()> {
-        let part = part_of(index);
-        self.key(part).delete();
-        self.effects.record(part, Write::Del);
+        self.delete_key(part_of(index));
         Ok(())
     }
 
@@ -194,8 +200,7 @@ impl Store for RedisStore<'_> {
     }
 
     fn clear_messages(&mut self) -> Result<()> {
-        self.key(Part::Messages).delete();
-        self.effects.record(Part::Messages, Write::Del);
+        self.delete_key(Part::Messages);
         Ok(())
     }
 

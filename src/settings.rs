@@ -3,11 +3,14 @@
 //! changed with CONFIG GET / CONFIG SET. Redis checks the numeric bounds;
 //! the backoff is checked here, so a bad value is refused, never stored.
 
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
-use redis_module::configuration::{ConfigurationContext, ConfigurationValue};
-use redis_module::{RedisError, RedisString};
+use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
+use redis_module::{raw, Context, RedisString};
 
 use crate::args::MAX_TIME_MS;
 use crate::backoff::Backoff;
@@ -29,22 +32,110 @@ impl BackoffSetting {
         // valid value.
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    fn replace(&self, backoff: Backoff) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = backoff;
+    }
 }
 
-impl ConfigurationValue<RedisString> for BackoffSetting {
-    fn get(&self, _ctx: &ConfigurationContext) -> RedisString {
-        RedisString::create(None, self.current().to_string())
-    }
+thread_local! {
+    // What CONFIG GET dq.backoff is given. Redis copies the string and does
+    // not free it, so the module keeps owning it (the crate's string
+    // setting hands over a new string on every GET, which leaks).
+    static BACKOFF_TEXT: RefCell<Option<RedisString>> = const { RefCell::new(None) };
+}
 
-    fn set(&self, _ctx: &ConfigurationContext, value: RedisString) -> Result<(), RedisError> {
-        let backoff = Backoff::parse(value.as_slice()).map_err(|e| {
-            // Redis puts its own "ERR CONFIG SET failed ..." in front.
+extern "C" fn get_backoff(
+    _name: *const c_char,
+    _privdata: *mut c_void,
+) -> *mut raw::RedisModuleString {
+    BACKOFF_TEXT.with(|text| {
+        text.borrow_mut()
+            .get_or_insert_with(|| RedisString::create(None, BACKOFF.current().to_string()))
+            .inner
+    })
+}
+
+extern "C" fn set_backoff(
+    _name: *const c_char,
+    value: *mut raw::RedisModuleString,
+    _privdata: *mut c_void,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    match Backoff::parse(RedisString::string_as_slice(value)) {
+        Ok(backoff) => {
+            BACKOFF.replace(backoff);
+            BACKOFF_TEXT.with(|text| *text.borrow_mut() = None);
+            raw::REDISMODULE_OK as c_int
+        }
+        Err(e) => {
+            // Redis puts "ERR CONFIG SET failed ..." in front of this text
+            // and frees the string.
             let text = e.to_string();
-            RedisError::String(text.strip_prefix("ERR ").unwrap_or(&text).to_string())
-        })?;
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = backoff;
-        Ok(())
+            let text = text.strip_prefix("ERR ").unwrap_or(&text);
+            // SAFETY: `err` is Redis' out-parameter for this call; a string
+            // made without a context is owned by whoever frees it: Redis.
+            unsafe {
+                *err = raw::RedisModule_CreateString.unwrap()(
+                    std::ptr::null_mut(),
+                    text.as_ptr().cast::<c_char>(),
+                    text.len(),
+                );
+            }
+            raw::REDISMODULE_ERR as c_int
+        }
     }
+}
+
+/// Registers the three settings, starting from `start`, and applies what
+/// the configuration file says of them.
+pub fn register(ctx: &Context, start: &LoadValues) -> Result<(), String> {
+    let (min, max) = LEASE_MS_RANGE;
+    let flags = || ConfigurationFlags::DEFAULT;
+    register_i64_configuration(
+        ctx,
+        "lease-ms",
+        &LEASE_MS,
+        start.lease_ms,
+        min,
+        max,
+        flags(),
+        None,
+    );
+    let (min, max) = MAX_ATTEMPTS_RANGE;
+    register_i64_configuration(
+        ctx,
+        "max-attempts",
+        &MAX_ATTEMPTS,
+        start.max_attempts,
+        min,
+        max,
+        flags(),
+        None,
+    );
+    let default = CString::new(start.backoff.as_str()).map_err(|e| e.to_string())?;
+    // SAFETY: OnLoad; Redis copies the name and the default.
+    let registered = unsafe {
+        raw::RedisModule_RegisterStringConfig.unwrap()(
+            ctx.ctx,
+            c"backoff".as_ptr(),
+            default.as_ptr(),
+            raw::REDISMODULE_CONFIG_DEFAULT,
+            Some(get_backoff),
+            Some(set_backoff),
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    if registered != raw::REDISMODULE_OK as c_int {
+        return Err("could not register dq.backoff".into());
+    }
+    // SAFETY: OnLoad, after registering every setting, as the API asks.
+    let loaded = unsafe { raw::RedisModule_LoadConfigs.unwrap()(ctx.ctx) };
+    if loaded != raw::REDISMODULE_OK as c_int {
+        return Err("a dq.* setting in the configuration file has a bad value".into());
+    }
+    Ok(())
 }
 
 /// The module defaults in force now.

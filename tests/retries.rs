@@ -314,3 +314,18 @@ fn load_arguments_set_the_settings_and_bad_ones_stop_the_load() {
         assert!(log.contains("dq: "), "{bad:?}: {log}");
     }
 }
+
+#[test]
+fn the_longest_lease_lasts_until_the_latest_storable_time() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "CONFIG SET dq.lease-ms 9007199254740991");
+    cmd(&mut c, "DQ.ADD q x ID m");
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP q")).len(), 1);
+    let deadline = int(&field(&cmd(&mut c, "DQ.GET q m"), "lease-deadline"));
+    assert_eq!(deadline, (1i64 << 53) - 1);
+    assert_eq!(
+        int(&cmd(&mut c, "DQ.TOUCH q m LEASE 9007199254740991")),
+        deadline
+    );
+}

@@ -106,6 +106,7 @@ fn a_command_that_changes_nothing_does_not_break_watch() {
     cmd(&mut c, &format!("WATCH {delayed}"));
     cmd(&mut other, "DQ.POP q"); // nothing ready: no write
     cmd(&mut other, "DQ.ACK q m"); // not in flight: no write
+    cmd(&mut other, "DQ.PURGE q DEAD"); // nothing dead: no write
     cmd(&mut c, "MULTI");
     cmd(&mut c, "PING");
     assert_ne!(cmd(&mut c, "EXEC"), Value::Nil, "EXEC aborted");
@@ -115,4 +116,27 @@ fn a_command_that_changes_nothing_does_not_break_watch() {
     cmd(&mut c, "MULTI");
     cmd(&mut c, "PING");
     assert_eq!(cmd(&mut c, "EXEC"), Value::Nil);
+}
+
+#[test]
+fn config_get_of_the_backoff_setting_does_not_leak() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "CONFIG SET dq.backoff 15s,3m,10m,30m,1h,2h,6h,15h");
+    for _ in 0..200 {
+        cmd(&mut c, "CONFIG GET dq.backoff");
+    }
+    let before = used_memory(&mut c);
+    let mut pipe = redis::pipe();
+    for _ in 0..20_000 {
+        pipe.cmd("CONFIG").arg("GET").arg("dq.backoff").ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    let grown = used_memory(&mut c) - before;
+    // A leaked string per GET would be well over 1 MB here.
+    assert!(grown < 300_000, "used_memory grew by {grown} bytes");
+    let Value::Array(got) = cmd(&mut c, "CONFIG GET dq.backoff") else {
+        panic!()
+    };
+    assert_eq!(text(&got[1]), "15s,3m,10m,30m,1h,2h,6h,15h");
 }

@@ -9,8 +9,9 @@
 //! `lease-ms`, `lease-ms-from`, `max-attempts`, `max-attempts-from`,
 //! `backoff`, `backoff-from`, with `-from` being `queue` or `module`.
 //! With SET: `OK`, after checking every pair (one bad pair changes nothing).
+//! It is a write command: on a replica Redis answers READONLY.
 
-use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{is_keyword, parse_lease, parse_max_attempts, unknown_option, Seen};
 use crate::backoff::Backoff;
@@ -118,11 +119,6 @@ fn config(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
                 ),
             ],
         ));
-    }
-    // The command is not flagged write (so reading works on replicas):
-    // refuse SET there as Redis refuses writes.
-    if ctx.get_flags().contains(ContextFlags::SLAVE) {
-        return Err(DqError::ReadOnlyReplica);
     }
     let mut store = RedisStore::open(ctx, name, true)?;
     // An unreadable stored config is replaced: this is how it is repaired.

@@ -12,7 +12,7 @@ use std::os::raw::{c_int, c_void};
 use redis_module::{raw, Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::args::{
-    add_ms, is_keyword, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
+    is_keyword, lease_deadline, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
 };
 use crate::commands::{bytes, int, reply};
 use crate::error::{DqError, Result};
@@ -93,7 +93,7 @@ fn try_pop(
     let now = now_ms();
     let mut store = RedisStore::open(ctx, name, true)?;
     let lease_ms = lease_ms.unwrap_or_else(|| store.policy().lease_ms.0);
-    let lease_deadline = add_ms("LEASE", now, lease_ms)?;
+    let lease_deadline = lease_deadline(now, lease_ms);
     let popped = queue::pop(&mut store, count, lease_deadline);
     store.finish();
     let popped = popped?;

@@ -27,10 +27,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Redrive<'a>)> {
             if ids.is_empty() {
                 return Err(DqError::MissingValue("ID"));
             }
-            // `ID a COUNT 3` is far more likely a mistake than an id "COUNT".
-            if ids.iter().any(|a| is_keyword(a, "COUNT")) {
-                return Err(DqError::ConflictingOptions("COUNT", "ID"));
-            }
             for id in ids {
                 check_id(id)?;
             }
@@ -89,10 +85,9 @@ mod tests {
             err(&["q", "COUNT", "2", "ID", "a"]),
             "ERR COUNT and ID cannot be used together"
         );
-        assert_eq!(
-            err(&["q", "ID", "a", "COUNT", "2"]),
-            "ERR COUNT and ID cannot be used together"
-        );
+        // After ID every argument is an id, even one spelled COUNT.
+        let (_, which) = parse(leak_args(&["q", "ID", "a", "COUNT"])).unwrap();
+        assert_eq!(which, Redrive::Ids(&[b"a", b"COUNT"]));
         assert_eq!(
             err(&["q", "COUNT", "0"]),
             "ERR COUNT must be an integer from 1 to 10000"

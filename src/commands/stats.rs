@@ -5,8 +5,9 @@
 //! `delayed`, `ready`, `inflight`, `dead` (messages now); the lifetime
 //! counters `added`, `delivered`, `acked`, `nacked`, `retried`,
 //! `lease-expired`, `dead-lettered`, `redriven`, `cancelled`, `purged`;
-//! `oldest-ready-age-ms` (how long the message that has been ready longest
-//! has waited, nil when none is ready) and `next-due-at` (Unix ms of the
+//! `oldest-ready-age-ms` (how long the earliest-due ready message has been
+//! due, counted from its ADD if it was added already due; nil when none is
+//! ready) and `next-due-at` (Unix ms of the
 //! earliest delayed message, nil when none). An unknown queue has zeros.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
@@ -36,7 +37,9 @@ fn stats(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
         ("dead", int(stats.dead)),
     ];
     fields.extend(stats.counters.iter().map(|(c, v)| (c.name(), int(*v))));
-    let age = stats.oldest_ready_due_at.map(|due| now.saturating_sub(due));
+    let age = stats
+        .oldest_ready_since
+        .map(|since| now.saturating_sub(since));
     fields.push(("oldest-ready-age-ms", age.map_or(RedisValue::Null, int)));
     fields.push((
         "next-due-at",

@@ -7,7 +7,7 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{add_ms, parse_id_and_option, parse_lease};
+use crate::args::{lease_deadline, parse_id_and_option, parse_lease};
 use crate::commands::{bytes, int, reply};
 use crate::error::Result;
 use crate::queue;
@@ -29,7 +29,7 @@ fn touch(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let now = now_ms();
     let mut store = RedisStore::open(ctx, name, true)?;
     let lease = lease.unwrap_or_else(|| store.policy().lease_ms.0);
-    let deadline = add_ms("LEASE", now, lease)?;
+    let deadline = lease_deadline(now, lease);
     let touched = queue::touch(&mut store, id, deadline);
     store.finish();
     match touched? {
