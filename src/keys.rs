@@ -28,6 +28,8 @@ pub enum Part {
     Inflight,
     /// ZSET: time of death (ms) -> id, for messages out of attempts.
     Dead,
+    /// ZSET: TTL deadline (ms) -> id, for live messages added with TTL.
+    Expiry,
     /// HASH: lifetime counters of the queue.
     Meta,
     /// HASH: the queue's DQ.CONFIG settings.
@@ -35,12 +37,13 @@ pub enum Part {
 }
 
 impl Part {
-    pub const ALL: [Part; 7] = [
+    pub const ALL: [Part; 8] = [
         Part::Messages,
         Part::Delayed,
         Part::Ready,
         Part::Inflight,
         Part::Dead,
+        Part::Expiry,
         Part::Meta,
         Part::Config,
     ];
@@ -57,6 +60,7 @@ impl Part {
             Part::Ready => "ready",
             Part::Inflight => "inflight",
             Part::Dead => "dead",
+            Part::Expiry => "expiry",
             Part::Meta => "meta",
             Part::Config => "config",
         }

@@ -43,6 +43,8 @@ pub enum DeathReason {
     Nack,
     /// The lease of its last allowed attempt ended without ACK.
     LeaseExpired,
+    /// Not acknowledged within the TTL of its ADD.
+    Expired,
 }
 
 impl DeathReason {
@@ -50,6 +52,7 @@ impl DeathReason {
         match self {
             DeathReason::Nack => "nack",
             DeathReason::LeaseExpired => "lease-expired",
+            DeathReason::Expired => "expired",
         }
     }
 }
@@ -82,6 +85,8 @@ pub struct Message {
     pub backoff: Option<Backoff>,
     /// Why and when it died, while dead.
     pub death: Option<Death>,
+    /// Unix ms by which it must be acknowledged (ADD's TTL), else it dies.
+    pub expire_at: Option<u64>,
     /// A newer version written by ADD while this one was in flight; it takes
     /// this one's place when the delivery ends, so the two never overlap.
     /// A `Version` has no replacement of its own: records cannot nest.
@@ -100,6 +105,7 @@ pub struct Version {
     pub added_at: u64,
     pub max_attempts: Option<u32>,
     pub backoff: Option<Backoff>,
+    pub expire_at: Option<u64>,
     #[serde(with = "bytes")]
     pub payload: Vec<u8>,
 }
@@ -119,6 +125,7 @@ impl Version {
             max_attempts: self.max_attempts,
             backoff: self.backoff,
             death: None,
+            expire_at: self.expire_at,
             replacement: None,
             payload: self.payload,
         }
@@ -216,6 +223,7 @@ pub(crate) mod tests {
                 reason: DeathReason::Nack,
                 at: 1_732_000_040_000,
             }),
+            expire_at: Some(1_732_000_050_000),
             replacement: None,
             payload: b"{\"order\":42}\0\xff".to_vec(),
         }
@@ -237,6 +245,7 @@ pub(crate) mod tests {
             added_at: 4,
             max_attempts: None,
             backoff: Some(Backoff::Fixed(3)),
+            expire_at: None,
             payload: b"v2".to_vec(),
         }));
         assert_eq!(Message::decode(b"id", &m.encode()), Ok(m));
@@ -274,7 +283,7 @@ pub(crate) mod tests {
     #[test]
     fn envelope_overhead_is_small() {
         let mut m = sample();
-        (m.max_attempts, m.backoff, m.death) = (None, None, None);
+        (m.max_attempts, m.backoff, m.death, m.expire_at) = (None, None, None, None);
         m.payload = vec![b'x'; 64];
         assert!(m.encode().len() <= 64 + 48, "{}", m.encode().len());
     }

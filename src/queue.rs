@@ -42,6 +42,8 @@ pub struct AddRequest<'a> {
     pub max_attempts: Option<u32>,
     /// Per-message BACKOFF; `None` follows the queue and module.
     pub backoff: Option<Backoff>,
+    /// Unix ms by which the message must be acknowledged (ADD's TTL).
+    pub expire_at: Option<u64>,
 }
 
 /// One message handed to a consumer by POP.
@@ -118,6 +120,7 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
         added_at: now,
         max_attempts: req.max_attempts,
         backoff: req.backoff.clone(),
+        expire_at: req.expire_at,
         payload: req.payload.to_vec(),
     };
     match existing {
@@ -127,9 +130,11 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
         }
         Some(current) => {
             unindex(store, &id, &current)?;
+            sync_expiry(store, &id, live_expiry(&current), fresh.expire_at)?;
             place(store, now, &id, fresh.into_message())?;
         }
         None => {
+            sync_expiry(store, &id, None, fresh.expire_at)?;
             place(store, now, &id, fresh.into_message())?;
         }
     }
@@ -196,11 +201,14 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<Acked> {
         store.index_remove(Index::Inflight, id)?;
         match message.replacement.take() {
             Some(newer) => {
-                if let Some(due) = place(store, now, id, newer.into_message())?.wake_at() {
+                if let Some(due) = install(store, now, id, message.expire_at, *newer)?.wake_at() {
                     next_due = Some(next_due.map_or(due, |n| n.min(due)));
                 }
             }
-            None => store.delete_message(id)?,
+            None => {
+                sync_expiry(store, id, message.expire_at, None)?;
+                store.delete_message(id)?;
+            }
         }
     }
     let count = inflight.len() as u64;
@@ -227,13 +235,16 @@ pub fn cancel(store: &mut impl Store, ids: &[&[u8]]) -> Result<u64> {
     }
     for (id, message) in &found {
         match message {
-            Some(message) => unindex(store, id, message)?,
+            Some(message) => {
+                unindex(store, id, message)?;
+                sync_expiry(store, id, live_expiry(message), None)?;
+            }
             None => {
                 // Its ready entry, if any, cannot be named without the
                 // record; POP drops it as pointing at nothing.
-                store.index_remove(Index::Delayed, id)?;
-                store.index_remove(Index::Inflight, id)?;
-                store.index_remove(Index::Dead, id)?;
+                for index in [Index::Delayed, Index::Inflight, Index::Dead, Index::Expiry] {
+                    store.index_remove(index, id)?;
+                }
             }
         }
         store.delete_message(id)?;
@@ -335,25 +346,79 @@ fn fail_delivery(
     retry_at: u64,
 ) -> Result<Placed> {
     if let Some(newer) = message.replacement.take() {
-        return place(store, now, id, newer.into_message());
+        return install(store, now, id, message.expire_at, *newer);
     }
     let (max_attempts, _) = policy.max_attempts_for(&message);
     if message.attempt >= max_attempts {
-        message.state = State::Dead;
-        message.lease_deadline = None;
-        message.death = Some(Death { reason, at: now });
-        store.index_add(Index::Dead, now as f64, id)?;
-        store.put_message(id, &message)?;
-        store.add_to_counter(Counter::DeadLettered, 1)?;
-        return Ok(Placed {
-            state: State::Dead,
-            due_at: message.due_at,
-        });
+        return bury(store, now, id, message, reason);
     }
     message.due_at = retry_at;
     let placed = place(store, now, id, message)?;
     store.add_to_counter(Counter::Retried, 1)?;
     Ok(placed)
+}
+
+/// A newer version takes the place of `old`, whose delivery ended.
+fn install(
+    store: &mut impl Store,
+    now: u64,
+    id: &[u8],
+    old_expiry: Option<u64>,
+    newer: Version,
+) -> Result<Placed> {
+    sync_expiry(store, id, old_expiry, newer.expire_at)?;
+    place(store, now, id, newer.into_message())
+}
+
+/// Makes a message, already out of its state's index, dead.
+fn bury(
+    store: &mut impl Store,
+    now: u64,
+    id: &[u8],
+    mut message: Message,
+    reason: DeathReason,
+) -> Result<Placed> {
+    sync_expiry(store, id, message.expire_at, None)?;
+    message.state = State::Dead;
+    message.lease_deadline = None;
+    message.death = Some(Death { reason, at: now });
+    store.index_add(Index::Dead, now as f64, id)?;
+    store.put_message(id, &message)?;
+    store.add_to_counter(Counter::DeadLettered, 1)?;
+    Ok(Placed {
+        state: State::Dead,
+        due_at: message.due_at,
+    })
+}
+
+/// Dead-letters up to `limit` messages whose TTL ran out, in any state but
+/// dead, with reason `expired`. A newer version waiting behind an expired
+/// in-flight message takes its place instead. Returns how many index
+/// entries it handled.
+pub fn expire_ttl(store: &mut impl Store, now: u64, limit: usize) -> Result<usize> {
+    let due = store.index_range(Index::Expiry, now as f64, limit)?;
+    for (id, _) in &due {
+        let message = load_or_set_aside(store, id)?;
+        store.index_remove(Index::Expiry, id)?;
+        let Some(mut message) = message else {
+            continue;
+        };
+        if message.state == State::Dead || message.expire_at.is_none_or(|at| at > now) {
+            continue; // a stale entry
+        }
+        unindex(store, id, &message)?;
+        message.expire_at = None; // its entry is gone already
+        match message.replacement.take() {
+            Some(newer) => {
+                install(store, now, id, None, *newer)?;
+            }
+            None => {
+                bury(store, now, id, message, DeathReason::Expired)?;
+                store.add_to_counter(Counter::Expired, 1)?;
+            }
+        }
+    }
+    Ok(due.len())
 }
 
 /// Moves a lease deadline. Returns the new deadline, or `None` when the id
@@ -408,6 +473,8 @@ pub fn redrive(store: &mut impl Store, now: u64, which: Redrive) -> Result<u64> 
         message.attempt = 0;
         message.death = None;
         message.due_at = now;
+        // Its TTL counted from an ADD long past: a redriven message has none.
+        message.expire_at = None;
         place(store, now, &id, message)?;
     }
     let count = dead.len() as u64;
@@ -449,11 +516,15 @@ pub fn purge(store: &mut impl Store, state: Option<State>) -> Result<u64> {
         Some(state) => {
             let index = index_of(state);
             let members = store.index_range(index, f64::INFINITY, usize::MAX)?;
+            let has_ttls = store.index_len(Index::Expiry)? > 0;
             for (member, _) in &members {
                 let id = match state {
                     State::Ready => id_of_ready_member(member),
                     _ => member,
                 };
+                if has_ttls {
+                    store.index_remove(Index::Expiry, id)?;
+                }
                 store.delete_message(id)?;
             }
             store.clear_index(index)?;
@@ -466,6 +537,7 @@ pub fn purge(store: &mut impl Store, state: Option<State>) -> Result<u64> {
     Ok(count)
 }
 
+/// The index that holds messages in `state`.
 fn index_of(state: State) -> Index {
     match state {
         State::Delayed => Index::Delayed,
@@ -476,10 +548,10 @@ fn index_of(state: State) -> Index {
 }
 
 /// The earliest time the timer has work in this queue: a delayed message
-/// falling due or a lease ending.
+/// falling due, a lease ending or a TTL running out.
 pub fn next_due(store: &mut impl Store) -> Result<Option<u64>> {
     let mut earliest = None;
-    for index in [Index::Delayed, Index::Inflight] {
+    for index in [Index::Delayed, Index::Inflight, Index::Expiry] {
         if let Some((_, score)) = store.index_range(index, f64::INFINITY, 1)?.first() {
             // A score written by hand may be anything; keep it a valid time.
             let at = score.clamp(0.0, MAX_TIME_MS as f64) as u64;
@@ -571,6 +643,27 @@ fn load_or_set_aside(store: &mut impl Store, id: &[u8]) -> Result<Option<Message
     }
 }
 
+/// The TTL deadline a message has an expiry entry for: dead ones have none.
+fn live_expiry(message: &Message) -> Option<u64> {
+    message.expire_at.filter(|_| message.state != State::Dead)
+}
+
+/// Moves a message's expiry entry from `old` to `new`.
+fn sync_expiry(
+    store: &mut impl Store,
+    id: &[u8],
+    old: Option<u64>,
+    new: Option<u64>,
+) -> Result<()> {
+    if old == new {
+        return Ok(());
+    }
+    match new {
+        Some(at) => store.index_add(Index::Expiry, at as f64, id),
+        None => store.index_remove(Index::Expiry, id),
+    }
+}
+
 fn unindex(store: &mut impl Store, id: &[u8], message: &Message) -> Result<()> {
     match message.state {
         State::Ready => store.index_remove(Index::Ready, &ready_member(id, message)),
@@ -595,6 +688,7 @@ mod tests {
             mode: AddMode::Upsert,
             max_attempts: None,
             backoff: None,
+            expire_at: None,
         }
     }
 
@@ -610,6 +704,7 @@ mod tests {
                 mode: AddMode::Upsert,
                 max_attempts: None,
                 backoff: None,
+                expire_at: None,
             },
         )
         .unwrap()
@@ -741,6 +836,7 @@ mod tests {
             mode,
             max_attempts: None,
             backoff: None,
+            expire_at: None,
         };
         assert_eq!(
             add(&mut s, 0, &req(AddMode::OnlyExisting, b"x")).unwrap(),
@@ -821,6 +917,7 @@ mod tests {
                     mode: AddMode::Upsert,
                     max_attempts: None,
                     backoff: None,
+                    expire_at: None,
                 },
             )
             .unwrap()
@@ -853,6 +950,60 @@ mod tests {
         // CANCEL clears what is left of them.
         assert_eq!(cancel(&mut s, &[b"bad-delayed", b"bad-ready"]).unwrap(), 2);
         assert!(!s.messages.contains_key(&b"bad-ready"[..]));
+    }
+
+    fn with_ttl<'a>(id: &'a [u8], due_at: u64, expire_at: u64) -> AddRequest<'a> {
+        AddRequest {
+            expire_at: Some(expire_at),
+            ..request(id, b"p", due_at, 0)
+        }
+    }
+
+    #[test]
+    fn ttl_dead_letters_never_popped_and_popped_but_unacked_messages() {
+        let mut s = MemoryStore::default();
+        add(&mut s, 0, &with_ttl(b"waiting", 500, 100)).unwrap();
+        add(&mut s, 0, &with_ttl(b"popped", 0, 100)).unwrap();
+        add(&mut s, 0, &with_ttl(b"acked", 0, 100)).unwrap();
+        pop(&mut s, 2, 10_000).unwrap();
+        ack(&mut s, 0, &[b"acked"]).unwrap();
+        assert_eq!(next_due(&mut s).unwrap(), Some(100));
+        assert_eq!(expire_ttl(&mut s, 99, 10).unwrap(), 0);
+        assert_eq!(expire_ttl(&mut s, 100, 10).unwrap(), 2);
+        for id in ["waiting", "popped"] {
+            let m = s.message(id.as_bytes()).unwrap().unwrap();
+            assert_eq!(m.state, State::Dead, "{id}");
+            assert_eq!(m.death.map(|d| d.reason), Some(DeathReason::Expired));
+        }
+        assert_eq!(s.index(Index::Inflight).members().count(), 0);
+        assert_eq!(s.index(Index::Delayed).members().count(), 0);
+        assert_eq!(s.index(Index::Expiry).members().count(), 0);
+        assert_eq!(s.counter(Counter::Expired).unwrap(), 2);
+        assert_eq!(next_due(&mut s).unwrap(), None);
+        // Redriven, it has no TTL any more.
+        redrive(&mut s, 200, Redrive::Oldest(10)).unwrap();
+        assert_eq!(s.message(b"popped").unwrap().unwrap().expire_at, None);
+        assert_eq!(next_due(&mut s).unwrap(), None);
+    }
+
+    #[test]
+    fn ttl_follows_the_version_and_a_waiting_replacement_survives() {
+        let mut s = MemoryStore::default();
+        add(&mut s, 0, &with_ttl(b"m", 0, 100)).unwrap();
+        // Replaced before delivery: the new version's TTL counts.
+        add(&mut s, 10, &with_ttl(b"m", 0, 300)).unwrap();
+        assert_eq!(expire_ttl(&mut s, 150, 10).unwrap(), 0);
+        pop(&mut s, 1, 10_000).unwrap();
+        // Replaced while in flight, without TTL: when the current version's
+        // TTL ends, the newer one takes its place.
+        add(&mut s, 20, &request(b"m", b"v3", 0, 0)).unwrap();
+        assert_eq!(expire_ttl(&mut s, 300, 10).unwrap(), 1);
+        let m = s.message(b"m").unwrap().unwrap();
+        assert_eq!(
+            (m.state, m.payload.as_slice(), m.expire_at),
+            (State::Ready, &b"v3"[..], None)
+        );
+        assert_eq!(s.index(Index::Expiry).members().count(), 0);
     }
 
     #[test]
@@ -984,6 +1135,7 @@ mod tests {
                 mode: AddMode::Upsert,
                 max_attempts: Some(1),
                 backoff: Some(Backoff::Fixed(7)),
+                expire_at: None,
             },
         )
         .unwrap();
@@ -1120,12 +1272,9 @@ mod tests {
             let id = format!("m{}", next(40)).into_bytes();
             match next(8) {
                 0 => {
-                    add(
-                        &mut s,
-                        now,
-                        &request(&id, b"p", now + next(100), next(3) as i32),
-                    )
-                    .unwrap();
+                    let mut req = request(&id, b"p", now + next(100), next(3) as i32);
+                    req.expire_at = (next(3) == 0).then(|| now + next(400));
+                    add(&mut s, now, &req).unwrap();
                 }
                 1 => {
                     let deadline = now + next(200) + 1;
@@ -1160,6 +1309,10 @@ mod tests {
                     redrive(&mut s, now, Redrive::Oldest(2)).unwrap();
                 }
                 _ => {
+                    for (id, _) in s.index_range(Index::Expiry, now as f64, 1000).unwrap() {
+                        leased.remove(&id);
+                    }
+                    expire_ttl(&mut s, now, 1000).unwrap();
                     let expired = s.index_range(Index::Inflight, now as f64, 1000).unwrap();
                     expire_leases(&mut s, now, 1000, &retry).unwrap();
                     promote_due(&mut s, now, 1000).unwrap();
@@ -1194,7 +1347,15 @@ mod tests {
                 if m.state == State::Inflight {
                     assert!(leased.contains_key(id));
                 }
+                // A live message with a TTL has its expiry entry; a dead one has none.
+                let entry = s
+                    .index(Index::Expiry)
+                    .members()
+                    .find(|(x, _)| x == id)
+                    .map(|(_, sc)| sc as u64);
+                assert_eq!(entry, live_expiry(&m), "{m:?}");
             }
+            assert!(s.index(Index::Expiry).members().count() <= s.messages.len());
         }
         // The run went through every transition.
         for counter in [
@@ -1202,6 +1363,7 @@ mod tests {
             Counter::Redriven,
             Counter::Nacked,
             Counter::LeaseExpired,
+            Counter::Expired,
         ] {
             assert!(
                 s.counter(counter).unwrap() > 0,

@@ -29,7 +29,7 @@ pub struct RedisStore<'c> {
 fn expected_kind(part: Part) -> KeyKind {
     match part {
         Part::Messages | Part::Meta | Part::Config => KeyKind::Hash,
-        Part::Delayed | Part::Ready | Part::Inflight | Part::Dead => KeyKind::Zset,
+        Part::Delayed | Part::Ready | Part::Inflight | Part::Dead | Part::Expiry => KeyKind::Zset,
     }
 }
 
@@ -39,6 +39,7 @@ fn part_of(index: Index) -> Part {
         Index::Ready => Part::Ready,
         Index::Inflight => Part::Inflight,
         Index::Dead => Part::Dead,
+        Index::Expiry => Part::Expiry,
     }
 }
 

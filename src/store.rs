@@ -19,10 +19,19 @@ pub enum Index {
     Inflight,
     /// Score: time of death. Member: id.
     Dead,
+    /// Not a state: score TTL deadline, member id, for live messages with
+    /// a TTL, beside their state's index.
+    Expiry,
 }
 
 impl Index {
-    pub const ALL: [Index; 4] = [Index::Delayed, Index::Ready, Index::Inflight, Index::Dead];
+    pub const ALL: [Index; 5] = [
+        Index::Delayed,
+        Index::Ready,
+        Index::Inflight,
+        Index::Dead,
+        Index::Expiry,
+    ];
 }
 
 /// Lifetime counters kept with each queue.
@@ -36,13 +45,15 @@ pub enum Counter {
     Retried,
     LeaseExpired,
     DeadLettered,
+    /// Messages that died because their TTL ran out.
+    Expired,
     Redriven,
     Cancelled,
     Purged,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 10] = [
+    pub const ALL: [Counter; 11] = [
         Counter::Added,
         Counter::Delivered,
         Counter::Acked,
@@ -50,6 +61,7 @@ impl Counter {
         Counter::Retried,
         Counter::LeaseExpired,
         Counter::DeadLettered,
+        Counter::Expired,
         Counter::Redriven,
         Counter::Cancelled,
         Counter::Purged,
@@ -64,6 +76,7 @@ impl Counter {
             Counter::Retried => "retried",
             Counter::LeaseExpired => "lease-expired",
             Counter::DeadLettered => "dead-lettered",
+            Counter::Expired => "expired",
             Counter::Redriven => "redriven",
             Counter::Cancelled => "cancelled",
             Counter::Purged => "purged",

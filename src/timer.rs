@@ -152,6 +152,8 @@ fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> 
     };
     let result = (|| {
         let policy = store.policy();
+        let ttl_expired = queue::expire_ttl(&mut store, now, *budget)?;
+        *budget -= ttl_expired;
         let expired = queue::expire_leases(&mut store, now, *budget, &policy)?;
         *budget -= expired;
         let promoted = queue::promote_due(&mut store, now, *budget)?;
@@ -196,7 +198,7 @@ pub fn discover(ctx: &Context) {
 fn timed_queues(ctx: &Context) -> HashSet<Vec<u8>> {
     let mut found = HashSet::new();
     scan_keys(ctx, |name| {
-        if let Some((queue, Part::Delayed | Part::Inflight)) = parse_key_name(name) {
+        if let Some((queue, Part::Delayed | Part::Inflight | Part::Expiry)) = parse_key_name(name) {
             found.insert(queue);
         }
     });
@@ -236,7 +238,7 @@ extern "C" fn on_key_event(
     let event = unsafe { CStr::from_ptr(event) }.to_bytes();
     if matches!(event, b"restore" | b"move_to" | b"copy_to") {
         let name = redis_module::RedisString::string_as_slice(key);
-        if let Some((queue, Part::Delayed | Part::Inflight)) = parse_key_name(name) {
+        if let Some((queue, Part::Delayed | Part::Inflight | Part::Expiry)) = parse_key_name(name) {
             note_due(&Context::new(ctx), &queue, now_ms());
         }
     }

@@ -183,6 +183,11 @@ fn a_replica_serves_reads_refuses_writes_and_matches_the_master() {
     cmd(&mut m, "DQ.REDRIVE q COUNT 1");
     cmd(&mut m, "DQ.PURGE q DELAYED");
     cmd(&mut m, "DQ.CONFIG q SET BACKOFF 1s,2s LEASE DEFAULT");
+    cmd(&mut m, "DQ.ADD q x ID short-lived TTL 50");
+    assert!(support::wait_until(
+        std::time::Duration::from_secs(5),
+        || { text(&field(&cmd(&mut m, "DQ.GET q short-lived"), "state")) == "dead" }
+    ));
     cmd(&mut m, "WAIT 1 5000");
     assert!(support::wait_until(
         std::time::Duration::from_secs(10),

@@ -245,7 +245,8 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "backoff",
             "backoff-from",
             "dead-reason",
-            "died-at"
+            "died-at",
+            "expires-at"
         ]
     );
     assert!(matches!(cmd(&mut c, "DQ.GET q m"), Value::Array(_)));
@@ -273,6 +274,7 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "retried",
             "lease-expired",
             "dead-lettered",
+            "expired",
             "redriven",
             "cancelled",
             "purged",

@@ -1,5 +1,5 @@
 //! DQ.ADD queue payload [DELAY ms | AT unix-ms] [ID id] [NX | XX] [PRIORITY p]
-//!        [MAXATTEMPTS n] [BACKOFF spec]
+//!        [MAXATTEMPTS n] [BACKOFF spec] [TTL ms]
 //!
 //! Schedules a message and replies its id (bulk string). Without ID the
 //! server makes one (`<unix-ms>-<seq>`). An existing id is replaced: payload,
@@ -7,13 +7,15 @@
 //! an existing message untouched and XX touches only an existing one; both
 //! reply nil when they did nothing. A message due now or in the past is
 //! ready before the reply is sent. MAXATTEMPTS and BACKOFF set this
-//! message's retry policy over the queue's and the module's.
+//! message's retry policy over the queue's and the module's. TTL: a message
+//! not acknowledged within TTL ms of this ADD becomes dead with reason
+//! `expired`, whatever its state.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{
     add_ms, check_id, is_keyword, parse_in_range, parse_max_attempts, parse_ms, unknown_option,
-    ArgCursor, Seen,
+    ArgCursor, Seen, MAX_TIME_MS,
 };
 use crate::backoff::Backoff;
 use crate::commands::{bytes, reply};
@@ -51,6 +53,7 @@ pub struct AddArgs<'a> {
     pub priority: i32,
     pub max_attempts: Option<u32>,
     pub backoff: Option<Backoff>,
+    pub ttl_ms: Option<u64>,
 }
 
 /// Parses the arguments after the command name.
@@ -67,6 +70,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
         priority: 0,
         max_attempts: None,
         backoff: None,
+        ttl_ms: None,
     };
     let mut seen = Seen::default();
     let mut cursor = ArgCursor::new(options);
@@ -117,6 +121,11 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
         } else if is_keyword(arg, "BACKOFF") {
             seen.mark("BACKOFF")?;
             parsed.backoff = Some(Backoff::parse(cursor.value_of("BACKOFF")?)?);
+        } else if is_keyword(arg, "TTL") {
+            seen.mark("TTL")?;
+            let value = cursor.value_of("TTL")?;
+            let ttl = parse_in_range("TTL", POSITIVE_MS, value, 1, MAX_TIME_MS as i64)?;
+            parsed.ttl_ms = Some(ttl as u64);
         } else {
             return Err(unknown_option(arg));
         }
@@ -130,6 +139,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
 const MS: &str = "a non-negative integer number of milliseconds";
 const UNIX_MS: &str = "a non-negative integer Unix time in milliseconds";
 const PRIORITY: &str = "an integer from -2147483648 to 2147483647";
+const POSITIVE_MS: &str = "a positive integer number of milliseconds";
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv = bytes(&args);
@@ -149,14 +159,20 @@ fn add(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
         mode: parsed.mode,
         max_attempts: parsed.max_attempts,
         backoff: parsed.backoff.clone(),
+        expire_at: parsed
+            .ttl_ms
+            .map(|ttl| add_ms("TTL", now, ttl))
+            .transpose()?,
     };
     let added = queue::add(&mut store, now, &request);
     store.finish();
     let Some(id) = added? else {
         return Ok(RedisValue::Null);
     };
-    if due_at > now {
-        note_due(ctx, parsed.queue, due_at);
+    // The timer must look at the message when it falls due or its TTL ends.
+    let timed = [Some(due_at).filter(|&d| d > now), request.expire_at];
+    if let Some(at) = timed.into_iter().flatten().min() {
+        note_due(ctx, parsed.queue, at);
     }
     Ok(RedisValue::StringBuffer(id))
 }
@@ -189,6 +205,19 @@ mod tests {
             p(&["q", "b", "XX", "ID", "x"]).unwrap().mode,
             AddMode::OnlyExisting
         );
+        let a = p(&[
+            "q",
+            "b",
+            "MAXATTEMPTS",
+            "3",
+            "backoff",
+            "15s,3m",
+            "ttl",
+            "60000",
+        ])
+        .unwrap();
+        assert_eq!((a.max_attempts, a.ttl_ms), (Some(3), Some(60_000)));
+        assert_eq!(a.backoff.unwrap().to_string(), "15s,3m");
     }
 
     #[test]
@@ -231,6 +260,14 @@ mod tests {
             "ERR MAXATTEMPTS must be an integer from 1 to 2147483647"
         );
         assert!(err(&["q", "b", "BACKOFF", "exp:0:1s"]).starts_with("ERR BACKOFF must be"));
+        assert_eq!(
+            err(&["q", "b", "TTL", "0"]),
+            "ERR TTL must be a positive integer number of milliseconds"
+        );
+        assert_eq!(
+            err(&["q", "b", "TTL", "5", "TTL", "6"]),
+            "ERR TTL is given more than once"
+        );
     }
 
     #[test]

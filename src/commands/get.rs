@@ -21,6 +21,7 @@
 //! | `backoff-from` | `message`, `queue` or `module` |
 //! | `dead-reason` | `nack` or `lease-expired`; nil unless dead |
 //! | `died-at` | Unix ms of death; nil unless dead |
+//! | `expires-at` | Unix ms by which it must be acknowledged (ADD's TTL), else nil |
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -73,6 +74,7 @@ fn get(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
                 m.death.map_or(RedisValue::Null, |d| text(d.reason.name())),
             ),
             ("died-at", m.death.map_or(RedisValue::Null, |d| int(d.at))),
+            ("expires-at", m.expire_at.map_or(RedisValue::Null, int)),
         ],
     ))
 }

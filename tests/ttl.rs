@@ -1,0 +1,97 @@
+//! TTL: a message not acknowledged within TTL of its ADD is dead with
+//! reason `expired`, never silently dropped.
+
+mod support;
+
+use std::time::Duration;
+
+use support::*;
+
+fn state(c: &mut redis::Connection, id: &str) -> String {
+    text(&field(&cmd(c, &format!("DQ.GET q {id}")), "state"))
+}
+
+#[test]
+fn a_never_popped_message_dies_when_its_ttl_ends() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let before = now_ms() as i64;
+    cmd(&mut c, "DQ.ADD q x ID waiting DELAY 60000 TTL 200");
+    let expires = int(&field(&cmd(&mut c, "DQ.GET q waiting"), "expires-at"));
+    assert!((before + 200..before + 1200).contains(&expires));
+    assert!(wait_until(Duration::from_secs(5), || state(
+        &mut c, "waiting"
+    ) == "dead"));
+    let m = cmd(&mut c, "DQ.GET q waiting");
+    assert_eq!(text(&field(&m, "dead-reason")), "expired");
+    assert!(int(&field(&m, "died-at")) >= expires);
+    let stats = cmd(&mut c, "DQ.STATS q");
+    assert_eq!(
+        (
+            int(&field(&stats, "expired")),
+            int(&field(&stats, "delayed"))
+        ),
+        (1, 0)
+    );
+}
+
+#[test]
+fn a_popped_but_unacked_message_dies_when_its_ttl_ends() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q x ID busy TTL 200");
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP q LEASE 60000")).len(), 1);
+    assert!(wait_until(Duration::from_secs(5), || state(&mut c, "busy") == "dead"));
+    assert_eq!(
+        text(&field(&cmd(&mut c, "DQ.GET q busy"), "dead-reason")),
+        "expired"
+    );
+    assert_eq!(int(&cmd(&mut c, "DQ.ACK q busy")), 0, "too late");
+    assert_eq!(int(&field(&cmd(&mut c, "DQ.STATS q"), "inflight")), 0);
+}
+
+#[test]
+fn a_message_acked_in_time_is_simply_gone() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q x ID quick TTL 300");
+    cmd(&mut c, "DQ.ADD q y ID marker DELAY 400");
+    cmd(&mut c, "DQ.POP q");
+    assert_eq!(int(&cmd(&mut c, "DQ.ACK q quick")), 1);
+    // The marker falls due after the TTL would have ended: by then nothing died.
+    assert!(wait_until(Duration::from_secs(5), || {
+        state(&mut c, "marker") == "ready"
+    }));
+    let stats = cmd(&mut c, "DQ.STATS q");
+    assert_eq!(
+        (int(&field(&stats, "dead")), int(&field(&stats, "expired"))),
+        (0, 0)
+    );
+    assert_eq!(cmd(&mut c, "DQ.GET q quick"), Value::Nil);
+}
+
+#[test]
+fn ttl_is_checked() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let before = digest(&mut c);
+    for (line, expected) in [
+        (
+            "DQ.ADD q x TTL 0",
+            "ERR TTL must be a positive integer number of milliseconds",
+        ),
+        (
+            "DQ.ADD q x TTL -1",
+            "ERR TTL must be a positive integer number of milliseconds",
+        ),
+        ("DQ.ADD q x TTL", "ERR TTL needs a value"),
+        ("DQ.ADD q x TTL 1 TTL 2", "ERR TTL is given more than once"),
+        (
+            "DQ.ADD q x TTL 9007199254740991",
+            "ERR TTL would be later than the latest time dq can store (2^53-1 ms)",
+        ),
+    ] {
+        assert_eq!(cmd_err(&mut c, line), expected);
+        assert_eq!(digest(&mut c), before);
+    }
+}
