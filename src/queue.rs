@@ -17,7 +17,7 @@ use crate::backoff::Backoff;
 use crate::error::{DqError, Result};
 use crate::message::{Death, DeathReason, Message, State, Version};
 use crate::policy::Policy;
-use crate::store::{Counter, Index, Store};
+use crate::store::{Counter, Event, Index, Store};
 
 /// What ADD does when the id already exists (or not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +138,7 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
             place(store, now, &id, fresh.into_message())?;
         }
     }
+    store.event(Event::Add);
     Ok(Some(id))
 }
 
@@ -168,6 +169,7 @@ pub fn pop(store: &mut impl Store, count: usize, lease_deadline: u64) -> Result<
     }
     if !deliveries.is_empty() {
         store.add_to_counter(Counter::Delivered, deliveries.len() as u64)?;
+        store.event(Event::Pop);
     }
     Ok(deliveries)
 }
@@ -214,6 +216,7 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<Acked> {
     let count = inflight.len() as u64;
     if count > 0 {
         store.add_to_counter(Counter::Acked, count)?;
+        store.event(Event::Ack);
     }
     Ok(Acked { count, next_due })
 }
@@ -252,6 +255,7 @@ pub fn cancel(store: &mut impl Store, ids: &[&[u8]]) -> Result<u64> {
     let cancelled = found.len() as u64;
     if cancelled > 0 {
         store.add_to_counter(Counter::Cancelled, cancelled)?;
+        store.event(Event::Cancel);
     }
     Ok(cancelled)
 }
@@ -304,6 +308,7 @@ pub fn expire_leases(
     }
     if count > 0 {
         store.add_to_counter(Counter::LeaseExpired, count)?;
+        store.event(Event::LeaseExpired);
     }
     Ok(expired.len())
 }
@@ -330,6 +335,7 @@ pub fn nack(
     let retry_at = now.saturating_add(wait).min(MAX_TIME_MS);
     let placed = fail_delivery(store, now, id, message, policy, DeathReason::Nack, retry_at)?;
     store.add_to_counter(Counter::Nacked, 1)?;
+    store.event(Event::Nack);
     Ok(Some(placed))
 }
 
@@ -385,6 +391,7 @@ fn bury(
     store.index_add(Index::Dead, now as f64, id)?;
     store.put_message(id, &message)?;
     store.add_to_counter(Counter::DeadLettered, 1)?;
+    store.event(Event::Dead);
     Ok(Placed {
         state: State::Dead,
         due_at: message.due_at,
@@ -433,6 +440,7 @@ pub fn touch(store: &mut impl Store, id: &[u8], lease_deadline: u64) -> Result<O
     message.lease_deadline = Some(lease_deadline);
     store.index_add(Index::Inflight, lease_deadline as f64, id)?;
     store.put_message(id, &message)?;
+    store.event(Event::Touch);
     Ok(Some(lease_deadline))
 }
 
@@ -480,6 +488,7 @@ pub fn redrive(store: &mut impl Store, now: u64, which: Redrive) -> Result<u64> 
     let count = dead.len() as u64;
     if count > 0 {
         store.add_to_counter(Counter::Redriven, count)?;
+        store.event(Event::Redrive);
     }
     Ok(count)
 }
@@ -533,6 +542,7 @@ pub fn purge(store: &mut impl Store, state: Option<State>) -> Result<u64> {
     };
     if count > 0 {
         store.add_to_counter(Counter::Purged, count)?;
+        store.event(Event::Purge);
     }
     Ok(count)
 }
@@ -605,6 +615,7 @@ fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> R
             ready_score(message.priority),
             &ready_member(id, &message),
         )?;
+        store.event(Event::Ready);
     } else {
         message.state = State::Delayed;
         store.index_add(Index::Delayed, message.due_at as f64, id)?;
@@ -730,6 +741,21 @@ mod tests {
         assert_eq!(state(&mut s, "past"), Some(State::Ready));
         assert_eq!(state(&mut s, "later"), Some(State::Delayed));
         assert_eq!(next_due(&mut s).unwrap(), Some(101));
+    }
+
+    #[test]
+    fn transitions_are_announced() {
+        let mut s = MemoryStore::default();
+        add_at(&mut s, 0, "later", 10);
+        assert_eq!(s.events, [Event::Add]);
+        promote_due(&mut s, 10, 10).unwrap();
+        pop(&mut s, 1, LEASE).unwrap();
+        ack(&mut s, 0, &[b"later"]).unwrap();
+        assert_eq!(s.events, [Event::Add, Event::Ready, Event::Pop, Event::Ack]);
+        s.events.clear();
+        assert!(pop(&mut s, 1, LEASE).unwrap().is_empty());
+        ack(&mut s, 0, &[b"nothing"]).unwrap();
+        assert!(s.events.is_empty(), "no transition, no event");
     }
 
     #[test]

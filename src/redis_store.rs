@@ -7,7 +7,7 @@
 //! changed (for WATCH and client tracking) and wakes blocked consumers when
 //! something became ready.
 
-use redis_module::Context;
+use redis_module::{Context, NotifyEvent, RedisString};
 
 use crate::effects::{Effects, Write};
 use crate::error::{printable, DqError, Result};
@@ -16,7 +16,7 @@ use crate::message::Message;
 use crate::policy::{Policy, QueueConfig};
 use crate::rkey::{signal_modified, signal_ready, Key, KeyKind};
 use crate::settings;
-use crate::store::{Counter, Index, Store};
+use crate::store::{Counter, Event, Index, Store};
 
 pub struct RedisStore<'c> {
     ctx: &'c Context,
@@ -24,6 +24,9 @@ pub struct RedisStore<'c> {
     keys: Vec<Key>,
     effects: Effects,
     became_ready: bool,
+    /// The queue's name: keyspace notifications are about it.
+    name: Vec<u8>,
+    events: Vec<Event>,
 }
 
 fn expected_kind(part: Part) -> KeyKind {
@@ -60,6 +63,8 @@ impl<'c> RedisStore<'c> {
             keys,
             effects: Effects::default(),
             became_ready: false,
+            name: queue.to_vec(),
+            events: Vec::new(),
         })
     }
 
@@ -94,6 +99,8 @@ impl<'c> RedisStore<'c> {
             keys,
             effects,
             became_ready,
+            name,
+            events,
         } = self;
         for part in effects.parts() {
             signal_modified(ctx, keys[part.index()].name());
@@ -106,6 +113,12 @@ impl<'c> RedisStore<'c> {
         }
         if became_ready {
             signal_ready(ctx, keys[Part::Ready.index()].name());
+        }
+        if !events.is_empty() {
+            let queue = RedisString::create_from_slice(ctx.ctx, &name);
+            for event in events {
+                ctx.notify_keyspace_event(NotifyEvent::GENERIC, event.name(), &queue);
+            }
         }
     }
 }
@@ -244,6 +257,12 @@ impl Store for RedisStore<'_> {
             "dq: set aside unreadable message '{}': {problem}",
             printable(id)
         ));
+    }
+
+    fn event(&mut self, event: Event) {
+        if !self.events.contains(&event) {
+            self.events.push(event);
+        }
     }
 
     fn add_to_counter(&mut self, counter: Counter, n: u64) -> Result<u64> {

@@ -84,6 +84,40 @@ impl Counter {
     }
 }
 
+/// A transition, announced as a keyspace notification on the queue name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Add,
+    Ready,
+    Pop,
+    Ack,
+    Nack,
+    Touch,
+    LeaseExpired,
+    Dead,
+    Redrive,
+    Cancel,
+    Purge,
+}
+
+impl Event {
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::Add => "dq.add",
+            Event::Ready => "dq.ready",
+            Event::Pop => "dq.pop",
+            Event::Ack => "dq.ack",
+            Event::Nack => "dq.nack",
+            Event::Touch => "dq.touch",
+            Event::LeaseExpired => "dq.lease-expired",
+            Event::Dead => "dq.dead",
+            Event::Redrive => "dq.redrive",
+            Event::Cancel => "dq.cancel",
+            Event::Purge => "dq.purge",
+        }
+    }
+}
+
 pub trait Store {
     fn message(&mut self, id: &[u8]) -> Result<Option<Message>>;
     fn put_message(&mut self, id: &[u8], message: &Message) -> Result<()>;
@@ -121,6 +155,9 @@ pub trait Store {
     /// queue keeps moving; the record stays for inspection (DQ.GET names the
     /// problem, DQ.CANCEL removes it). The store reports it.
     fn set_aside(&mut self, id: &[u8], problem: &DqError);
+
+    /// Something happened to the queue; announced once per kind per command.
+    fn event(&mut self, event: Event);
 }
 
 #[cfg(test)]
@@ -173,6 +210,7 @@ mod memory {
         pub counters: HashMap<&'static str, u64>,
         pub set_aside: Vec<Vec<u8>>,
         pub config: QueueConfig,
+        pub events: Vec<Event>,
     }
 
     impl MemoryStore {
@@ -259,6 +297,9 @@ mod memory {
         }
         fn set_aside(&mut self, id: &[u8], _problem: &DqError) {
             self.set_aside.push(id.to_vec());
+        }
+        fn event(&mut self, event: Event) {
+            self.events.push(event);
         }
     }
 }
