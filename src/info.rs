@@ -4,13 +4,28 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
+use crate::census;
 use crate::timer;
 
 /// Registered with RedisModule_RegisterInfoFunc; runs on the main thread.
 pub extern "C" fn dq_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    let (queues, [delayed, ready, inflight, dead]) = census::totals();
+    raw::add_info_section(ctx, Some("queues"));
+    raw::add_info_field_unsigned_long_long(ctx, "queues", queues as u64);
+    raw::add_info_field_unsigned_long_long(ctx, "messages_delayed", delayed);
+    raw::add_info_field_unsigned_long_long(ctx, "messages_ready", ready);
+    raw::add_info_field_unsigned_long_long(ctx, "messages_inflight", inflight);
+    raw::add_info_field_unsigned_long_long(ctx, "messages_dead", dead);
+
     let report = timer::report();
+    let work = report.work;
     raw::add_info_section(ctx, Some("timer"));
     raw::add_info_field_long_long(ctx, "timer_armed", report.armed.into());
-    raw::add_info_field_unsigned_long_long(ctx, "timer_ticks", report.ticks);
+    raw::add_info_field_unsigned_long_long(ctx, "timer_ticks", work.ticks);
     raw::add_info_field_unsigned_long_long(ctx, "queues_scheduled", report.queues_scheduled as u64);
+    raw::add_info_field_unsigned_long_long(ctx, "promoted", work.promoted);
+    raw::add_info_field_unsigned_long_long(ctx, "leases_expired", work.leases_expired);
+    raw::add_info_field_unsigned_long_long(ctx, "ttl_expired", work.ttl_expired);
+    raw::add_info_field_unsigned_long_long(ctx, "longest_tick_us", work.longest_tick_us);
+    raw::add_info_field_unsigned_long_long(ctx, "lateness_ms", report.lateness_ms);
 }

@@ -12,6 +12,7 @@
 
 pub mod args;
 pub mod backoff;
+pub mod census;
 pub mod commands;
 pub mod effects;
 pub mod error;

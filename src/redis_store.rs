@@ -9,12 +9,13 @@
 
 use redis_module::{Context, NotifyEvent, RedisString};
 
+use crate::census;
 use crate::effects::{Effects, Write};
 use crate::error::{printable, DqError, Result};
 use crate::keys::{key_name, Part};
 use crate::message::Message;
 use crate::policy::{Policy, QueueConfig};
-use crate::rkey::{signal_modified, signal_ready, Key, KeyKind};
+use crate::rkey::{selected_db, signal_modified, signal_ready, Key, KeyKind};
 use crate::settings;
 use crate::store::{Counter, Event, Index, Store};
 
@@ -92,8 +93,30 @@ impl<'c> RedisStore<'c> {
         &mut self.keys[part.index()]
     }
 
+    /// Messages per state, or `None` when the queue has no keys at all.
+    pub fn counts(&self) -> Option<census::Counts> {
+        if self.keys.iter().all(|k| k.value_length() == 0) {
+            return None;
+        }
+        let len = |part: Part| self.keys[part.index()].value_length();
+        Some([
+            len(Part::Delayed),
+            len(Part::Ready),
+            len(Part::Inflight),
+            len(Part::Dead),
+        ])
+    }
+
+    /// Counts the queue again for INFO.
+    pub fn update_census(&self) {
+        census::set((selected_db(self.ctx), self.name.clone()), self.counts());
+    }
+
     /// Replicates what changed and wakes consumers blocked on the queue.
     pub fn finish(self) {
+        if !self.effects.is_empty() {
+            self.update_census();
+        }
         let RedisStore {
             ctx,
             keys,

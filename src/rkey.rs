@@ -237,6 +237,12 @@ pub fn signal_ready(ctx: &Context, name: &RedisString) {
     unsafe { raw::RedisModule_SignalKeyAsReady.unwrap()(ctx.ctx, name.inner) };
 }
 
+/// The database a context works in.
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: live context on the main thread.
+    unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
+}
+
 /// Calls `visit` with the name of every key in the selected database.
 pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8])) {
     extern "C" fn on_key(

@@ -19,10 +19,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
 
+use crate::census;
 use crate::keys::{parse_key_name, Part};
 use crate::queue;
 use crate::redis_store::RedisStore;
-use crate::rkey::scan_keys;
+use crate::rkey::{scan_keys, selected_db};
 use crate::schedule::{QueueRef, Schedule};
 
 /// Messages moved per tick, across all queues: bounds the main-thread pause.
@@ -32,23 +33,38 @@ pub const TICK_BUDGET: usize = 1024;
 struct Timer {
     schedule: Schedule,
     armed: Option<(RedisModuleTimerID, u64)>,
-    ticks: u64,
+    work: TimerWork,
+}
+
+/// What the timer has done since the module loaded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TimerWork {
+    pub ticks: u64,
+    pub promoted: u64,
+    pub leases_expired: u64,
+    pub ttl_expired: u64,
+    pub longest_tick_us: u64,
 }
 
 /// What `INFO dq` shows about the timer.
 pub struct TimerReport {
     pub armed: bool,
-    pub ticks: u64,
+    pub work: TimerWork,
     pub queues_scheduled: usize,
+    /// How long the most overdue timed work has waited, in ms: 0 while the
+    /// timer keeps up.
+    pub lateness_ms: u64,
 }
 
 pub fn report() -> TimerReport {
+    let now = now_ms();
     TIMER.with(|t| {
         let t = t.borrow();
         TimerReport {
             armed: t.armed.is_some(),
-            ticks: t.ticks,
+            work: t.work,
             queues_scheduled: t.schedule.len(),
+            lateness_ms: t.schedule.earliest().map_or(0, |at| now.saturating_sub(at)),
         }
     })
 }
@@ -66,11 +82,6 @@ pub fn now_ms() -> u64 {
 
 fn is_master(ctx: &Context) -> bool {
     ctx.get_flags().contains(ContextFlags::MASTER)
-}
-
-pub fn selected_db(ctx: &Context) -> i32 {
-    // SAFETY: live context on the main thread.
-    unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
 }
 
 fn select_db(ctx: &Context, db: i32) -> bool {
@@ -111,10 +122,11 @@ fn arm(ctx: &Context) {
 }
 
 fn tick(ctx: &Context, _: ()) {
+    let started = std::time::Instant::now();
     TIMER.with(|t| {
         let mut t = t.borrow_mut();
         t.armed = None;
-        t.ticks += 1;
+        t.work.ticks += 1;
     });
     if !is_master(ctx) {
         return;
@@ -134,6 +146,11 @@ fn tick(ctx: &Context, _: ()) {
         TIMER.with(|t| t.borrow_mut().schedule.set(queue, next));
     }
     select_db(ctx, original_db);
+    let took = started.elapsed().as_micros() as u64;
+    TIMER.with(|t| {
+        let work = &mut t.borrow_mut().work;
+        work.longest_tick_us = work.longest_tick_us.max(took);
+    });
     arm(ctx);
 }
 
@@ -158,6 +175,12 @@ fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> 
         *budget -= expired;
         let promoted = queue::promote_due(&mut store, now, *budget)?;
         *budget -= promoted;
+        TIMER.with(|t| {
+            let work = &mut t.borrow_mut().work;
+            work.ttl_expired += ttl_expired as u64;
+            work.leases_expired += expired as u64;
+            work.promoted += promoted as u64;
+        });
         queue::next_due(&mut store)
     })();
     store.finish();
@@ -170,21 +193,24 @@ fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> 
     }
 }
 
-/// Rebuilds the schedule from the keys of every database.
+/// Rebuilds the schedule (on a master) and the census from the keys of
+/// every database.
 pub fn discover(ctx: &Context) {
     TIMER.with(|t| t.borrow_mut().schedule.clear());
-    if !is_master(ctx) {
-        arm(ctx);
-        return;
-    }
+    census::clear(None);
+    let master = is_master(ctx);
     let original_db = selected_db(ctx);
     let mut db = 0;
     while select_db(ctx, db) {
-        for name in timed_queues(ctx) {
-            let next = RedisStore::open(ctx, &name, false)
-                .and_then(|mut store| queue::next_due(&mut store));
-            if let Ok(Some(at)) = next {
-                TIMER.with(|t| t.borrow_mut().schedule.note((db, name), at));
+        for name in queues_in_db(ctx) {
+            let Ok(mut store) = RedisStore::open(ctx, &name, false) else {
+                continue;
+            };
+            store.update_census();
+            if master {
+                if let Ok(Some(at)) = queue::next_due(&mut store) {
+                    TIMER.with(|t| t.borrow_mut().schedule.note((db, name), at));
+                }
             }
         }
         db += 1;
@@ -193,12 +219,11 @@ pub fn discover(ctx: &Context) {
     arm(ctx);
 }
 
-/// Names of the queues in the selected database that have delayed or
-/// in-flight messages.
-fn timed_queues(ctx: &Context) -> HashSet<Vec<u8>> {
+/// Names of the queues in the selected database.
+fn queues_in_db(ctx: &Context) -> HashSet<Vec<u8>> {
     let mut found = HashSet::new();
     scan_keys(ctx, |name| {
-        if let Some((queue, Part::Delayed | Part::Inflight | Part::Expiry)) = parse_key_name(name) {
+        if let Some((queue, _)) = parse_key_name(name) {
             found.insert(queue);
         }
     });
@@ -224,25 +249,49 @@ extern "C" fn on_swapdb(
     discover(&Context::new(ctx));
 }
 
-/// A key arrived in a database without a DQ command: RESTORE (slot
-/// migration, DUMP/RESTORE), MOVE or COPY. If it times a queue, the next
-/// tick looks at that queue and finds its exact next time.
+/// A queue's key changed without a DQ command: a replicated write on a
+/// replica, DEL, EXPIRE, RESTORE (as slot migration does), MOVE, COPY...
+/// (The module's own writes raise no events.) The census counts the queue
+/// again; a key that arrived and times a queue puts it on the schedule,
+/// where the next tick finds its exact next time.
 extern "C" fn on_key_event(
     ctx: *mut raw::RedisModuleCtx,
     _type: c_int,
     event: *const c_char,
     key: *mut raw::RedisModuleString,
 ) -> c_int {
-    // SAFETY: Redis passes a NUL-terminated event name and a live key name
-    // for the duration of the callback.
+    let name = redis_module::RedisString::string_as_slice(key);
+    let Some((queue, part)) = parse_key_name(name) else {
+        return raw::REDISMODULE_OK as c_int;
+    };
+    // SAFETY: Redis passes a NUL-terminated event name, valid for the call.
     let event = unsafe { CStr::from_ptr(event) }.to_bytes();
-    if matches!(event, b"restore" | b"move_to" | b"copy_to") {
-        let name = redis_module::RedisString::string_as_slice(key);
-        if let Some((queue, Part::Delayed | Part::Inflight | Part::Expiry)) = parse_key_name(name) {
-            note_due(&Context::new(ctx), &queue, now_ms());
-        }
+    if event.starts_with(b"dq.") {
+        return raw::REDISMODULE_OK as c_int; // our own announcements
+    }
+    let ctx = Context::new(ctx);
+    if let Ok(store) = RedisStore::open(&ctx, &queue, false) {
+        store.update_census();
+    }
+    let arrived = matches!(event, b"restore" | b"move_to" | b"copy_to");
+    if arrived && matches!(part, Part::Delayed | Part::Inflight | Part::Expiry) {
+        note_due(&ctx, &queue, now_ms());
     }
     raw::REDISMODULE_OK as c_int
+}
+
+extern "C" fn on_flush(
+    _ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END || data.is_null() {
+        return;
+    }
+    // SAFETY: for this event Redis passes a RedisModuleFlushInfo.
+    let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
+    census::clear((info.dbnum >= 0).then_some(info.dbnum));
 }
 
 extern "C" fn on_loading(
@@ -266,6 +315,7 @@ pub fn start(ctx: &Context) -> Result<(), String> {
         ),
         (raw::REDISMODULE_EVENT_LOADING, on_loading as _),
         (raw::REDISMODULE_EVENT_SWAPDB, on_swapdb as _),
+        (raw::REDISMODULE_EVENT_FLUSHDB, on_flush as _),
     ];
     for (id, callback) in events {
         // SAFETY: called from OnLoad with the module's context.
@@ -284,7 +334,11 @@ pub fn start(ctx: &Context) -> Result<(), String> {
     let status = unsafe {
         raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
             ctx.ctx,
-            raw::REDISMODULE_NOTIFY_GENERIC,
+            raw::REDISMODULE_NOTIFY_GENERIC
+                | raw::REDISMODULE_NOTIFY_ZSET
+                | raw::REDISMODULE_NOTIFY_HASH
+                | raw::REDISMODULE_NOTIFY_EXPIRED
+                | raw::REDISMODULE_NOTIFY_EVICTED,
             Some(on_key_event),
         )
     };

@@ -166,6 +166,10 @@ fn a_replica_serves_reads_refuses_writes_and_matches_the_master() {
         || { digest(&mut m) == digest(&mut r) }
     ));
     assert_eq!(peek_ids(&mut r, "DQ.PEEK q DEAD"), ["dead1", "dead2"]);
+    // The replica counts what replication brings, for INFO.
+    let info = text(&cmd(&mut r, "INFO dq"));
+    assert!(info.contains("dq_messages_dead:2\r\n"), "{info}");
+    assert!(info.contains("dq_queues:1\r\n"), "{info}");
     assert_eq!(int(&field(&cmd(&mut r, "DQ.STATS q"), "dead")), 2);
     for line in [
         "DQ.CONFIG q",
