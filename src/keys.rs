@@ -156,16 +156,25 @@ pub fn tag(queue: &[u8]) -> &'static [u8] {
 
 /// The name of one key of a queue.
 pub fn key_name(queue: &[u8], part: Part) -> Vec<u8> {
+    key_name_from(&key_prefix(queue), part)
+}
+
+/// `dq:{T}:Q:`, shared by every key of the queue: the slot hash is computed
+/// once for all of them.
+pub fn key_prefix(queue: &[u8]) -> Vec<u8> {
     let tag = tag(queue);
-    let suffix = part.suffix().as_bytes();
-    let mut name = Vec::with_capacity(PREFIX.len() + tag.len() + queue.len() + suffix.len() + 3);
-    name.extend_from_slice(PREFIX);
-    name.extend_from_slice(tag);
-    name.extend_from_slice(b"}:");
-    name.extend_from_slice(queue);
-    name.push(b':');
-    name.extend_from_slice(suffix);
-    name
+    let mut prefix = Vec::with_capacity(PREFIX.len() + tag.len() + queue.len() + 3);
+    prefix.extend_from_slice(PREFIX);
+    prefix.extend_from_slice(tag);
+    prefix.extend_from_slice(b"}:");
+    prefix.extend_from_slice(queue);
+    prefix.push(b':');
+    prefix
+}
+
+/// The name of one key of the queue whose [`key_prefix`] is `prefix`.
+pub fn key_name_from(prefix: &[u8], part: Part) -> Vec<u8> {
+    [prefix, part.suffix().as_bytes()].concat()
 }
 
 /// The queue and part a key belongs to, when it is one of dq's keys.

@@ -174,19 +174,10 @@ pub fn pop(store: &mut impl Store, count: usize, lease_deadline: u64) -> Result<
     Ok(deliveries)
 }
 
-/// Outcome of [`ack`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Acked {
-    /// How many of the ids were in flight.
-    pub count: u64,
-    /// The earliest due time of newer versions that took an acked
-    /// message's place and wait in delayed.
-    pub next_due: Option<u64>,
-}
-
-/// Ends deliveries successfully. Every id is read before anything is
-/// written, so an unreadable record fails the command without a change.
-pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<Acked> {
+/// Ends deliveries successfully. Returns how many of the ids were in
+/// flight. Every id is read before anything is written, so an unreadable
+/// record fails the command without a change.
+pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
     let mut inflight: Vec<(&[u8], Message)> = Vec::new();
     for &id in ids {
         if inflight.iter().any(|(seen, _)| *seen == id) {
@@ -198,14 +189,11 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<Acked> {
             }
         }
     }
-    let mut next_due: Option<u64> = None;
     for (id, message) in &mut inflight {
         store.index_remove(Index::Inflight, id)?;
         match message.replacement.take() {
             Some(newer) => {
-                if let Some(due) = install(store, now, id, message.expire_at, *newer)?.wake_at() {
-                    next_due = Some(next_due.map_or(due, |n| n.min(due)));
-                }
+                install(store, now, id, message.expire_at, *newer)?;
             }
             None => {
                 sync_expiry(store, id, message.expire_at, None)?;
@@ -218,7 +206,7 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<Acked> {
         store.add_to_counter(Counter::Acked, count)?;
         store.event(Event::Ack);
     }
-    Ok(Acked { count, next_due })
+    Ok(count)
 }
 
 /// Deletes messages in any state. Returns how many existed. A record that
@@ -634,13 +622,6 @@ pub struct Placed {
     pub due_at: u64,
 }
 
-impl Placed {
-    /// When the timer must look at the message, if it must.
-    pub fn wake_at(self) -> Option<u64> {
-        (self.state == State::Delayed).then_some(self.due_at)
-    }
-}
-
 /// Reads a message for a batch transition. A record that cannot be decoded
 /// is reported through the store and skipped, so one bad record cannot stop
 /// a queue or make the timer spin on it.
@@ -820,9 +801,7 @@ mod tests {
         add_at(&mut s, 0, "later", 10);
         pop(&mut s, 1, LEASE).unwrap();
         assert_eq!(
-            ack(&mut s, 0, &[b"a", b"a", b"b", b"later", b"nope"])
-                .unwrap()
-                .count,
+            ack(&mut s, 0, &[b"a", b"a", b"b", b"later", b"nope"]).unwrap(),
             1
         );
         assert_eq!(state(&mut s, "a"), None);
@@ -904,8 +883,12 @@ mod tests {
             pop(&mut s, 1, 100).unwrap().is_empty(),
             "no concurrent delivery"
         );
-        let acked = ack(&mut s, 2, &[b"m"]).unwrap();
-        assert_eq!((acked.count, acked.next_due), (1, None));
+        assert_eq!(ack(&mut s, 2, &[b"m"]).unwrap(), 1);
+        assert_eq!(
+            next_due(&mut s).unwrap(),
+            None,
+            "v2 is ready, nothing timed"
+        );
         let next = pop(&mut s, 1, 200).unwrap();
         assert_eq!(
             (next[0].payload.as_slice(), next[0].attempt),
@@ -1314,7 +1297,7 @@ mod tests {
                     }
                 }
                 2 => {
-                    if ack(&mut s, now, &[&id]).unwrap().count == 1 {
+                    if ack(&mut s, now, &[&id]).unwrap() == 1 {
                         leased.remove(&id);
                     }
                 }

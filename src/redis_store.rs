@@ -4,20 +4,22 @@
 //! either finds them all usable or fails before writing anything. Every
 //! write goes through the key API and is recorded in [`Effects`];
 //! [`RedisStore::finish`] replicates those effects, signals the keys that
-//! changed (for WATCH and client tracking) and wakes blocked consumers when
-//! something became ready.
+//! changed (for WATCH and client tracking), wakes blocked consumers when
+//! something became ready, and tells the timer about every due time, lease
+//! deadline or TTL it wrote — so no command has to.
 
 use redis_module::{Context, NotifyEvent, RedisString};
 
 use crate::census;
 use crate::effects::{Effects, Write};
 use crate::error::{printable, DqError, Result};
-use crate::keys::{key_name, Part};
+use crate::keys::{key_name_from, key_prefix, Part};
 use crate::message::Message;
 use crate::policy::{Policy, QueueConfig};
 use crate::rkey::{selected_db, signal_modified, signal_ready, Key, KeyKind};
 use crate::settings;
 use crate::store::{Counter, Event, Index, Store};
+use crate::timer::note_due;
 
 pub struct RedisStore<'c> {
     ctx: &'c Context,
@@ -25,6 +27,8 @@ pub struct RedisStore<'c> {
     keys: Vec<Key>,
     effects: Effects,
     became_ready: bool,
+    /// The earliest time written to a timed index: when the timer must look.
+    wake_at: Option<u64>,
     /// The queue's name: keyspace notifications are about it.
     name: Vec<u8>,
     events: Vec<Event>,
@@ -50,9 +54,10 @@ fn part_of(index: Index) -> Part {
 impl<'c> RedisStore<'c> {
     /// Opens the queue in the context's selected database.
     pub fn open(ctx: &'c Context, queue: &[u8], writable: bool) -> Result<Self> {
+        let prefix = key_prefix(queue);
         let mut keys = Vec::with_capacity(Part::ALL.len());
         for part in Part::ALL {
-            let key = Key::open(ctx, &key_name(queue, part), writable);
+            let key = Key::open(ctx, &key_name_from(&prefix, part), writable);
             let kind = key.kind();
             if kind != KeyKind::Empty && kind != expected_kind(part) {
                 return Err(DqError::WrongType(printable(key.name().as_slice())));
@@ -64,6 +69,7 @@ impl<'c> RedisStore<'c> {
             keys,
             effects: Effects::default(),
             became_ready: false,
+            wake_at: None,
             name: queue.to_vec(),
             events: Vec::new(),
         })
@@ -112,7 +118,8 @@ impl<'c> RedisStore<'c> {
         census::set((selected_db(self.ctx), self.name.clone()), self.counts());
     }
 
-    /// Replicates what changed and wakes consumers blocked on the queue.
+    /// Replicates what changed, wakes consumers blocked on the queue and
+    /// schedules the timer.
     pub fn finish(self) {
         if !self.effects.is_empty() {
             self.update_census();
@@ -122,6 +129,7 @@ impl<'c> RedisStore<'c> {
             keys,
             effects,
             became_ready,
+            wake_at,
             name,
             events,
         } = self;
@@ -142,6 +150,9 @@ impl<'c> RedisStore<'c> {
             for event in events {
                 ctx.notify_keyspace_event(NotifyEvent::GENERIC, event.name(), &queue);
             }
+        }
+        if let Some(at) = wake_at {
+            note_due(ctx, &name, at);
         }
     }
 }
@@ -186,6 +197,10 @@ impl Store for RedisStore<'_> {
             },
         );
         self.became_ready |= index == Index::Ready;
+        if matches!(index, Index::Delayed | Index::Inflight | Index::Expiry) {
+            let at = score as u64;
+            self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+        }
         Ok(())
     }
 

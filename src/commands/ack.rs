@@ -13,7 +13,7 @@ use crate::commands::{bytes, int, reply};
 use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
-use crate::timer::{note_due, now_ms};
+use crate::timer::now_ms;
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv = bytes(&args);
@@ -26,9 +26,5 @@ fn ack(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let mut store = RedisStore::open(ctx, name, true)?;
     let acked = queue::ack(&mut store, now, ids);
     store.finish();
-    let acked = acked?;
-    if let Some(at) = acked.next_due {
-        note_due(ctx, name, at);
-    }
-    Ok(int(acked.count))
+    Ok(int(acked?))
 }

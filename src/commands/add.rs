@@ -22,7 +22,7 @@ use crate::commands::{bytes, reply};
 use crate::error::{DqError, Result};
 use crate::queue::{self, AddMode, AddRequest};
 use crate::redis_store::RedisStore;
-use crate::timer::{note_due, now_ms};
+use crate::timer::now_ms;
 
 const NAME: &str = "dq.add";
 
@@ -169,11 +169,6 @@ fn add(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let Some(id) = added? else {
         return Ok(RedisValue::Null);
     };
-    // The timer must look at the message when it falls due or its TTL ends.
-    let timed = [Some(due_at).filter(|&d| d > now), request.expire_at];
-    if let Some(at) = timed.into_iter().flatten().min() {
-        note_due(ctx, parsed.queue, at);
-    }
     Ok(RedisValue::StringBuffer(id))
 }
 

@@ -16,7 +16,7 @@ use crate::commands::{bytes, reply};
 use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
-use crate::timer::{note_due, now_ms};
+use crate::timer::now_ms;
 
 const MS: &str = "a non-negative integer number of milliseconds";
 
@@ -40,9 +40,6 @@ fn nack(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let Some(placed) = outcome? else {
         return Ok(RedisValue::Null);
     };
-    if let Some(at) = placed.wake_at() {
-        note_due(ctx, name, at);
-    }
     Ok(RedisValue::SimpleStringStatic(placed.state.name()))
 }
 

@@ -19,7 +19,7 @@ use crate::error::{DqError, Result};
 use crate::keys::{key_name, Part};
 use crate::queue;
 use crate::redis_store::RedisStore;
-use crate::timer::{note_due, now_ms};
+use crate::timer::now_ms;
 
 const NAME: &str = "dq.pop";
 
@@ -100,7 +100,6 @@ fn try_pop(
     if popped.is_empty() {
         return Ok(None);
     }
-    note_due(ctx, name, lease_deadline);
     let entries = popped
         .into_iter()
         .map(|d| {

@@ -12,7 +12,7 @@ use crate::commands::{bytes, int, reply};
 use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
-use crate::timer::{note_due, now_ms};
+use crate::timer::now_ms;
 
 /// Parses `queue id [LEASE ms]`.
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64>)> {
@@ -32,13 +32,7 @@ fn touch(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let deadline = lease_deadline(now, lease);
     let touched = queue::touch(&mut store, id, deadline);
     store.finish();
-    match touched? {
-        Some(deadline) => {
-            note_due(ctx, name, deadline);
-            Ok(int(deadline))
-        }
-        None => Ok(RedisValue::Null),
-    }
+    Ok(touched?.map_or(RedisValue::Null, int))
 }
 
 #[cfg(test)]
