@@ -112,16 +112,21 @@ pub fn lease_deadline(now: u64, lease_ms: u64) -> u64 {
 
 /// A message id given by a client.
 pub fn check_id(id: &[u8]) -> Result<&[u8]> {
-    if id.is_empty() {
-        return Err(DqError::Empty("id"));
+    check_name("id", id)
+}
+
+/// A message id or a group name: non-empty and at most `MAX_ID_LEN` bytes.
+pub fn check_name<'a>(what: &'static str, name: &'a [u8]) -> Result<&'a [u8]> {
+    if name.is_empty() {
+        return Err(DqError::Empty(what));
     }
-    if id.len() > MAX_ID_LEN {
+    if name.len() > MAX_ID_LEN {
         return Err(DqError::TooLong {
-            what: "id",
+            what,
             max: MAX_ID_LEN,
         });
     }
-    Ok(id)
+    Ok(name)
 }
 
 /// MAXATTEMPTS: deliveries a message may have before it is dead.

@@ -34,10 +34,16 @@ pub enum Part {
     Meta,
     /// HASH: the queue's DQ.CONFIG settings.
     Config,
+    /// HASH: group -> id of the one message of that group that is out
+    /// (ready, in flight, or waiting for its retry).
+    Groups,
+    /// ZSET, all scores 0: due messages held back by their group, ordered
+    /// by group, then due time, then insertion (see `queue::waiting_member`).
+    Waiting,
 }
 
 impl Part {
-    pub const ALL: [Part; 8] = [
+    pub const ALL: [Part; 10] = [
         Part::Messages,
         Part::Delayed,
         Part::Ready,
@@ -46,6 +52,8 @@ impl Part {
         Part::Expiry,
         Part::Meta,
         Part::Config,
+        Part::Groups,
+        Part::Waiting,
     ];
 
     /// Position in [`Part::ALL`].
@@ -63,6 +71,8 @@ impl Part {
             Part::Expiry => "expiry",
             Part::Meta => "meta",
             Part::Config => "config",
+            Part::Groups => "groups",
+            Part::Waiting => "waiting",
         }
     }
 

@@ -3,7 +3,8 @@
 //! Layout: one format byte, a CRC32 of the body, then the body encoded with
 //! bincode (varint integers). The CRC turns a value overwritten by hand or by
 //! a bug into a clean "corrupt" error instead of a wrong message; the format
-//! byte lets a later version read what this one wrote.
+//! byte lets a later version read what an earlier one wrote: format 1 (before
+//! GROUP) is still read, and rewritten as format 2 on its next change.
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +12,7 @@ use crate::backoff::Backoff;
 use crate::error::{printable, DqError, Result};
 
 const FORMAT_V1: u8 = 1;
+const FORMAT_V2: u8 = 2;
 const HEADER_LEN: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,12 +25,16 @@ pub enum State {
     Inflight,
     /// Out of attempts; kept until REDRIVE, CANCEL or PURGE.
     Dead,
+    /// Due, but another message of its GROUP holds the group. Reported as
+    /// `delayed` (its delivery is delayed by the group): the public states
+    /// are the four above.
+    Waiting,
 }
 
 impl State {
     pub fn name(self) -> &'static str {
         match self {
-            State::Delayed => "delayed",
+            State::Delayed | State::Waiting => "delayed",
             State::Ready => "ready",
             State::Inflight => "inflight",
             State::Dead => "dead",
@@ -87,6 +93,8 @@ pub struct Message {
     pub death: Option<Death>,
     /// Unix ms by which it must be acknowledged (ADD's TTL), else it dies.
     pub expire_at: Option<u64>,
+    /// GROUP given on ADD: at most one message of a group is out at a time.
+    pub group: Option<Vec<u8>>,
     /// A newer version written by ADD while this one was in flight; it takes
     /// this one's place when the delivery ends, so the two never overlap.
     /// A `Version` has no replacement of its own: records cannot nest.
@@ -106,6 +114,7 @@ pub struct Version {
     pub max_attempts: Option<u32>,
     pub backoff: Option<Backoff>,
     pub expire_at: Option<u64>,
+    pub group: Option<Vec<u8>>,
     #[serde(with = "bytes")]
     pub payload: Vec<u8>,
 }
@@ -126,6 +135,7 @@ impl Version {
             backoff: self.backoff,
             death: None,
             expire_at: self.expire_at,
+            group: self.group,
             replacement: None,
             payload: self.payload,
         }
@@ -135,7 +145,7 @@ impl Version {
 impl Message {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_LEN + 40 + self.payload.len());
-        out.push(FORMAT_V1);
+        out.push(FORMAT_V2);
         out.extend_from_slice(&[0; 4]);
         // Writing into a Vec cannot fail, and every field type is encodable.
         if let Err(e) = bincode::serde::encode_into_std_write(self, &mut out, config()) {
@@ -155,20 +165,102 @@ impl Message {
         if bytes.len() < HEADER_LEN {
             return Err(corrupt("the record is too short"));
         }
-        if bytes[0] != FORMAT_V1 {
-            return Err(corrupt("unknown record format"));
-        }
         let crc = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
         let body = &bytes[HEADER_LEN..];
         if crc32fast::hash(body) != crc {
             return Err(corrupt("checksum mismatch"));
         }
-        // Borrowed decoding checks every length against the bytes present
-        // before copying, so a forged length cannot make us allocate.
-        match bincode::serde::borrow_decode_from_slice(body, config()) {
-            Ok((message, used)) if used == body.len() => Ok(message),
-            Ok(_) => Err(corrupt("trailing bytes after the record")),
-            Err(e) => Err(corrupt(&e.to_string())),
+        match bytes[0] {
+            FORMAT_V2 => decode_body(body).map_err(|why| corrupt(&why)),
+            FORMAT_V1 => decode_body::<v1::Message>(body)
+                .map(Message::from)
+                .map_err(|why| corrupt(&why)),
+            _ => Err(corrupt("unknown record format")),
+        }
+    }
+}
+
+/// Borrowed decoding checks every length against the bytes present before
+/// copying, so a forged length cannot make us allocate.
+fn decode_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> std::result::Result<T, String> {
+    match bincode::serde::borrow_decode_from_slice(body, config()) {
+        Ok((value, used)) if used == body.len() => Ok(value),
+        Ok(_) => Err("trailing bytes after the record".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Format 1: the record before GROUP existed. Read only.
+mod v1 {
+    use serde::Deserialize;
+
+    use super::{Backoff, Death, State};
+
+    #[derive(Deserialize)]
+    pub struct Message {
+        state: State,
+        priority: i32,
+        seq: u64,
+        due_at: u64,
+        added_at: u64,
+        attempt: u32,
+        lease_deadline: Option<u64>,
+        max_attempts: Option<u32>,
+        backoff: Option<Backoff>,
+        death: Option<Death>,
+        expire_at: Option<u64>,
+        replacement: Option<Box<Version>>,
+        #[serde(with = "super::bytes")]
+        payload: Vec<u8>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Version {
+        priority: i32,
+        seq: u64,
+        due_at: u64,
+        added_at: u64,
+        max_attempts: Option<u32>,
+        backoff: Option<Backoff>,
+        expire_at: Option<u64>,
+        #[serde(with = "super::bytes")]
+        payload: Vec<u8>,
+    }
+
+    impl From<Version> for super::Version {
+        fn from(v: Version) -> Self {
+            super::Version {
+                priority: v.priority,
+                seq: v.seq,
+                due_at: v.due_at,
+                added_at: v.added_at,
+                max_attempts: v.max_attempts,
+                backoff: v.backoff,
+                expire_at: v.expire_at,
+                group: None,
+                payload: v.payload,
+            }
+        }
+    }
+
+    impl From<Message> for super::Message {
+        fn from(m: Message) -> Self {
+            super::Message {
+                state: m.state,
+                priority: m.priority,
+                seq: m.seq,
+                due_at: m.due_at,
+                added_at: m.added_at,
+                attempt: m.attempt,
+                lease_deadline: m.lease_deadline,
+                max_attempts: m.max_attempts,
+                backoff: m.backoff,
+                death: m.death,
+                expire_at: m.expire_at,
+                group: None,
+                replacement: m.replacement.map(|v| Box::new((*v).into())),
+                payload: m.payload,
+            }
         }
     }
 }
@@ -224,6 +316,7 @@ pub(crate) mod tests {
                 at: 1_732_000_040_000,
             }),
             expire_at: Some(1_732_000_050_000),
+            group: Some(b"customer-7".to_vec()),
             replacement: None,
             payload: b"{\"order\":42}\0\xff".to_vec(),
         }
@@ -246,9 +339,42 @@ pub(crate) mod tests {
             max_attempts: None,
             backoff: Some(Backoff::Fixed(3)),
             expire_at: None,
+            group: Some(b"g".to_vec()),
             payload: b"v2".to_vec(),
         }));
         assert_eq!(Message::decode(b"id", &m.encode()), Ok(m));
+    }
+
+    /// Bytes written by the format-1 encoder (the build before GROUP), for
+    /// `sample()` with a replacement: still read, with no group.
+    #[test]
+    fn format_1_records_are_still_read() {
+        const V1: &str = "0149df66b8020d2afd00a83e4393010000fdc0652f43930100000301fd301d3f\
+                          43930100000105010202fb983afc20bf02000100fd40443f439301000001fd50\
+                          6b3f4393010000010209050400010103014d0276320e7b226f72646572223a34\
+                          327d00ff";
+        let bytes: Vec<u8> = (0..V1.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&V1[i..i + 2], 16).unwrap())
+            .collect();
+        let mut expected = sample();
+        expected.group = None;
+        expected.replacement = Some(Box::new(Version {
+            priority: 1,
+            seq: 9,
+            due_at: 5,
+            added_at: 4,
+            max_attempts: None,
+            backoff: Some(Backoff::Fixed(3)),
+            expire_at: Some(77),
+            group: None,
+            payload: b"v2".to_vec(),
+        }));
+        let decoded = Message::decode(b"m", &bytes).unwrap();
+        assert_eq!(decoded, expected);
+        // Written back, it is format 2.
+        assert_eq!(decoded.encode()[0], FORMAT_V2);
+        assert_eq!(Message::decode(b"m", &decoded.encode()), Ok(expected));
     }
 
     /// A record with a valid checksum whose payload length claims far more
@@ -262,7 +388,7 @@ pub(crate) mod tests {
         body.truncate(body.len() - payload_len - 1);
         body.push(0xFD);
         body.extend_from_slice(&(1u64 << 62).to_le_bytes());
-        let mut forged = vec![FORMAT_V1];
+        let mut forged = vec![FORMAT_V2];
         forged.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
         forged.extend_from_slice(&body);
         assert!(matches!(
@@ -283,7 +409,7 @@ pub(crate) mod tests {
     #[test]
     fn envelope_overhead_is_small() {
         let mut m = sample();
-        (m.max_attempts, m.backoff, m.death, m.expire_at) = (None, None, None, None);
+        (m.max_attempts, m.backoff, m.death, m.expire_at, m.group) = (None, None, None, None, None);
         m.payload = vec![b'x'; 64];
         assert!(m.encode().len() <= 64 + 48, "{}", m.encode().len());
     }

@@ -8,7 +8,15 @@
 //!                                       │               ▼ attempts used up
 //!                                       └──REDRIVE──── dead
 //! ```
-//! CANCEL removes a message from any state, PURGE a whole state. Nothing
+//! CANCEL removes a message from any state, PURGE a whole state.
+//!
+//! GROUP: a message of a group becomes ready only by taking its group; the
+//! group stays taken through its delivery and retries until that message is
+//! acknowledged, dead, cancelled or replaced. Meanwhile the group's other
+//! due messages wait (state `Waiting`, reported as delayed) in group, due,
+//! insertion order, and the first of them is ready the moment the group is
+//! free. A lease that runs out leaves the group with its holder, so the
+//! holder is redelivered before anything behind it. Nothing
 //! here knows about Redis, clocks or replication: callers pass `now` and
 //! the policy in force, and the store records effects.
 
@@ -44,6 +52,8 @@ pub struct AddRequest<'a> {
     pub backoff: Option<Backoff>,
     /// Unix ms by which the message must be acknowledged (ADD's TTL).
     pub expire_at: Option<u64>,
+    /// ADD's GROUP: at most one message of a group is out at a time.
+    pub group: Option<&'a [u8]>,
 }
 
 /// One message handed to a consumer by POP.
@@ -81,6 +91,33 @@ pub fn ready_member(id: &[u8], message: &Message) -> Vec<u8> {
 
 fn id_of_ready_member(member: &[u8]) -> &[u8] {
     member.get(16..).unwrap_or_default()
+}
+
+/// The waiting index (all scores 0) orders by this member: the group,
+/// length-prefixed so that no two groups' members interleave, then due time
+/// and insertion sequence big-endian, then the id. A group's first waiting
+/// message is the first member at or after [`group_prefix`].
+pub fn waiting_member(id: &[u8], message: &Message) -> Vec<u8> {
+    let mut member = group_prefix(message.group.as_deref().unwrap_or_default());
+    member.extend_from_slice(&message.due_at.to_be_bytes());
+    member.extend_from_slice(&message.seq.to_be_bytes());
+    member.extend_from_slice(id);
+    member
+}
+
+fn group_prefix(group: &[u8]) -> Vec<u8> {
+    let mut prefix = Vec::with_capacity(4 + group.len() + 16);
+    // Group names are bounded far below 4 GiB by the argument parser.
+    prefix.extend_from_slice(&(group.len() as u32).to_be_bytes());
+    prefix.extend_from_slice(group);
+    prefix
+}
+
+fn id_of_waiting_member(member: &[u8]) -> &[u8] {
+    let group_len = member.get(..4).map_or(0, |len| {
+        u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize
+    });
+    member.get(4 + group_len + 16..).unwrap_or_default()
 }
 
 fn ready_score(priority: i32) -> f64 {
@@ -121,6 +158,7 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
         max_attempts: req.max_attempts,
         backoff: req.backoff.clone(),
         expire_at: req.expire_at,
+        group: req.group.map(<[u8]>::to_vec),
         payload: req.payload.to_vec(),
     };
     match existing {
@@ -131,6 +169,8 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
         Some(current) => {
             unindex(store, &id, &current)?;
             sync_expiry(store, &id, live_expiry(&current), fresh.expire_at)?;
+            // A replaced message queues up in its group again, as if new.
+            release_group(store, now, &id, &current)?;
             place(store, now, &id, fresh.into_message())?;
         }
         None => {
@@ -191,6 +231,7 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
     }
     for (id, message) in &mut inflight {
         store.index_remove(Index::Inflight, id)?;
+        release_group(store, now, id, message)?;
         match message.replacement.take() {
             Some(newer) => {
                 install(store, now, id, message.expire_at, *newer)?;
@@ -211,7 +252,7 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
 
 /// Deletes messages in any state. Returns how many existed. A record that
 /// cannot be read is deleted too: CANCEL is how an operator clears it.
-pub fn cancel(store: &mut impl Store, ids: &[&[u8]]) -> Result<u64> {
+pub fn cancel(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
     let mut found: Vec<(&[u8], Option<Message>)> = Vec::new();
     for &id in ids {
         if found.iter().any(|(seen, _)| *seen == id) {
@@ -231,14 +272,21 @@ pub fn cancel(store: &mut impl Store, ids: &[&[u8]]) -> Result<u64> {
                 sync_expiry(store, id, live_expiry(message), None)?;
             }
             None => {
-                // Its ready entry, if any, cannot be named without the
-                // record; POP drops it as pointing at nothing.
+                // Its ready or waiting entry, if any, cannot be named without
+                // the record; POP and the group drop it as pointing at nothing.
                 for index in [Index::Delayed, Index::Inflight, Index::Dead, Index::Expiry] {
                     store.index_remove(index, id)?;
                 }
             }
         }
         store.delete_message(id)?;
+    }
+    // Only once all are gone, so that a freed group is not handed to a
+    // message this same command cancels.
+    for (id, message) in &found {
+        if let Some(message) = message {
+            release_group(store, now, id, message)?;
+        }
     }
     let cancelled = found.len() as u64;
     if cancelled > 0 {
@@ -340,12 +388,14 @@ fn fail_delivery(
     retry_at: u64,
 ) -> Result<Placed> {
     if let Some(newer) = message.replacement.take() {
+        release_group(store, now, id, &message)?;
         return install(store, now, id, message.expire_at, *newer);
     }
     let (max_attempts, _) = policy.max_attempts_for(&message);
     if message.attempt >= max_attempts {
         return bury(store, now, id, message, reason);
     }
+    // It keeps its group: the retry goes before the group's next message.
     message.due_at = retry_at;
     let placed = place(store, now, id, message)?;
     store.add_to_counter(Counter::Retried, 1)?;
@@ -364,7 +414,8 @@ fn install(
     place(store, now, id, newer.into_message())
 }
 
-/// Makes a message, already out of its state's index, dead.
+/// Makes a message, already out of its state's index, dead, freeing its
+/// group.
 fn bury(
     store: &mut impl Store,
     now: u64,
@@ -378,6 +429,7 @@ fn bury(
     message.death = Some(Death { reason, at: now });
     store.index_add(Index::Dead, now as f64, id)?;
     store.put_message(id, &message)?;
+    release_group(store, now, id, &message)?;
     store.add_to_counter(Counter::DeadLettered, 1)?;
     store.event(Event::Dead);
     Ok(Placed {
@@ -405,6 +457,7 @@ pub fn expire_ttl(store: &mut impl Store, now: u64, limit: usize) -> Result<usiz
         message.expire_at = None; // its entry is gone already
         match message.replacement.take() {
             Some(newer) => {
+                release_group(store, now, id, &message)?;
                 install(store, now, id, None, *newer)?;
             }
             None => {
@@ -484,15 +537,13 @@ pub fn redrive(store: &mut impl Store, now: u64, which: Redrive) -> Result<u64> 
 /// Looks at up to `count` messages of one state, in the order they would
 /// leave it. Unreadable records are left out.
 pub fn peek(store: &mut impl Store, state: State, count: usize) -> Result<Vec<(Vec<u8>, Message)>> {
-    let index = index_of(state);
     let mut found = Vec::new();
-    for (member, _) in store.index_range(index, f64::INFINITY, count)? {
-        let id = match state {
-            State::Ready => id_of_ready_member(&member).to_vec(),
-            _ => member,
-        };
-        if let Ok(Some(message)) = store.message(&id) {
-            found.push((id, message));
+    for index in indexes_of(state) {
+        for (member, _) in store.index_range(index, f64::INFINITY, count - found.len())? {
+            let id = id_of_member(index, &member);
+            if let Ok(Some(message)) = store.message(id) {
+                found.push((id.to_vec(), message));
+            }
         }
     }
     Ok(found)
@@ -500,7 +551,7 @@ pub fn peek(store: &mut impl Store, state: State, count: usize) -> Result<Vec<(V
 
 /// Deletes every message of one state, or of the whole queue. Counters and
 /// settings stay. Returns how many messages were deleted.
-pub fn purge(store: &mut impl Store, state: Option<State>) -> Result<u64> {
+pub fn purge(store: &mut impl Store, now: u64, state: Option<State>) -> Result<u64> {
     let count = match state {
         None => {
             let count = store.message_count()?;
@@ -508,24 +559,37 @@ pub fn purge(store: &mut impl Store, state: Option<State>) -> Result<u64> {
                 store.clear_index(index)?;
             }
             store.clear_messages()?;
+            store.clear_groups()?;
             count
         }
         Some(state) => {
-            let index = index_of(state);
-            let members = store.index_range(index, f64::INFINITY, usize::MAX)?;
             let has_ttls = store.index_len(Index::Expiry)? > 0;
-            for (member, _) in &members {
-                let id = match state {
-                    State::Ready => id_of_ready_member(member),
-                    _ => member,
-                };
-                if has_ttls {
-                    store.index_remove(Index::Expiry, id)?;
+            let has_groups = store.has_groups()?;
+            let mut grouped = Vec::new();
+            let mut count = 0;
+            for index in indexes_of(state) {
+                let members = store.index_range(index, f64::INFINITY, usize::MAX)?;
+                for (member, _) in &members {
+                    let id = id_of_member(index, member);
+                    if has_ttls {
+                        store.index_remove(Index::Expiry, id)?;
+                    }
+                    if has_groups {
+                        if let Ok(Some(m)) = store.message(id) {
+                            grouped.extend(m.group.is_some().then(|| (id.to_vec(), m)));
+                        }
+                    }
+                    store.delete_message(id)?;
                 }
-                store.delete_message(id)?;
+                store.clear_index(index)?;
+                count += members.len() as u64;
             }
-            store.clear_index(index)?;
-            members.len() as u64
+            // Groups whose holder went are handed on only now, so that what
+            // becomes ready is not purged with the rest.
+            for (id, message) in &grouped {
+                release_group(store, now, id, message)?;
+            }
+            count
         }
     };
     if count > 0 {
@@ -535,6 +599,25 @@ pub fn purge(store: &mut impl Store, state: Option<State>) -> Result<u64> {
     Ok(count)
 }
 
+/// The indexes that hold the messages reported in `state`, in leaving
+/// order: messages held back by their group are already due, so they come
+/// before the delayed ones.
+fn indexes_of(state: State) -> Vec<Index> {
+    match state {
+        State::Delayed | State::Waiting => vec![Index::Waiting, Index::Delayed],
+        state => vec![index_of(state)],
+    }
+}
+
+/// The message id in an index member.
+fn id_of_member(index: Index, member: &[u8]) -> &[u8] {
+    match index {
+        Index::Ready => id_of_ready_member(member),
+        Index::Waiting => id_of_waiting_member(member),
+        _ => member,
+    }
+}
+
 /// The index that holds messages in `state`.
 fn index_of(state: State) -> Index {
     match state {
@@ -542,6 +625,7 @@ fn index_of(state: State) -> Index {
         State::Ready => Index::Ready,
         State::Inflight => Index::Inflight,
         State::Dead => Index::Dead,
+        State::Waiting => Index::Waiting,
     }
 }
 
@@ -581,7 +665,7 @@ pub fn stats(store: &mut impl Store) -> Result<Stats> {
         .first()
         .map(|(_, score)| score.clamp(0.0, MAX_TIME_MS as f64) as u64);
     Ok(Stats {
-        delayed: store.index_len(Index::Delayed)?,
+        delayed: store.index_len(Index::Delayed)? + store.index_len(Index::Waiting)?,
         ready: store.index_len(Index::Ready)?,
         inflight: store.index_len(Index::Inflight)?,
         dead: store.index_len(Index::Dead)?,
@@ -591,12 +675,15 @@ pub fn stats(store: &mut impl Store) -> Result<Stats> {
     })
 }
 
-/// Indexes a message that is not in flight: ready when due, else delayed.
-/// Returns its due time when it went to delayed.
+/// Indexes a message that is not in flight: delayed until due; then ready,
+/// unless another message holds its group, in which case it waits.
 fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> Result<Placed> {
     message.lease_deadline = None;
     message.death = None;
-    if message.due_at <= now {
+    if message.due_at > now {
+        message.state = State::Delayed;
+        store.index_add(Index::Delayed, message.due_at as f64, id)?;
+    } else if take_group(store, id, &message)? {
         message.state = State::Ready;
         store.index_add(
             Index::Ready,
@@ -605,8 +692,8 @@ fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> R
         )?;
         store.event(Event::Ready);
     } else {
-        message.state = State::Delayed;
-        store.index_add(Index::Delayed, message.due_at as f64, id)?;
+        message.state = State::Waiting;
+        store.index_add(Index::Waiting, 0.0, &waiting_member(id, &message))?;
     }
     store.put_message(id, &message)?;
     Ok(Placed {
@@ -620,6 +707,68 @@ fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> R
 pub struct Placed {
     pub state: State,
     pub due_at: u64,
+}
+
+/// Makes `id` the holder of its message's group unless another message
+/// holds it. True when the message may be ready (it has no group, or holds
+/// it now).
+fn take_group(store: &mut impl Store, id: &[u8], message: &Message) -> Result<bool> {
+    let Some(group) = message.group.as_deref() else {
+        return Ok(true);
+    };
+    match store.group_holder(group)? {
+        Some(holder) if holder == id => return Ok(true),
+        Some(holder) if holds(store, group, &holder)? => return Ok(false),
+        _ => {}
+    }
+    store.set_group_holder(group, Some(id))?;
+    Ok(true)
+}
+
+/// Whether `holder`'s record still backs its claim on `group`. A holder
+/// that is gone, unreadable or elsewhere (only possible if the keys were
+/// edited by hand) must not block its group forever.
+fn holds(store: &mut impl Store, group: &[u8], holder: &[u8]) -> Result<bool> {
+    Ok(match store.message(holder) {
+        Ok(Some(m)) => {
+            m.group.as_deref() == Some(group)
+                && matches!(m.state, State::Ready | State::Inflight | State::Delayed)
+        }
+        Ok(None) | Err(DqError::Corrupt { .. }) => false,
+        Err(e) => return Err(e),
+    })
+}
+
+/// `message` (as it was) leaves its group: if it held the group, the
+/// group's first waiting message becomes ready and holds it.
+fn release_group(store: &mut impl Store, now: u64, id: &[u8], message: &Message) -> Result<()> {
+    let Some(group) = message.group.as_deref() else {
+        return Ok(());
+    };
+    if store.group_holder(group)?.as_deref() != Some(id) {
+        return Ok(());
+    }
+    store.set_group_holder(group, None)?;
+    let prefix = group_prefix(group);
+    while let Some(member) = store.index_first_from(Index::Waiting, &prefix)? {
+        if !member.starts_with(&prefix) {
+            break;
+        }
+        store.index_remove(Index::Waiting, &member)?;
+        let next_id = id_of_waiting_member(&member);
+        let next = load_or_set_aside(store, next_id)?;
+        // Entries not backed by a waiting record are dropped on the way.
+        if let Some(next) = next.filter(|m| m.state == State::Waiting) {
+            if waiting_member(next_id, &next) == member {
+                // It was due when it began to wait, whatever the clock says
+                // now (a promoted replica's clock may be behind).
+                let due = now.max(next.due_at);
+                place(store, due, next_id, next)?;
+                break;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads a message for a batch transition. A record that cannot be decoded
@@ -659,6 +808,7 @@ fn sync_expiry(
 fn unindex(store: &mut impl Store, id: &[u8], message: &Message) -> Result<()> {
     match message.state {
         State::Ready => store.index_remove(Index::Ready, &ready_member(id, message)),
+        State::Waiting => store.index_remove(Index::Waiting, &waiting_member(id, message)),
         state => store.index_remove(index_of(state), id),
     }
 }
@@ -681,6 +831,7 @@ mod tests {
             max_attempts: None,
             backoff: None,
             expire_at: None,
+            group: None,
         }
     }
 
@@ -697,6 +848,7 @@ mod tests {
                 max_attempts: None,
                 backoff: None,
                 expire_at: None,
+                group: None,
             },
         )
         .unwrap()
@@ -821,7 +973,7 @@ mod tests {
         let popped = pop(&mut s, 1, LEASE).unwrap();
         assert_eq!(ids(&popped), ["inflight"]);
         assert_eq!(
-            cancel(&mut s, &[b"delayed", b"ready", b"inflight", b"unknown"]).unwrap(),
+            cancel(&mut s, 0, &[b"delayed", b"ready", b"inflight", b"unknown"]).unwrap(),
             3
         );
         let st = stats(&mut s).unwrap();
@@ -842,6 +994,7 @@ mod tests {
             max_attempts: None,
             backoff: None,
             expire_at: None,
+            group: None,
         };
         assert_eq!(
             add(&mut s, 0, &req(AddMode::OnlyExisting, b"x")).unwrap(),
@@ -927,6 +1080,7 @@ mod tests {
                     max_attempts: None,
                     backoff: None,
                     expire_at: None,
+                    group: None,
                 },
             )
             .unwrap()
@@ -957,7 +1111,10 @@ mod tests {
         // Nothing timed is left pointing at the bad records: no busy timer.
         assert_eq!(next_due(&mut s).unwrap(), Some(LEASE));
         // CANCEL clears what is left of them.
-        assert_eq!(cancel(&mut s, &[b"bad-delayed", b"bad-ready"]).unwrap(), 2);
+        assert_eq!(
+            cancel(&mut s, 0, &[b"bad-delayed", b"bad-ready"]).unwrap(),
+            2
+        );
         assert!(!s.messages.contains_key(&b"bad-ready"[..]));
     }
 
@@ -1022,7 +1179,7 @@ mod tests {
         pop(&mut s, 1, LEASE).unwrap();
         nack(&mut s, 0, b"m", None, &policy(1, "1s")).unwrap();
         s.messages.insert(b"m".to_vec(), b"garbage".to_vec());
-        assert_eq!(cancel(&mut s, &[b"m"]).unwrap(), 1);
+        assert_eq!(cancel(&mut s, 0, &[b"m"]).unwrap(), 1);
         assert_eq!(stats(&mut s).unwrap().dead, 0);
     }
 
@@ -1145,6 +1302,7 @@ mod tests {
                 max_attempts: Some(1),
                 backoff: Some(Backoff::Fixed(7)),
                 expire_at: None,
+                group: None,
             },
         )
         .unwrap();
@@ -1189,12 +1347,12 @@ mod tests {
         add_at(&mut s, 0, "r", 0);
         add_at(&mut s, 0, "i", 0);
         pop(&mut s, 1, LEASE).unwrap(); // r
-        assert_eq!(purge(&mut s, Some(State::Delayed)).unwrap(), 2);
+        assert_eq!(purge(&mut s, 0, Some(State::Delayed)).unwrap(), 2);
         assert_eq!(state(&mut s, "d1"), None);
         assert_eq!(state(&mut s, "i"), Some(State::Ready));
-        assert_eq!(purge(&mut s, Some(State::Ready)).unwrap(), 1);
-        assert_eq!(purge(&mut s, Some(State::Dead)).unwrap(), 0);
-        assert_eq!(purge(&mut s, None).unwrap(), 1);
+        assert_eq!(purge(&mut s, 0, Some(State::Ready)).unwrap(), 1);
+        assert_eq!(purge(&mut s, 0, Some(State::Dead)).unwrap(), 0);
+        assert_eq!(purge(&mut s, 0, None).unwrap(), 1);
         assert!(s.messages.is_empty());
         assert_eq!(s.counter(Counter::Purged).unwrap(), 4);
         assert_eq!(s.counter(Counter::Added).unwrap(), 4, "counters stay");
@@ -1262,6 +1420,146 @@ mod tests {
     /// Long random sequences against the invariants: every message is in
     /// exactly the index its state names; no id is leased twice; attempts
     /// never shrink; a message only disappears by ACK or CANCEL.
+    /// An upsert due at `due_at` in group `group`.
+    fn grouped<'a>(id: &'a str, group: &'a str, due_at: u64) -> AddRequest<'a> {
+        AddRequest {
+            group: Some(group.as_bytes()),
+            ..request(id.as_bytes(), b"", due_at, 0)
+        }
+    }
+
+    fn pop_ids(s: &mut MemoryStore, count: usize) -> Vec<String> {
+        ids(&pop(s, count, 1_000_000).unwrap())
+    }
+
+    #[test]
+    fn a_group_delivers_one_at_a_time_and_others_flow_past() {
+        let mut s = MemoryStore::default();
+        for (id, group) in [("a1", "A"), ("a2", "A"), ("b1", "B"), ("a3", "A")] {
+            add(&mut s, 10, &grouped(id, group, 10)).unwrap();
+        }
+        add(&mut s, 10, &request(b"free", b"", 10, 0)).unwrap();
+        assert_eq!(state(&mut s, "a2"), Some(State::Waiting));
+        assert_eq!(State::Waiting.name(), "delayed");
+        assert_eq!(pop_ids(&mut s, 10), ["a1", "b1", "free"]);
+        assert_eq!(stats(&mut s).unwrap().delayed, 2);
+        assert!(pop_ids(&mut s, 10).is_empty(), "A is out");
+        assert_eq!(ack(&mut s, 20, &[b"a1"]).unwrap(), 1);
+        assert_eq!(pop_ids(&mut s, 10), ["a2"]);
+        assert_eq!(ack(&mut s, 30, &[b"a2"]).unwrap(), 1);
+        assert_eq!(pop_ids(&mut s, 10), ["a3"]);
+        ack(&mut s, 40, &[b"a3", b"b1"]).unwrap();
+        assert!(s.groups.is_empty(), "a group no one holds is forgotten");
+    }
+
+    #[test]
+    fn a_group_keeps_due_order_not_add_order() {
+        let mut s = MemoryStore::default();
+        add(&mut s, 100, &grouped("first", "A", 100)).unwrap();
+        add(&mut s, 100, &grouped("late", "A", 90)).unwrap();
+        add(&mut s, 100, &grouped("early", "A", 50)).unwrap();
+        add(&mut s, 100, &grouped("later", "A", 500)).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["first"]);
+        let order: Vec<String> = peek(&mut s, State::Delayed, 10)
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| String::from_utf8(id).unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            ["early", "late", "later"],
+            "waiting first, then delayed"
+        );
+        ack(&mut s, 600, &[b"first"]).unwrap();
+        promote_due(&mut s, 600, 10).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["early"]);
+        ack(&mut s, 600, &[b"early"]).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["late"]);
+        ack(&mut s, 600, &[b"late"]).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["later"]);
+    }
+
+    #[test]
+    fn a_group_stays_with_its_message_through_lease_expiry_and_retries() {
+        let mut s = MemoryStore::default();
+        let retry = policy(2, "fixed:100");
+        add(&mut s, 0, &grouped("a1", "A", 0)).unwrap();
+        add(&mut s, 0, &grouped("a2", "A", 0)).unwrap();
+        assert_eq!(ids(&pop(&mut s, 10, 50).unwrap()), ["a1"]);
+        expire_leases(&mut s, 50, 10, &retry).unwrap();
+        let again = pop(&mut s, 10, 1000).unwrap();
+        assert_eq!((ids(&again), again[0].attempt), (vec!["a1".into()], 2));
+        // Its last attempt fails: dead, and the group moves on.
+        nack(&mut s, 60, b"a1", None, &retry).unwrap();
+        assert_eq!(state(&mut s, "a1"), Some(State::Dead));
+        assert_eq!(pop_ids(&mut s, 10), ["a2"]);
+        // A NACKed holder keeps the group until its retry is delivered.
+        add(&mut s, 60, &grouped("a3", "A", 0)).unwrap();
+        let placed = nack(&mut s, 70, b"a2", None, &retry).unwrap().unwrap();
+        assert_eq!((placed.state, placed.due_at), (State::Delayed, 170));
+        assert!(pop_ids(&mut s, 10).is_empty(), "a3 waits for a2's retry");
+        promote_due(&mut s, 170, 10).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["a2"]);
+        ack(&mut s, 180, &[b"a2"]).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["a3"]);
+    }
+
+    #[test]
+    fn cancel_ttl_and_purge_hand_the_group_on() {
+        let mut s = MemoryStore::default();
+        for id in ["a1", "a2", "a3", "a4"] {
+            add(&mut s, 0, &grouped(id, "A", 0)).unwrap();
+        }
+        // Cancelling the holder and the next in one command skips both.
+        assert_eq!(cancel(&mut s, 5, &[b"a1", b"a2"]).unwrap(), 2);
+        assert_eq!(state(&mut s, "a3"), Some(State::Ready));
+        assert_eq!(purge(&mut s, 5, Some(State::Ready)).unwrap(), 1);
+        assert_eq!(
+            state(&mut s, "a4"),
+            Some(State::Ready),
+            "not purged with a3"
+        );
+        let mut ttl = grouped("t", "T", 0);
+        ttl.expire_at = Some(10);
+        add(&mut s, 0, &ttl).unwrap();
+        add(&mut s, 0, &grouped("t2", "T", 0)).unwrap();
+        expire_ttl(&mut s, 10, 10).unwrap();
+        assert_eq!(state(&mut s, "t"), Some(State::Dead));
+        assert_eq!(state(&mut s, "t2"), Some(State::Ready));
+        assert_eq!(purge(&mut s, 20, None).unwrap(), 3);
+        assert!(s.groups.is_empty() && s.index(Index::Waiting).members().count() == 0);
+    }
+
+    #[test]
+    fn a_replaced_holder_queues_up_again_behind_its_group() {
+        let mut s = MemoryStore::default();
+        add(&mut s, 0, &grouped("a1", "A", 0)).unwrap();
+        add(&mut s, 0, &grouped("a2", "A", 0)).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["a1"]);
+        add(&mut s, 5, &grouped("a1", "A", 5)).unwrap();
+        assert_eq!(ack(&mut s, 6, &[b"a1"]).unwrap(), 1);
+        // a2 was due first; the newer a1 is delivered after it.
+        assert_eq!(pop_ids(&mut s, 10), ["a2"]);
+        ack(&mut s, 7, &[b"a2"]).unwrap();
+        let d = pop(&mut s, 10, 1000).unwrap();
+        assert_eq!((ids(&d), d[0].attempt), (vec!["a1".into()], 1));
+        // Moving a waiting message to another group frees it at once.
+        add(&mut s, 8, &grouped("a3", "A", 0)).unwrap();
+        add(&mut s, 8, &grouped("a3", "B", 0)).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["a3"]);
+    }
+
+    /// Only hand edits can leave a group held by a message that is gone;
+    /// the group must not stay blocked.
+    #[test]
+    fn a_vanished_holder_does_not_block_its_group() {
+        let mut s = MemoryStore::default();
+        add(&mut s, 0, &grouped("a1", "A", 0)).unwrap();
+        s.messages.remove(&b"a1"[..]);
+        add(&mut s, 0, &grouped("a2", "A", 0)).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["a2"]);
+    }
+
     #[test]
     fn random_operations_keep_the_invariants() {
         let mut rng = 0x2545_f491_4f6c_dd1du64;
@@ -1274,7 +1572,11 @@ mod tests {
         let mut s = MemoryStore::default();
         let retry = policy(3, "exp:10:40");
         let mut now = 0;
-        let mut leased: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+        // id -> (lease deadline, group) of each delivery a consumer holds.
+        let mut leased: std::collections::HashMap<Vec<u8>, (u64, Option<Vec<u8>>)> =
+            Default::default();
+        const GROUPS: [&[u8]; 3] = [b"g0", b"g1", b"g2"];
+        let mut group_waits = 0;
         let mut attempts: std::collections::HashMap<Vec<u8>, u32> = Default::default();
         for _ in 0..20_000 {
             now += next(20);
@@ -1283,15 +1585,25 @@ mod tests {
                 0 => {
                     let mut req = request(&id, b"p", now + next(100), next(3) as i32);
                     req.expire_at = (next(3) == 0).then(|| now + next(400));
+                    req.group = (next(2) == 0).then(|| GROUPS[next(3) as usize]);
                     add(&mut s, now, &req).unwrap();
                 }
                 1 => {
                     let deadline = now + next(200) + 1;
                     for d in pop(&mut s, next(4) as usize + 1, deadline).unwrap() {
-                        if let Some(until) = leased.get(&d.id) {
+                        if let Some((until, _)) = leased.get(&d.id) {
                             assert!(*until <= now, "{:?} delivered while leased", d.id);
                         }
-                        leased.insert(d.id.clone(), deadline);
+                        let group = s.message(&d.id).unwrap().unwrap().group;
+                        if let Some(g) = &group {
+                            // The group is out only if its lease ran out
+                            // (and the timer has not yet caught up).
+                            let busy = leased.iter().any(|(other, (until, og))| {
+                                other != &d.id && og.as_ref() == Some(g) && *until > now
+                            });
+                            assert!(!busy, "{:?} delivered while its group is out", d.id);
+                        }
+                        leased.insert(d.id.clone(), (deadline, group));
                         let before = attempts.insert(d.id.clone(), d.attempt);
                         assert!(before.is_none_or(|b| d.attempt >= b || d.attempt == 1));
                     }
@@ -1302,7 +1614,7 @@ mod tests {
                     }
                 }
                 3 => {
-                    cancel(&mut s, &[&id]).unwrap();
+                    cancel(&mut s, now, &[&id]).unwrap();
                     leased.remove(&id);
                     attempts.remove(&id);
                 }
@@ -1335,10 +1647,13 @@ mod tests {
             let ready = s.index(Index::Ready);
             let inflight = s.index(Index::Inflight);
             let dead = s.index(Index::Dead);
+            let waiting = s.index(Index::Waiting);
             let indexed = delayed.members().count()
                 + ready.members().count()
                 + inflight.members().count()
-                + dead.members().count();
+                + dead.members().count()
+                + waiting.members().count();
+            group_waits += waiting.members().count();
             assert_eq!(indexed, s.messages.len());
             for (id, bytes) in &s.messages {
                 let m = Message::decode(id, bytes).unwrap();
@@ -1351,7 +1666,18 @@ mod tests {
                         .members()
                         .any(|(x, sc)| x == id && Some(sc as u64) == m.lease_deadline),
                     State::Dead => dead.members().any(|(x, _)| x == id),
+                    State::Waiting => waiting.members().any(|(x, _)| x == waiting_member(id, &m)),
                 };
+                // Ready and in-flight messages of a group hold it; a waiting
+                // one has a holder to wait for.
+                if let Some(g) = &m.group {
+                    let holder = s.groups.get(g);
+                    match m.state {
+                        State::Ready | State::Inflight => assert_eq!(holder, Some(id)),
+                        State::Waiting => assert!(holder.is_some_and(|h| h != id)),
+                        _ => {}
+                    }
+                }
                 assert!(found, "{m:?}");
                 if m.state == State::Inflight {
                     assert!(leased.contains_key(id));
@@ -1365,7 +1691,17 @@ mod tests {
                 assert_eq!(entry, live_expiry(&m), "{m:?}");
             }
             assert!(s.index(Index::Expiry).members().count() <= s.messages.len());
+            // Every held group is held by a live message of that group.
+            for (g, holder) in &s.groups {
+                let m = Message::decode(holder, &s.messages[holder]).unwrap();
+                assert_eq!(m.group.as_ref(), Some(g));
+                assert!(matches!(
+                    m.state,
+                    State::Ready | State::Inflight | State::Delayed
+                ));
+            }
         }
+        assert!(group_waits > 0, "no message ever waited for its group");
         // The run went through every transition.
         for counter in [
             Counter::DeadLettered,

@@ -36,8 +36,13 @@ pub struct RedisStore<'c> {
 
 fn expected_kind(part: Part) -> KeyKind {
     match part {
-        Part::Messages | Part::Meta | Part::Config => KeyKind::Hash,
-        Part::Delayed | Part::Ready | Part::Inflight | Part::Dead | Part::Expiry => KeyKind::Zset,
+        Part::Messages | Part::Meta | Part::Config | Part::Groups => KeyKind::Hash,
+        Part::Delayed
+        | Part::Ready
+        | Part::Inflight
+        | Part::Dead
+        | Part::Expiry
+        | Part::Waiting => KeyKind::Zset,
     }
 }
 
@@ -48,6 +53,7 @@ fn part_of(index: Index) -> Part {
         Index::Inflight => Part::Inflight,
         Index::Dead => Part::Dead,
         Index::Expiry => Part::Expiry,
+        Index::Waiting => Part::Waiting,
     }
 }
 
@@ -105,8 +111,9 @@ impl<'c> RedisStore<'c> {
             return None;
         }
         let len = |part: Part| self.keys[part.index()].value_length();
+        // Messages held back by their group count as delayed.
         Some([
-            len(Part::Delayed),
+            len(Part::Delayed) + len(Part::Waiting),
             len(Part::Ready),
             len(Part::Inflight),
             len(Part::Dead),
@@ -240,6 +247,40 @@ impl Store for RedisStore<'_> {
             }
         }
         Ok(heads)
+    }
+
+    fn index_first_from(&mut self, index: Index, min: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.key(part_of(index)).zset_first_from_lex(min))
+    }
+
+    fn group_holder(&mut self, group: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.key(Part::Groups).hash_get(group))
+    }
+
+    fn set_group_holder(&mut self, group: &[u8], holder: Option<&[u8]>) -> Result<()> {
+        let field = group.to_vec();
+        match holder {
+            Some(id) => {
+                self.key(Part::Groups).hash_set(group, id);
+                let value = id.to_vec();
+                self.effects
+                    .record(Part::Groups, Write::HSet { field, value });
+            }
+            None => {
+                self.key(Part::Groups).hash_delete(group);
+                self.effects.record(Part::Groups, Write::HDel { field });
+            }
+        }
+        Ok(())
+    }
+
+    fn clear_groups(&mut self) -> Result<()> {
+        self.delete_key(Part::Groups);
+        Ok(())
+    }
+
+    fn has_groups(&mut self) -> Result<bool> {
+        Ok(self.key(Part::Groups).value_length() > 0)
     }
 
     fn clear_index(&mut self, index: Index) -> Result<()> {

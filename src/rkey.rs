@@ -152,6 +152,35 @@ impl Key {
         }
     }
 
+    /// The first member >= `min` in byte order, in a zset whose scores are
+    /// all equal (lexicographic ranges are undefined otherwise).
+    pub fn zset_first_from_lex(&mut self, min: &[u8]) -> Option<Vec<u8>> {
+        if self.key.is_null() {
+            return None;
+        }
+        let mut bound = Vec::with_capacity(min.len() + 1);
+        bound.push(b'[');
+        bound.extend_from_slice(min);
+        let min = self.string(&bound);
+        let max = self.string(b"+");
+        // SAFETY: as for zset_range; the bounds outlive the range.
+        unsafe {
+            let first = raw::RedisModule_ZsetFirstInLexRange.unwrap();
+            if first(self.key, min.inner, max.inner) != raw::REDISMODULE_OK as c_int {
+                return None;
+            }
+            let mut found = None;
+            if raw::RedisModule_ZsetRangeEndReached.unwrap()(self.key) == 0 {
+                let mut score = 0.0;
+                let element =
+                    raw::RedisModule_ZsetRangeCurrentElement.unwrap()(self.key, &mut score);
+                found = self.owned(element).map(|e| e.as_slice().to_vec());
+            }
+            raw::RedisModule_ZsetRangeStop.unwrap()(self.key);
+            found
+        }
+    }
+
     /// Deletes the key, whatever it holds.
     pub fn delete(&mut self) {
         if !self.key.is_null() {

@@ -22,15 +22,18 @@ pub enum Index {
     /// Not a state: score TTL deadline, member id, for live messages with
     /// a TTL, beside their state's index.
     Expiry,
+    /// Score 0. Member: the group ordering key (see `queue::waiting_member`).
+    Waiting,
 }
 
 impl Index {
-    pub const ALL: [Index; 5] = [
+    pub const ALL: [Index; 6] = [
         Index::Delayed,
         Index::Ready,
         Index::Inflight,
         Index::Dead,
         Index::Expiry,
+        Index::Waiting,
     ];
 }
 
@@ -138,6 +141,18 @@ pub trait Store {
     /// The first member of each distinct score, lowest score first, at most
     /// `limit` of them (the head of every priority in the ready index).
     fn index_score_heads(&mut self, index: Index, limit: usize) -> Result<Vec<(Vec<u8>, f64)>>;
+    /// The first member, in byte order, that is >= `min`, of an index whose
+    /// scores are all equal (the waiting index).
+    fn index_first_from(&mut self, index: Index, min: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// The message that holds `group`, if any.
+    fn group_holder(&mut self, group: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Makes `holder` the holder of `group`, or frees the group (`None`).
+    fn set_group_holder(&mut self, group: &[u8], holder: Option<&[u8]>) -> Result<()>;
+    /// Frees every group.
+    fn clear_groups(&mut self) -> Result<()>;
+    /// Whether any group is held.
+    fn has_groups(&mut self) -> Result<bool>;
     /// Deletes the whole index.
     fn clear_index(&mut self, index: Index) -> Result<()>;
     fn message_count(&mut self) -> Result<u64>;
@@ -211,6 +226,7 @@ mod memory {
         pub set_aside: Vec<Vec<u8>>,
         pub config: QueueConfig,
         pub events: Vec<Event>,
+        pub groups: HashMap<Vec<u8>, Vec<u8>>,
     }
 
     impl MemoryStore {
@@ -268,6 +284,31 @@ mod memory {
             }
             heads.truncate(limit);
             Ok(heads)
+        }
+        fn index_first_from(&mut self, index: Index, min: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(self
+                .index(index)
+                .members()
+                .map(|(m, _)| m)
+                .find(|m| *m >= min)
+                .map(<[u8]>::to_vec))
+        }
+        fn group_holder(&mut self, group: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(self.groups.get(group).cloned())
+        }
+        fn set_group_holder(&mut self, group: &[u8], holder: Option<&[u8]>) -> Result<()> {
+            match holder {
+                Some(id) => self.groups.insert(group.to_vec(), id.to_vec()),
+                None => self.groups.remove(group),
+            };
+            Ok(())
+        }
+        fn clear_groups(&mut self) -> Result<()> {
+            self.groups.clear();
+            Ok(())
+        }
+        fn has_groups(&mut self) -> Result<bool> {
+            Ok(!self.groups.is_empty())
         }
         fn clear_index(&mut self, index: Index) -> Result<()> {
             self.indexes.remove(&index);

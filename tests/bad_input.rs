@@ -58,6 +58,15 @@ fn bad_arguments_are_refused_and_change_nothing() {
             "ERR NX and XX cannot be used together".into(),
         ),
         ("DQ.ADD q x XX", "ERR XX needs ID".into()),
+        ("DQ.ADD q x GROUP", "ERR GROUP needs a value".into()),
+        (
+            "DQ.ADD q x GROUP g GROUP h",
+            "ERR GROUP is given more than once".into(),
+        ),
+        (
+            "DQ.ADD q x TTL 0",
+            "ERR TTL must be a positive integer number of milliseconds".into(),
+        ),
         (
             "DQ.ADD q x ID ready ID other",
             "ERR ID is given more than once".into(),

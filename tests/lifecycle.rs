@@ -246,7 +246,9 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "backoff-from",
             "dead-reason",
             "died-at",
-            "expires-at"
+            "expires-at",
+            "group",
+            "waiting-for"
         ]
     );
     assert!(matches!(cmd(&mut c, "DQ.GET q m"), Value::Array(_)));

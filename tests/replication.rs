@@ -36,6 +36,16 @@ fn a_replica_ends_with_the_masters_exact_state() {
     let popped = entries(&cmd(&mut m, "DQ.POP q COUNT 10"));
     assert_eq!(popped.len(), 4);
     cmd(&mut m, &format!("DQ.ACK q {}", popped[0].0));
+    // Groups: a lease that runs out keeps the group; ACK hands it on.
+    cmd(&mut m, "DQ.ADD gq x ID g1 GROUP g");
+    cmd(&mut m, "DQ.ADD gq x ID g2 GROUP g");
+    cmd(&mut m, "DQ.ADD gq x ID g3 GROUP g");
+    cmd(&mut m, "DQ.POP gq LEASE 50");
+    assert!(wait_until(Duration::from_secs(5), || {
+        int(&field(&cmd(&mut m, "DQ.STATS gq"), "lease-expired")) == 1
+    }));
+    assert_eq!(entries(&cmd(&mut m, "DQ.POP gq COUNT 9"))[0].0, "g1");
+    cmd(&mut m, "DQ.ACK gq g1");
 
     assert_eq!(int(&cmd(&mut m, "WAIT 1 5000")), 1);
     assert!(

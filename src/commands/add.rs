@@ -1,5 +1,5 @@
 //! DQ.ADD queue payload [DELAY ms | AT unix-ms] [ID id] [NX | XX] [PRIORITY p]
-//!        [MAXATTEMPTS n] [BACKOFF spec] [TTL ms]
+//!        [MAXATTEMPTS n] [BACKOFF spec] [GROUP g] [TTL ms]
 //!
 //! Schedules a message and replies its id (bulk string). Without ID the
 //! server makes one (`<unix-ms>-<seq>`). An existing id is replaced: payload,
@@ -9,13 +9,14 @@
 //! ready before the reply is sent. MAXATTEMPTS and BACKOFF set this
 //! message's retry policy over the queue's and the module's. TTL: a message
 //! not acknowledged within TTL ms of this ADD becomes dead with reason
-//! `expired`, whatever its state.
+//! `expired`, whatever its state. GROUP: at most one message of group `g`
+//! is ready or in flight at a time, in due order (see `queue.rs`).
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{
-    add_ms, check_id, is_keyword, parse_in_range, parse_max_attempts, parse_ms, unknown_option,
-    ArgCursor, Seen, MAX_TIME_MS,
+    add_ms, check_id, check_name, is_keyword, parse_in_range, parse_max_attempts, parse_ms,
+    unknown_option, ArgCursor, Seen, MAX_TIME_MS,
 };
 use crate::backoff::Backoff;
 use crate::commands::{bytes, reply};
@@ -54,6 +55,7 @@ pub struct AddArgs<'a> {
     pub max_attempts: Option<u32>,
     pub backoff: Option<Backoff>,
     pub ttl_ms: Option<u64>,
+    pub group: Option<&'a [u8]>,
 }
 
 /// Parses the arguments after the command name.
@@ -71,6 +73,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
         max_attempts: None,
         backoff: None,
         ttl_ms: None,
+        group: None,
     };
     let mut seen = Seen::default();
     let mut cursor = ArgCursor::new(options);
@@ -126,6 +129,9 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
             let value = cursor.value_of("TTL")?;
             let ttl = parse_in_range("TTL", POSITIVE_MS, value, 1, MAX_TIME_MS as i64)?;
             parsed.ttl_ms = Some(ttl as u64);
+        } else if is_keyword(arg, "GROUP") {
+            seen.mark("GROUP")?;
+            parsed.group = Some(check_name("GROUP", cursor.value_of("GROUP")?)?);
         } else {
             return Err(unknown_option(arg));
         }
@@ -163,6 +169,7 @@ fn add(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
             .ttl_ms
             .map(|ttl| add_ms("TTL", now, ttl))
             .transpose()?,
+        group: parsed.group,
     };
     let added = queue::add(&mut store, now, &request);
     store.finish();
@@ -209,9 +216,12 @@ mod tests {
             "15s,3m",
             "ttl",
             "60000",
+            "GROUP",
+            "customer-7",
         ])
         .unwrap();
         assert_eq!((a.max_attempts, a.ttl_ms), (Some(3), Some(60_000)));
+        assert_eq!(a.group, Some(&b"customer-7"[..]));
         assert_eq!(a.backoff.unwrap().to_string(), "15s,3m");
     }
 
@@ -262,6 +272,12 @@ mod tests {
         assert_eq!(
             err(&["q", "b", "TTL", "5", "TTL", "6"]),
             "ERR TTL is given more than once"
+        );
+        assert_eq!(err(&["q", "b", "GROUP", ""]), "ERR GROUP must not be empty");
+        assert_eq!(err(&["q", "b", "GROUP"]), "ERR GROUP needs a value");
+        assert_eq!(
+            err(&["q", "b", "GROUP", &"g".repeat(1025)]),
+            "ERR GROUP is longer than 1024 bytes"
         );
     }
 

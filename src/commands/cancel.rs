@@ -2,7 +2,8 @@
 //!
 //! Deletes messages in any state (delayed, ready, in flight), together with
 //! any newer version waiting behind an in-flight one. Replies how many of
-//! the ids existed.
+//! the ids existed. A cancelled message that held its GROUP hands the group
+//! to the group's next due message.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -11,6 +12,7 @@ use crate::commands::{bytes, int, reply};
 use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
+use crate::timer::now_ms;
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv = bytes(&args);
@@ -20,7 +22,7 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 fn cancel(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let (name, ids) = parse_queue_and_ids("dq.cancel", args)?;
     let mut store = RedisStore::open(ctx, name, true)?;
-    let cancelled = queue::cancel(&mut store, ids);
+    let cancelled = queue::cancel(&mut store, now_ms(), ids);
     store.finish();
     Ok(int(cancelled?))
 }

@@ -19,15 +19,18 @@
 //! | `max-attempts-from` | `message`, `queue` or `module`: where that value comes from |
 //! | `backoff` | the retry delays in force for this message |
 //! | `backoff-from` | `message`, `queue` or `module` |
-//! | `dead-reason` | `nack` or `lease-expired`; nil unless dead |
+//! | `dead-reason` | `nack`, `lease-expired` or `expired`; nil unless dead |
 //! | `died-at` | Unix ms of death; nil unless dead |
 //! | `expires-at` | Unix ms by which it must be acknowledged (ADD's TTL), else nil |
+//! | `group` | ADD's GROUP, else nil |
+//! | `waiting-for` | the id holding its group while it is due but held back (state `delayed`), else nil |
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::check_id;
 use crate::commands::{bytes, int, reply, reply_record};
 use crate::error::{DqError, Result};
+use crate::message::State;
 use crate::redis_store::RedisStore;
 use crate::store::Store;
 
@@ -50,6 +53,11 @@ fn get(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let (backoff, backoff_from) = policy.backoff_for(&m);
     let backoff = backoff.to_string();
     let text = |s: &'static str| RedisValue::SimpleStringStatic(s);
+    let waiting_for = match (&m.group, m.state) {
+        (Some(group), State::Waiting) => store.group_holder(group)?,
+        _ => None,
+    };
+    let bulk = |v: Option<Vec<u8>>| v.map_or(RedisValue::Null, RedisValue::StringBuffer);
     Ok(reply_record(
         ctx,
         vec![
@@ -75,6 +83,8 @@ fn get(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
             ),
             ("died-at", m.death.map_or(RedisValue::Null, |d| int(d.at))),
             ("expires-at", m.expire_at.map_or(RedisValue::Null, int)),
+            ("group", bulk(m.group)),
+            ("waiting-for", bulk(waiting_for)),
         ],
     ))
 }

@@ -2,7 +2,8 @@
 //!
 //! Looks at up to n messages (default 10, at most 10000) of one state
 //! without taking them, in the order they will leave that state: delayed by
-//! due time, ready in POP order, in flight by lease deadline, dead by time
+//! due time (first those already due but held back by their GROUP, by
+//! group), ready in POP order, in flight by lease deadline, dead by time
 //! of death. Reply: an array of entries `[id, payload, attempt, time]`
 //! where time is the due time, the lease deadline or the time of death
 //! (Unix ms); empty when there are none.
@@ -52,7 +53,7 @@ fn peek(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
             let time = match state {
                 State::Inflight => m.lease_deadline.unwrap_or(m.due_at),
                 State::Dead => m.death.map_or(m.due_at, |d| d.at),
-                State::Delayed | State::Ready => m.due_at,
+                State::Delayed | State::Waiting | State::Ready => m.due_at,
             };
             RedisValue::Array(vec![
                 RedisValue::StringBuffer(id),

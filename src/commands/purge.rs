@@ -13,6 +13,7 @@ use crate::error::{DqError, Result};
 use crate::message::State;
 use crate::queue;
 use crate::redis_store::RedisStore;
+use crate::timer::now_ms;
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Option<State>)> {
     match args {
@@ -30,7 +31,7 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 fn purge(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let (name, state) = parse(args)?;
     let mut store = RedisStore::open(ctx, name, true)?;
-    let purged = queue::purge(&mut store, state);
+    let purged = queue::purge(&mut store, now_ms(), state);
     store.finish();
     Ok(int(purged?))
 }
