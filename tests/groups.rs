@@ -53,7 +53,10 @@ fn a_busy_group_lets_others_pass_and_hands_on_in_due_order() {
     let Value::Array(keys) = cmd(&mut c, "KEYS *:q:groups") else {
         panic!("KEYS")
     };
-    assert_eq!(text(&cmd(&mut c, &format!("HGET {} A", text(&keys[0])))), "a2");
+    assert_eq!(
+        text(&cmd(&mut c, &format!("HGET {} A", text(&keys[0])))),
+        "a2"
+    );
 }
 
 fn entries_of_peek(v: &Value) -> Vec<String> {

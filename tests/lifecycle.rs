@@ -149,6 +149,58 @@ fn replace_of_an_inflight_message_waits_for_its_delivery_to_end() {
         entries(&cmd(&mut c, "DQ.POP q")),
         vec![("m".into(), "v2".into(), 1)]
     );
+    // Exactly once: acknowledged, the newer version is gone too.
+    assert_eq!(int(&cmd(&mut c, "DQ.ACK q m")), 1);
+    assert_eq!(cmd(&mut c, "DQ.POP q"), Value::Nil);
+    assert_eq!(cmd(&mut c, "DQ.GET q m"), Value::Nil);
+}
+
+/// The cases of the README's "Replacing a message" table that the test
+/// above does not cover.
+#[test]
+fn replace_cases_after_nack_lease_expiry_nx_and_death() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let payload = |c: &mut redis::Connection, id: &str| {
+        text(&field(&cmd(c, &format!("DQ.GET q {id}")), "payload"))
+    };
+    // NACK: the newer version replaces the retry; the reply is its state.
+    cmd(&mut c, "DQ.ADD q v1 ID n");
+    cmd(&mut c, "DQ.POP q");
+    cmd(&mut c, "DQ.ADD q v2 ID n DELAY 60000");
+    cmd(&mut c, "DQ.ADD q v3 ID n"); // last write wins
+    assert_eq!(text(&cmd(&mut c, "DQ.NACK q n DELAY 60000")), "ready");
+    assert_eq!(
+        entries(&cmd(&mut c, "DQ.POP q")),
+        vec![("n".into(), "v3".into(), 1)]
+    );
+    cmd(&mut c, "DQ.ACK q n");
+    // NX leaves an in-flight message and its delivery alone.
+    cmd(&mut c, "DQ.ADD q v1 ID x");
+    cmd(&mut c, "DQ.POP q LEASE 100");
+    assert_eq!(cmd(&mut c, "DQ.ADD q v2 ID x NX"), Value::Nil);
+    assert_eq!(
+        int(&field(&cmd(&mut c, "DQ.GET q x"), "replacement-pending")),
+        0
+    );
+    // Lease expiry: the newer version takes the place, as attempt 1.
+    cmd(&mut c, "DQ.ADD q v2 ID x");
+    assert!(wait_until(Duration::from_secs(5), || payload(&mut c, "x") == "v2"));
+    assert_eq!(
+        entries(&cmd(&mut c, "DQ.POP q")),
+        vec![("x".into(), "v2".into(), 1)]
+    );
+    // A dead message replaced is live again with fresh attempts.
+    cmd(&mut c, "DQ.ADD q v1 ID d MAXATTEMPTS 1");
+    cmd(&mut c, "DQ.POP q");
+    assert_eq!(text(&cmd(&mut c, "DQ.NACK q d")), "dead");
+    cmd(&mut c, "DQ.ADD q v2 ID d");
+    let d = cmd(&mut c, "DQ.GET q d");
+    assert_eq!(text(&field(&d, "state")), "ready");
+    assert_eq!(
+        (int(&field(&d, "attempt")), payload(&mut c, "d")),
+        (0, "v2".into())
+    );
 }
 
 #[test]
