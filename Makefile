@@ -7,7 +7,9 @@ PORT    ?= 6379
 RUN_DIR := target/run
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build release run test clippy fmt clean
+VALKEY  ?= valkey-server
+
+.PHONY: all deps valkey build release run test clippy fmt clean
 
 all: release
 
@@ -25,6 +27,16 @@ deps:
 	@command -v $(CARGO) >/dev/null 2>&1 || { \
 		echo "make: cargo is missing: install Rust (https://rustup.rs) first"; exit 1; }
 
+# Valkey 8 for the second run of the integration tests: Debian bookworm has
+# it in backports only, enabled from the machine's own apt sources.
+valkey:
+	@command -v $(VALKEY) >/dev/null 2>&1 || { \
+		echo "make: installing valkey-server from backports"; \
+		$(SUDO) scripts/enable-backports && \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			-t "$$(. /etc/os-release && echo $$VERSION_CODENAME)-backports" valkey-server; }
+
 build: deps
 	$(CARGO) build
 
@@ -39,9 +51,11 @@ run: release
 		--loadmodule $(abspath target/release/libdq.so)
 
 # Unit tests, then integration tests against real servers that the tests
-# start on free loopback ports and always stop.
-test: build
+# start on free loopback ports and always stop: once on redis-server, once
+# on valkey-server.
+test: build valkey
 	$(CARGO) test
+	DQ_SERVER=$(VALKEY) $(CARGO) test --test '*'
 
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
