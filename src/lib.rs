@@ -3,8 +3,8 @@
 //! Pure logic: `args` (grammar), `keys` (key naming), `message` (envelope),
 //! `queue` (state machine over the `store` trait), `effects` (what to
 //! replicate), `schedule` (when the timer is needed). Redis glue: `rkey`
-//! (raw key access), `redis_store`, `timer`, and `commands`, one file per
-//! command.
+//! (raw key access), `redis_store`, `timer`, `command_info` (publishes the
+//! `docs` each command declares), and `commands`, one file per command.
 
 // In unit tests the module entry point is not built, so the handlers it
 // registers look unused.
@@ -13,7 +13,9 @@
 pub mod args;
 pub mod backoff;
 pub mod census;
+pub mod command_info;
 pub mod commands;
+pub mod docs;
 pub mod effects;
 pub mod error;
 pub mod info;
@@ -49,6 +51,8 @@ mod module {
             ctx.log_warning(&format!("dq: {e}"));
             return Status::Err;
         }
+        // COMMAND DOCS, key specs and arity checks, where the server can.
+        crate::command_info::publish(ctx);
         // Keys are signalled as modified only when really written.
         ctx.set_module_options(ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
         // Replaces the crate's default INFO handler, which has nothing to say.

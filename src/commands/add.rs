@@ -20,10 +20,42 @@ use crate::args::{
 };
 use crate::backoff::Backoff;
 use crate::commands::{bytes, reply};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::queue::{self, AddMode, AddRequest};
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.add",
+    summary: "Schedules a message, or replaces the message with the same id",
+    complexity: "O(log N) where N is the number of messages in the queue",
+    arity: -3,
+    key: Some(KeyUse::Insert),
+    args: &[
+        Arg::key("queue"),
+        Arg::string("payload"),
+        Arg::one_of(
+            "when",
+            &[
+                Arg::integer("delay").token("DELAY"),
+                Arg::unix_time("at").token("AT"),
+            ],
+        )
+        .optional(),
+        Arg::string("id").token("ID").optional(),
+        Arg::one_of(
+            "condition",
+            &[Arg::pure_token("nx", "NX"), Arg::pure_token("xx", "XX")],
+        )
+        .optional(),
+        Arg::integer("priority").token("PRIORITY").optional(),
+        Arg::integer("maxattempts").token("MAXATTEMPTS").optional(),
+        Arg::string("backoff").token("BACKOFF").optional(),
+        Arg::string("group").token("GROUP").optional(),
+        Arg::integer("ttl").token("TTL").optional(),
+    ],
+};
 
 const NAME: &str = "dq.add";
 

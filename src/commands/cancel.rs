@@ -9,10 +9,20 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::parse_queue_and_ids;
 use crate::commands::{bytes, int, reply};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.cancel",
+    summary: "Deletes messages in any state",
+    complexity: "O(M log N) for M ids in a queue of N messages",
+    arity: -3,
+    key: Some(KeyUse::Delete),
+    args: &[Arg::key("queue"), Arg::string("id").multiple()],
+};
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv = bytes(&args);

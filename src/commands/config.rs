@@ -16,10 +16,42 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::args::{is_keyword, parse_lease, parse_max_attempts, unknown_option, Seen};
 use crate::backoff::Backoff;
 use crate::commands::{bytes, int, reply, reply_record};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
 use crate::redis_store::RedisStore;
 use crate::store::Store;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.config",
+    summary: "Reads or sets a queue's defaults: LEASE, MAXATTEMPTS, BACKOFF",
+    complexity: "O(1)",
+    arity: -2,
+    key: Some(KeyUse::Settings),
+    args: &[
+        Arg::key("queue"),
+        Arg::block(
+            "set",
+            &[Arg::block(
+                "setting",
+                &[
+                    Arg::one_of(
+                        "field",
+                        &[
+                            Arg::pure_token("lease", "LEASE"),
+                            Arg::pure_token("maxattempts", "MAXATTEMPTS"),
+                            Arg::pure_token("backoff", "BACKOFF"),
+                        ],
+                    ),
+                    Arg::string("value"),
+                ],
+            )
+            .multiple()],
+        )
+        .token("SET")
+        .optional(),
+    ],
+};
 
 /// One `field value` pair of SET; `None` means DEFAULT.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,10 +29,20 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::check_id;
 use crate::commands::{bytes, int, reply, reply_record};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::message::State;
 use crate::redis_store::RedisStore;
 use crate::store::Store;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.get",
+    summary: "Returns one message: state, payload, times, attempts and policy",
+    complexity: "O(1)",
+    arity: 3,
+    key: Some(KeyUse::Read),
+    args: &[Arg::key("queue"), Arg::string("id")],
+};
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv = bytes(&args);

@@ -17,7 +17,25 @@ pub mod touch;
 
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
+use crate::docs::CommandDoc;
 use crate::error::Result;
+
+/// Every command's COMMAND DOCS entry.
+pub const DOCS: [CommandDoc; 13] = [
+    add::DOC,
+    pop::DOC,
+    ack::DOC,
+    cancel::DOC,
+    nack::DOC,
+    touch::DOC,
+    redrive::DOC,
+    purge::DOC,
+    get::DOC,
+    peek::DOC,
+    stats::DOC,
+    config::DOC,
+    queues::DOC,
+];
 
 /// The raw bytes of every argument.
 pub fn bytes(args: &[RedisString]) -> Vec<&[u8]> {

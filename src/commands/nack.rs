@@ -13,10 +13,24 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{parse_id_and_option, parse_ms};
 use crate::commands::{bytes, reply};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.nack",
+    summary: "Ends a delivery as failed: retries after a delay or the backoff, or dead-letters",
+    complexity: "O(log N) where N is the number of messages in the queue",
+    arity: -3,
+    key: Some(KeyUse::Update),
+    args: &[
+        Arg::key("queue"),
+        Arg::string("id"),
+        Arg::integer("delay").token("DELAY").optional(),
+    ],
+};
 
 const MS: &str = "a non-negative integer number of milliseconds";
 

@@ -12,10 +12,24 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{is_keyword, parse_count, parse_state, unknown_option, ArgCursor, Seen};
 use crate::commands::{bytes, int, reply};
+use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::error::{DqError, Result};
 use crate::message::State;
 use crate::queue;
 use crate::redis_store::RedisStore;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.peek",
+    summary: "Returns messages of one state without taking them",
+    complexity: "O(log N + M) for M messages returned from a queue of N",
+    arity: -3,
+    key: Some(KeyUse::Read),
+    args: &[
+        Arg::key("queue"),
+        STATE,
+        Arg::integer("count").token("COUNT").optional(),
+    ],
+};
 
 pub const DEFAULT_COUNT: usize = 10;
 

@@ -15,11 +15,26 @@ use crate::args::{
     is_keyword, lease_deadline, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
 };
 use crate::commands::{bytes, int, reply};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::keys::{key_name, Part};
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.pop",
+    summary: "Takes ready messages, leasing each until ACK, NACK or lease expiry",
+    complexity: "O(M log N) for M messages taken from a queue of N",
+    arity: -2,
+    key: Some(KeyUse::Take),
+    args: &[
+        Arg::key("queue"),
+        Arg::integer("count").token("COUNT").optional(),
+        Arg::integer("timeout").token("BLOCK").optional(),
+        Arg::integer("lease").token("LEASE").optional(),
+    ],
+};
 
 const NAME: &str = "dq.pop";
 

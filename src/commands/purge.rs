@@ -9,11 +9,21 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::parse_state;
 use crate::commands::{bytes, int, reply};
+use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::error::{DqError, Result};
 use crate::message::State;
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.purge",
+    summary: "Deletes every message of a queue, or of one state",
+    complexity: "O(M log N) for M messages deleted; O(1) per key for the whole queue",
+    arity: -2,
+    key: Some(KeyUse::Delete),
+    args: &[Arg::key("queue"), STATE.optional()],
+};
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Option<State>)> {
     match args {

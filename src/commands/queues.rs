@@ -10,9 +10,19 @@ use std::collections::BTreeSet;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::reply;
+use crate::docs::CommandDoc;
 use crate::error::DqError;
 use crate::keys::parse_key_name;
 use crate::rkey::scan_keys;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.queues",
+    summary: "Lists the queues held in the selected database",
+    complexity: "O(N) where N is the number of keys in the database",
+    arity: 1,
+    key: None,
+    args: &[],
+};
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     if args.len() != 1 {

@@ -10,10 +10,30 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{check_id, is_keyword, parse_count, unknown_option, MAX_COUNT};
 use crate::commands::{bytes, int, reply};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::queue::{self, Redrive};
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.redrive",
+    summary: "Moves dead messages back to ready with fresh attempts",
+    complexity: "O(M log N) for M messages moved in a queue of N",
+    arity: -2,
+    key: Some(KeyUse::Update),
+    args: &[
+        Arg::key("queue"),
+        Arg::one_of(
+            "which",
+            &[
+                Arg::integer("count").token("COUNT"),
+                Arg::string("id").token("ID").multiple(),
+            ],
+        )
+        .optional(),
+    ],
+};
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Redrive<'a>)> {
     let [queue, options @ ..] = args else {

@@ -13,10 +13,20 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::{bytes, int, reply, reply_record};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.stats",
+    summary: "Returns counts per state and the lifetime counters of a queue",
+    complexity: "O(P) for P distinct priorities among ready messages",
+    arity: 2,
+    key: Some(KeyUse::Read),
+    args: &[Arg::key("queue")],
+};
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv = bytes(&args);

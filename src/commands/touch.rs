@@ -9,10 +9,24 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{lease_deadline, parse_id_and_option, parse_lease};
 use crate::commands::{bytes, int, reply};
+use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::Result;
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.touch",
+    summary: "Extends the lease of an in-flight message",
+    complexity: "O(log N) where N is the number of messages in the queue",
+    arity: -3,
+    key: Some(KeyUse::Update),
+    args: &[
+        Arg::key("queue"),
+        Arg::string("id"),
+        Arg::integer("lease").token("LEASE").optional(),
+    ],
+};
 
 /// Parses `queue id [LEASE ms]`.
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64>)> {
