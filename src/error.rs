@@ -54,6 +54,11 @@ pub enum DqError {
 
     #[error("ERR message '{id}' is corrupt: {why}")]
     Corrupt { id: String, why: String },
+
+    /// Cluster clients retry TRYAGAIN, as for a multi-key command whose
+    /// keys are split between two nodes during a slot migration.
+    #[error("TRYAGAIN queue '{0}' is moving to another cluster node; try again shortly")]
+    Migrating(String),
 }
 
 pub type Result<T, E = DqError> = std::result::Result<T, E>;

@@ -21,6 +21,7 @@ pub mod error;
 pub mod info;
 pub mod keys;
 pub mod message;
+pub mod migration;
 pub mod policy;
 pub mod queue;
 pub mod redis_store;
@@ -48,6 +49,10 @@ mod module {
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
         if let Err(e) = register_settings(ctx, args) {
+            ctx.log_warning(&format!("dq: {e}"));
+            return Status::Err;
+        }
+        if let Err(e) = crate::migration::start(ctx) {
             ctx.log_warning(&format!("dq: {e}"));
             return Status::Err;
         }

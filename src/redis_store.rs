@@ -15,6 +15,7 @@ use crate::effects::{Effects, Write};
 use crate::error::{printable, DqError, Result};
 use crate::keys::{key_name_from, key_prefix, Part};
 use crate::message::Message;
+use crate::migration;
 use crate::policy::{Policy, QueueConfig};
 use crate::rkey::{selected_db, signal_modified, signal_ready, Key, KeyKind};
 use crate::settings;
@@ -59,7 +60,12 @@ fn part_of(index: Index) -> Part {
 
 impl<'c> RedisStore<'c> {
     /// Opens the queue in the context's selected database.
+    /// While the queue's cluster slot is moving it is refused (see
+    /// `migration.rs`).
     pub fn open(ctx: &'c Context, queue: &[u8], writable: bool) -> Result<Self> {
+        if migration::is_moving(ctx, queue) {
+            return Err(DqError::Migrating(printable(queue)));
+        }
         let prefix = key_prefix(queue);
         let mut keys = Vec::with_capacity(Part::ALL.len());
         for part in Part::ALL {

@@ -9,7 +9,8 @@
 //! the server may hold queues it has not seen: module load, the end of an
 //! RDB/AOF load, promotion from replica to master, and SWAPDB. Queue keys
 //! that arrive one by one (RESTORE, as slot migration does; MOVE; COPY)
-//! put their queue on the schedule as they come.
+//! put their queue on the schedule as they come. A queue whose cluster slot
+//! is moving is skipped and looked at again shortly (see `migration.rs`).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -20,7 +21,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
 
 use crate::census;
+use crate::error::DqError;
 use crate::keys::{parse_key_name, Part};
+use crate::migration;
 use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::rkey::{scan_keys, selected_db};
@@ -162,6 +165,7 @@ fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> 
     }
     let mut store = match RedisStore::open(ctx, name, true) {
         Ok(store) => store,
+        Err(DqError::Migrating(_)) => return Some(now + migration::RETRY_MS),
         Err(e) => {
             ctx.log_warning(&format!("dq: skipping a queue: {e}"));
             return None;
@@ -203,8 +207,14 @@ pub fn discover(ctx: &Context) {
     let mut db = 0;
     while select_db(ctx, db) {
         for name in queues_in_db(ctx) {
-            let Ok(mut store) = RedisStore::open(ctx, &name, false) else {
-                continue;
+            let mut store = match RedisStore::open(ctx, &name, false) {
+                Ok(store) => store,
+                Err(DqError::Migrating(_)) if master => {
+                    let at = now_ms() + migration::RETRY_MS;
+                    TIMER.with(|t| t.borrow_mut().schedule.note((db, name), at));
+                    continue;
+                }
+                Err(_) => continue,
             };
             store.update_census();
             if master {

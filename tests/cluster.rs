@@ -1,0 +1,197 @@
+//! A 3-master Redis Cluster on loopback ports: queues of every name shape
+//! work through a cluster client, each node's timer serves the queues it
+//! owns, and a queue keeps every message while its slot moves to another
+//! node.
+
+mod support;
+
+use std::time::Duration;
+
+use support::*;
+
+fn c_cmd(c: &mut redis::cluster::ClusterConnection, args: &[&[u8]]) -> Value {
+    cluster_run(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn popped(v: &Value) -> Vec<(String, i64)> {
+    entries(v).into_iter().map(|(id, _, n)| (id, n)).collect()
+}
+
+#[test]
+fn queue_names_of_every_shape_are_served_by_the_node_that_owns_them() {
+    let cluster = Cluster::start(3);
+    let mut c = cluster.client();
+    let long = "q".repeat(300);
+    let names: [&str; 8] = [
+        "plain",
+        "{tag}name",
+        "a{b}c",
+        "{}x",
+        "x{",
+        "}{",
+        &long,
+        "заказы-⏰",
+    ];
+    let mut owners = std::collections::HashSet::new();
+    for name in names {
+        let q = name.as_bytes();
+        c_cmd(&mut c, &[b"DQ.ADD", q, b"now", b"ID", b"a"]);
+        // Due in 100 ms: only the owning node's timer can make it ready.
+        c_cmd(
+            &mut c,
+            &[b"DQ.ADD", q, b"later", b"ID", b"b", b"DELAY", b"100"],
+        );
+        assert_eq!(popped(&c_cmd(&mut c, &[b"DQ.POP", q])), [("a".into(), 1)]);
+        assert_eq!(int(&c_cmd(&mut c, &[b"DQ.ACK", q, b"a"])), 1);
+        let mut got = Vec::new();
+        assert!(
+            wait_until(Duration::from_secs(5), || {
+                got = popped(&c_cmd(&mut c, &[b"DQ.POP", q]));
+                !got.is_empty()
+            }),
+            "{name}: the delayed message never became ready"
+        );
+        assert_eq!(got, [("b".into(), 1)], "{name}");
+        // All of the queue's keys live on the node that owns the name.
+        let owner = cluster.owner(q);
+        owners.insert(owner);
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            let mut n = node.conn();
+            let keys = int(&cmd(&mut n, "DBSIZE"));
+            let stats = run(&mut n, &[b"DQ.STATS", q]);
+            if i == owner {
+                assert!(keys > 0, "{name}");
+                assert_eq!(int(&field(&stats.unwrap(), "acked")), 1, "{name}");
+            } else {
+                assert!(stats.unwrap_err().starts_with("MOVED"), "{name}");
+            }
+        }
+        c_cmd(&mut c, &[b"DQ.PURGE", q]);
+    }
+    assert!(owners.len() >= 2, "the names should spread over the nodes");
+    for node in &cluster.nodes {
+        let keys: Vec<String> = match cmd(&mut node.conn(), "KEYS *") {
+            Value::Array(k) => k.iter().map(text).collect(),
+            other => panic!("{other:?}"),
+        };
+        assert!(keys.iter().all(|k| k.ends_with(":meta")), "{keys:?}");
+    }
+}
+
+/// Moves the slot of a queue holding delayed, ready, in-flight, dead and
+/// group-waiting messages to another node, two keys per MIGRATE with pauses
+/// in between, so that the queue's keys are split between the nodes while
+/// leases run out and messages fall due. Nothing may be lost or changed on
+/// the way, and the new owner serves the queue without a restart.
+#[test]
+fn a_queue_keeps_every_message_while_its_slot_moves() {
+    let cluster = Cluster::start(3);
+    let mut c = cluster.client();
+    let q: &[u8] = b"orders";
+    let add = |c: &mut redis::cluster::ClusterConnection, rest: &[&[u8]]| {
+        let mut args: Vec<&[u8]> = vec![b"DQ.ADD", q, b"x"];
+        args.extend_from_slice(rest);
+        c_cmd(c, &args);
+    };
+    add(&mut c, &[b"ID", b"inflight"]);
+    assert_eq!(
+        popped(&c_cmd(&mut c, &[b"DQ.POP", q, b"LEASE", b"300"])).len(),
+        1
+    );
+    add(&mut c, &[b"ID", b"dead", b"MAXATTEMPTS", b"1"]);
+    c_cmd(&mut c, &[b"DQ.POP", q]);
+    assert_eq!(text(&c_cmd(&mut c, &[b"DQ.NACK", q, b"dead"])), "dead");
+    add(&mut c, &[b"ID", b"delayed", b"DELAY", b"400"]);
+    add(&mut c, &[b"ID", b"ttl", b"DELAY", b"60000", b"TTL", b"500"]);
+    add(&mut c, &[b"ID", b"ready"]);
+    add(&mut c, &[b"ID", b"g1", b"GROUP", b"g", b"PRIORITY", b"-1"]);
+    add(&mut c, &[b"ID", b"g2", b"GROUP", b"g", b"PRIORITY", b"-1"]);
+
+    let slot = int(&c_cmd(&mut c, &[b"CLUSTER", b"KEYSLOT", q])).to_string();
+    let from = cluster.owner(q);
+    let to = (from + 1) % 3;
+    let (from_id, to_id) = (cluster.id(from), cluster.id(to));
+    let mut src = cluster.nodes[from].conn();
+    let mut dst = cluster.nodes[to].conn();
+    cmd(
+        &mut dst,
+        &format!("CLUSTER SETSLOT {slot} IMPORTING {from_id}"),
+    );
+    cmd(
+        &mut src,
+        &format!("CLUSTER SETSLOT {slot} MIGRATING {to_id}"),
+    );
+    let dst_port = cluster.nodes[to].port.to_string();
+    let mut batches = 0;
+    loop {
+        let keys = match cmd(&mut src, &format!("CLUSTER GETKEYSINSLOT {slot} 2")) {
+            Value::Array(k) => k,
+            other => panic!("{other:?}"),
+        };
+        if keys.is_empty() {
+            break;
+        }
+        let mut args: Vec<Vec<u8>> = ["MIGRATE", "127.0.0.1", &dst_port, "", "0", "5000", "KEYS"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        args.extend(keys.iter().map(|k| text(k).into_bytes()));
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        run(&mut src, &args).unwrap();
+        batches += 1;
+        // While split, the queue answers TRYAGAIN on the importing node
+        // (the migrating one redirects there: the queue name is no key).
+        cmd(&mut dst, "ASKING");
+        let err = run(&mut dst, &[b"DQ.STATS", q]).unwrap_err();
+        assert!(err.starts_with("TRYAGAIN"), "{err}");
+        // Leases end, messages and TTLs fall due meanwhile.
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(
+        batches >= 3,
+        "the queue's keys should move in several batches"
+    );
+    for node in &cluster.nodes {
+        cmd(
+            &mut node.conn(),
+            &format!("CLUSTER SETSLOT {slot} NODE {to_id}"),
+        );
+    }
+
+    // The new owner serves everything.
+    let mut seen: Vec<(String, i64)> = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            for entry in popped(&c_cmd(
+                &mut c,
+                &[b"DQ.POP", q, b"COUNT", b"10", b"LEASE", b"60000"],
+            )) {
+                let id = entry.0.clone();
+                seen.push(entry);
+                c_cmd(&mut c, &[b"DQ.ACK", q, id.as_bytes()]);
+            }
+            seen.len() == 5
+        }),
+        "delivered after the move: {seen:?}"
+    );
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("delayed".into(), 1),
+            ("g1".into(), 1),
+            ("g2".into(), 1),
+            ("inflight".into(), 2),
+            ("ready".into(), 1)
+        ]
+    );
+    let stats = c_cmd(&mut c, &[b"DQ.STATS", q]);
+    assert_eq!(
+        int(&field(&stats, "dead")),
+        2,
+        "the NACKed one and the expired one"
+    );
+    let ttl = c_cmd(&mut c, &[b"DQ.GET", q, b"ttl"]);
+    assert_eq!(text(&field(&ttl, "dead-reason")), "expired");
+    assert_eq!(int(&cmd(&mut cluster.nodes[from].conn(), "DBSIZE")), 0);
+}
