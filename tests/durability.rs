@@ -1,0 +1,158 @@
+//! What survives a crash or a restart: with `appendfsync always` every ADD
+//! that got a reply, and no ACK undone; with RDB what the last SAVE held.
+//! Either way the timer serves every queue again with no client action.
+
+mod support;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::*;
+
+#[derive(Default)]
+struct Ledger {
+    /// ADDs that got a reply: id -> due time (Unix ms).
+    added: Vec<(String, u64)>,
+    acked: HashSet<String>,
+}
+
+#[test]
+fn kill_9_with_appendfsync_always_loses_no_acknowledged_write() {
+    let server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let url = server.url();
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (url, ledger, stop) = (url.clone(), ledger.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            for n in 0.. {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let delay = [0, 0, 300, 1500][n % 4];
+                let due = now_ms() + delay;
+                let line = format!("DQ.ADD q p{n} ID m{n} DELAY {delay}");
+                let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+                match run(&mut c, &args) {
+                    Ok(_) => ledger.lock().unwrap().added.push((format!("m{n}"), due)),
+                    Err(_) => break, // the server is gone
+                }
+            }
+        })
+    };
+    let consumer = {
+        let (ledger, stop) = (ledger.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut turn = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let Ok(v) = run(
+                    &mut c,
+                    &[b"DQ.POP", b"q", b"COUNT", b"10", b"LEASE", b"500"],
+                ) else {
+                    break;
+                };
+                for (id, _, _) in entries(&v) {
+                    turn += 1;
+                    if turn % 3 == 0 {
+                        continue; // this consumer "dies" with the message leased
+                    }
+                    match run(&mut c, &[b"DQ.ACK", b"q", id.as_bytes()]) {
+                        Ok(Value::Int(1)) => {
+                            ledger.lock().unwrap().acked.insert(id);
+                        }
+                        Ok(_) => {}
+                        Err(_) => return,
+                    }
+                }
+            }
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), || {
+        let l = ledger.lock().unwrap();
+        l.added.len() > 500 && l.acked.len() > 100
+    }));
+    let server = server.restart(); // SIGKILL, then start on the same files
+    stop.store(true, Ordering::SeqCst);
+    producer.join().unwrap();
+    consumer.join().unwrap();
+    let ledger = ledger.lock().unwrap();
+
+    let mut c = server.conn();
+    let mut open: HashSet<String> = HashSet::new();
+    for (id, _) in &ledger.added {
+        let found = cmd(&mut c, &format!("DQ.GET q {id}")) != Value::Nil;
+        if ledger.acked.contains(id) {
+            assert!(!found, "{id} was acked and came back");
+        } else {
+            assert!(found, "{id} got a reply to its ADD and is gone");
+            open.insert(id.clone());
+        }
+    }
+    // Every open message is delivered — delayed ones not before their due
+    // time, leased ones when their lease ends — and nothing acked is.
+    let due: std::collections::HashMap<&str, u64> = ledger
+        .added
+        .iter()
+        .map(|(id, at)| (id.as_str(), *at))
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            for (id, _, _) in entries(&cmd(&mut c, "DQ.POP q COUNT 100 LEASE 60000")) {
+                assert!(
+                    !ledger.acked.contains(&id),
+                    "{id} was acked and delivered again"
+                );
+                // (An ADD cut off before its reply may be there too.)
+                if let Some(at) = due.get(id.as_str()) {
+                    assert!(now_ms() >= *at, "{id} delivered early");
+                }
+                cmd(&mut c, &format!("DQ.ACK q {id}"));
+                open.remove(&id);
+            }
+            open.is_empty()
+        }),
+        "{} messages never delivered after the restart",
+        open.len()
+    );
+}
+
+#[test]
+fn rdb_save_then_restart_keeps_queues_served() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q x ID delayed DELAY 500");
+    cmd(&mut c, "DQ.ADD q x ID leased");
+    cmd(&mut c, "DQ.POP q LEASE 500");
+    cmd(&mut c, "DQ.ADD q x ID grouped GROUP g");
+    cmd(&mut c, "DQ.ADD q x ID waiting GROUP g");
+    cmd(&mut c, "SAVE");
+    cmd(&mut c, "DQ.ADD q x ID unsaved"); // after the snapshot: gone
+    let server = server.restart();
+    let mut c = server.conn();
+    assert_eq!(cmd(&mut c, "DQ.GET q unsaved"), Value::Nil);
+    let mut seen = Vec::new();
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            for (id, _, attempt) in entries(&cmd(&mut c, "DQ.POP q COUNT 10 LEASE 60000")) {
+                cmd(&mut c, &format!("DQ.ACK q {id}"));
+                seen.push((id, attempt));
+            }
+            seen.len() == 4
+        }),
+        "{seen:?}"
+    );
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("delayed".into(), 1),
+            ("grouped".into(), 1),
+            ("leased".into(), 2),
+            ("waiting".into(), 1)
+        ]
+    );
+}
