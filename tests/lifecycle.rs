@@ -437,14 +437,6 @@ fn more_messages_than_one_tick_moves_all_become_ready() {
     assert_eq!(payloads, (0..5000).collect::<Vec<i64>>());
 }
 
-fn info_field(c: &mut redis::Connection, name: &str) -> i64 {
-    let info = text(&cmd(c, "INFO dq"));
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in INFO dq:\n{info}"))
-}
-
 #[test]
 fn the_timer_sleeps_while_nothing_is_due_and_fires_once_per_due_time() {
     let server = Server::start();

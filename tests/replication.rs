@@ -58,3 +58,136 @@ fn a_replica_ends_with_the_masters_exact_state() {
     assert!(cmd_err(&mut r, "DQ.ADD q x").starts_with("READONLY"));
     assert!(cmd_err(&mut r, "DQ.POP q").starts_with("READONLY"));
 }
+
+fn replica_of(master: &Server) -> Server {
+    let port = master.port.to_string();
+    // No delay before a full sync it serves, should it become a master.
+    let replica = Server::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let mut r = replica.conn();
+    assert!(wait_until(Duration::from_secs(10), || {
+        text(&cmd(&mut r, "INFO replication")).contains("master_link_status:up")
+    }));
+    replica
+}
+
+/// Every write path, including the timer's (promotion, lease expiry, TTL)
+/// and groups, leaves the replica byte-for-byte equal to the master; the
+/// replica answers the read commands.
+#[test]
+fn every_write_path_reaches_the_replica() {
+    let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let replica = replica_of(&master);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    for line in [
+        "DQ.CONFIG q SET MAXATTEMPTS 2 BACKOFF fixed:50",
+        "DQ.ADD q x ID nacked",
+        "DQ.ADD q x ID touched",
+        "DQ.ADD q x ID cancelled DELAY 60000",
+        "DQ.ADD q x ID expires TTL 100",
+        "DQ.ADD q x ID g1 GROUP g",
+        "DQ.ADD q x ID g2 GROUP g",
+        "DQ.ADD q x ID promoted DELAY 100",
+        "DQ.ADD purged x ID p1",
+        "DQ.ADD purged x ID p2 DELAY 60000",
+    ] {
+        cmd(&mut m, line);
+    }
+    // nacked, touched, expires and g1, in ADD order.
+    assert_eq!(entries(&cmd(&mut m, "DQ.POP q COUNT 4 LEASE 100")).len(), 4);
+    cmd(&mut m, "DQ.NACK q nacked");
+    cmd(&mut m, "DQ.TOUCH q touched LEASE 60000");
+    cmd(&mut m, "DQ.CANCEL q cancelled");
+    cmd(&mut m, "DQ.PURGE purged READY");
+    // g1's lease ends and it comes back; nacked is retried after 50 ms.
+    assert!(wait_until(Duration::from_secs(5), || {
+        let s = cmd(&mut m, "DQ.STATS q");
+        int(&field(&s, "lease-expired")) == 1
+            && int(&field(&s, "expired")) == 1
+            && int(&field(&s, "delayed")) == 1 // g2, waiting for g1
+    }));
+    // nacked dies on its second attempt, and is redriven.
+    let popped = entries(&cmd(&mut m, "DQ.POP q COUNT 10 LEASE 60000"));
+    assert!(
+        popped.iter().any(|e| e.0 == "nacked" && e.2 == 2),
+        "{popped:?}"
+    );
+    assert_eq!(text(&cmd(&mut m, "DQ.NACK q nacked")), "dead");
+    assert_eq!(int(&cmd(&mut m, "DQ.REDRIVE q ID nacked expires")), 2);
+    cmd(&mut m, "DQ.ACK q g1");
+
+    assert_eq!(int(&cmd(&mut m, "WAIT 1 5000")), 1);
+    assert!(
+        wait_until(Duration::from_secs(5), || digest(&mut m) == digest(&mut r)),
+        "replica digest differs from the master's"
+    );
+    assert_eq!(
+        text(&field(&cmd(&mut r, "DQ.GET q g2"), "state")),
+        "ready",
+        "g1's ACK handed the group to g2"
+    );
+    assert_eq!(cmd(&mut r, "DQ.STATS q"), cmd(&mut m, "DQ.STATS q"));
+    assert_eq!(
+        cmd(&mut r, "DQ.PEEK q READY"),
+        cmd(&mut m, "DQ.PEEK q READY")
+    );
+    assert_eq!(
+        info_field(&mut r, "dq_timer_armed"),
+        0,
+        "a replica never runs the timer"
+    );
+}
+
+/// REPLICAOF NO ONE starts the promoted replica's timer, which delivers on
+/// time what the old master scheduled; the demoted master stops its own.
+#[test]
+fn failover_moves_the_timer_to_the_new_master() {
+    let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let replica = replica_of(&master);
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    cmd(&mut m, "DQ.ADD q x ID later DELAY 800");
+    cmd(&mut m, "DQ.ADD q x ID leased");
+    cmd(&mut m, "DQ.POP q LEASE 800");
+    // Far in the future: keeps the timer armed on whichever node is master.
+    cmd(&mut m, "DQ.ADD q x ID far DELAY 3600000");
+    assert_eq!(int(&cmd(&mut m, "WAIT 1 5000")), 1);
+    assert_eq!(info_field(&mut m, "dq_timer_armed"), 1);
+    assert_eq!(info_field(&mut r, "dq_timer_armed"), 0);
+    let due = int(&field(&cmd(&mut r, "DQ.GET q later"), "due-at")) as u64;
+
+    cmd(&mut r, "REPLICAOF NO ONE");
+    assert_eq!(
+        info_field(&mut r, "dq_timer_armed"),
+        1,
+        "promoted: it serves the queue"
+    );
+    let port = replica.port.to_string();
+    cmd(&mut m, &format!("REPLICAOF 127.0.0.1 {port}"));
+    assert!(wait_until(Duration::from_secs(10), || {
+        text(&cmd(&mut m, "INFO replication")).contains("master_link_status:up")
+    }));
+    assert_eq!(
+        info_field(&mut m, "dq_timer_armed"),
+        0,
+        "the demoted master stops its timer"
+    );
+    assert_eq!(info_field(&mut r, "dq_timer_armed"), 1);
+    let mut got = Vec::new();
+    assert!(wait_until(Duration::from_secs(10), || {
+        got.extend(entries(&cmd(&mut r, "DQ.POP q COUNT 10")));
+        got.len() == 2
+    }));
+    assert!(now_ms() >= due, "never early");
+    got.sort();
+    assert_eq!(got[0].0, "later");
+    assert_eq!((got[1].0.as_str(), got[1].2), ("leased", 2));
+    assert_eq!(int(&cmd(&mut r, "WAIT 1 5000")), 1);
+    assert!(wait_until(Duration::from_secs(5), || digest(&mut m) == digest(&mut r)));
+}

@@ -383,6 +383,15 @@ pub fn entries(v: &Value) -> Vec<(String, String, i64)> {
     }
 }
 
+/// One numeric field of `INFO dq`.
+pub fn info_field(c: &mut redis::Connection, name: &str) -> i64 {
+    let info = text(&cmd(c, "INFO dq"));
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO dq:\n{info}"))
+}
+
 pub fn digest(con: &mut redis::Connection) -> String {
     text(&cmd(con, "DEBUG DIGEST"))
 }
