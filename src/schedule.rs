@@ -59,6 +59,15 @@ impl Schedule {
         self.by_queue.clear();
     }
 
+    /// Forgets the queues of one database (FLUSHDB), or all (`None`).
+    pub fn forget_db(&mut self, db: Option<i32>) {
+        let Some(db) = db else {
+            return self.clear();
+        };
+        self.by_time.retain(|(_, (q_db, _))| *q_db != db);
+        self.by_queue.retain(|(q_db, _), _| *q_db != db);
+    }
+
     pub fn len(&self) -> usize {
         self.by_queue.len()
     }
@@ -105,5 +114,16 @@ mod tests {
         assert_eq!(s.len(), 1);
         assert_eq!(s.earliest(), Some(30));
         assert!(s.take_due(29).is_empty());
+    }
+
+    #[test]
+    fn forget_db_leaves_other_databases() {
+        let mut s = Schedule::default();
+        s.note(q("a"), 10);
+        s.note((3, b"a".to_vec()), 20);
+        s.forget_db(Some(0));
+        assert_eq!((s.len(), s.earliest()), (1, Some(20)));
+        s.forget_db(None);
+        assert!(s.is_empty());
     }
 }

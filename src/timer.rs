@@ -260,10 +260,10 @@ extern "C" fn on_swapdb(
 }
 
 /// A queue's key changed without a DQ command: a replicated write on a
-/// replica, DEL, EXPIRE, RESTORE (as slot migration does), MOVE, COPY...
-/// (The module's own writes raise no events.) The census counts the queue
-/// again; a key that arrived and times a queue puts it on the schedule,
-/// where the next tick finds its exact next time.
+/// replica, DEL, EXPIRE, RENAME, RESTORE (as slot migration does), MOVE,
+/// COPY... (The module's own writes raise no events.) The census counts the
+/// queue again and, on a master, the queue's place in the schedule is
+/// computed again from its keys.
 extern "C" fn on_key_event(
     ctx: *mut raw::RedisModuleCtx,
     _type: c_int,
@@ -280,18 +280,29 @@ extern "C" fn on_key_event(
         return raw::REDISMODULE_OK as c_int; // our own announcements
     }
     let ctx = Context::new(ctx);
-    if let Ok(store) = RedisStore::open(&ctx, &queue, false) {
-        store.update_census();
-    }
-    let arrived = matches!(event, b"restore" | b"move_to" | b"copy_to");
-    if arrived && matches!(part, Part::Delayed | Part::Inflight | Part::Expiry) {
-        note_due(&ctx, &queue, now_ms());
+    let timed = matches!(part, Part::Delayed | Part::Inflight | Part::Expiry);
+    match RedisStore::open(&ctx, &queue, false) {
+        Ok(mut store) => {
+            store.update_census();
+            if timed && is_master(&ctx) {
+                // Exact from the keys: arrived work is served, and work
+                // that left (DEL, EXPIRE, RENAME) leaves no stale entry.
+                let next = queue::next_due(&mut store).ok().flatten();
+                let db = selected_db(&ctx);
+                TIMER.with(|t| t.borrow_mut().schedule.set((db, queue), next));
+                arm(&ctx);
+            }
+        }
+        Err(DqError::Migrating(_)) if timed => {
+            note_due(&ctx, &queue, now_ms() + migration::RETRY_MS);
+        }
+        Err(_) => {}
     }
     raw::REDISMODULE_OK as c_int
 }
 
 extern "C" fn on_flush(
-    _ctx: *mut raw::RedisModuleCtx,
+    ctx: *mut raw::RedisModuleCtx,
     _event: raw::RedisModuleEvent,
     subevent: u64,
     data: *mut c_void,
@@ -301,7 +312,10 @@ extern "C" fn on_flush(
     }
     // SAFETY: for this event Redis passes a RedisModuleFlushInfo.
     let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
-    census::clear((info.dbnum >= 0).then_some(info.dbnum));
+    let db = (info.dbnum >= 0).then_some(info.dbnum);
+    census::clear(db);
+    TIMER.with(|t| t.borrow_mut().schedule.forget_db(db));
+    arm(&Context::new(ctx));
 }
 
 extern "C" fn on_loading(

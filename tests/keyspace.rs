@@ -84,3 +84,114 @@ fn a_big_backlog_does_not_starve_other_queues() {
     let left = int(&field(&cmd(&mut c, "DQ.STATS big"), "delayed"));
     assert!(left > 0, "small was served only after the whole backlog");
 }
+
+/// Messages per state across every queue of every database, by DQ.STATS:
+/// what INFO dq must agree with.
+fn recount(c: &mut redis::Connection) -> [i64; 4] {
+    let mut sum = [0; 4];
+    for db in 0..16 {
+        cmd(c, &format!("SELECT {db}"));
+        for q in match cmd(c, "DQ.QUEUES") {
+            Value::Array(names) => names.iter().map(text).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        } {
+            let stats = cmd(c, &format!("DQ.STATS {q}"));
+            for (i, state) in ["delayed", "ready", "inflight", "dead"].iter().enumerate() {
+                sum[i] += int(&field(&stats, state));
+            }
+        }
+    }
+    cmd(c, "SELECT 0");
+    sum
+}
+
+fn census(c: &mut redis::Connection) -> [i64; 4] {
+    ["delayed", "ready", "inflight", "dead"].map(|s| info_field(c, &format!("dq_messages_{s}")))
+}
+
+/// FLUSHDB, FLUSHALL, DEL, RENAME and EXPIRE of queue keys behind dq's
+/// back, in several databases: no crash, INFO dq agrees with the keys, no
+/// timer work is left for queues that are gone, and an untouched queue is
+/// served throughout.
+#[test]
+fn keyspace_commands_on_queue_keys_leave_dq_consistent() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let fill = |c: &mut redis::Connection, q: &str| {
+        cmd(c, &format!("DQ.ADD {q} x DELAY 150"));
+        cmd(c, &format!("DQ.ADD {q} x TTL 60000"));
+        cmd(c, &format!("DQ.ADD {q} x GROUP g"));
+        cmd(c, &format!("DQ.ADD {q} x GROUP g"));
+        cmd(c, &format!("DQ.POP {q} LEASE 150"));
+    };
+    for db in [0, 1, 2] {
+        cmd(&mut c, &format!("SELECT {db}"));
+        for q in ["a", "b", "c", "d", "keep"] {
+            fill(&mut c, q);
+        }
+    }
+    cmd(&mut c, "SELECT 1");
+    cmd(&mut c, "FLUSHDB");
+    cmd(&mut c, "SELECT 0");
+    for key in queue_keys(&mut c, "a") {
+        cmd(&mut c, &format!("DEL {key}"));
+    }
+    let b = queue_keys(&mut c, "b");
+    let delayed = b.iter().find(|k| k.ends_with(":delayed")).unwrap();
+    cmd(&mut c, &format!("RENAME {delayed} renamed-by-hand"));
+    for key in queue_keys(&mut c, "c") {
+        cmd(&mut c, &format!("PEXPIRE {key} 50"));
+    }
+    let msgs = queue_keys(&mut c, "d");
+    cmd(
+        &mut c,
+        &format!(
+            "DEL {}",
+            msgs.iter().find(|k| k.ends_with(":msgs")).unwrap()
+        ),
+    );
+    assert_eq!(census(&mut c), recount(&mut c));
+
+    // The untouched queues are served; leases and due times pass.
+    for db in [0, 2] {
+        cmd(&mut c, &format!("SELECT {db}"));
+        assert!(wait_until(Duration::from_secs(5), || ready(&mut c, "keep") == 3));
+    }
+    cmd(&mut c, "SELECT 0");
+    // Expired keys are gone once touched; then nothing is left to time
+    // except the TTLs of the queues that still exist.
+    assert!(wait_until(Duration::from_secs(5), || {
+        cmd(&mut c, "DBSIZE");
+        queue_keys(&mut c, "c").is_empty() && census(&mut c) == recount(&mut c)
+    }));
+    // Scheduled: exactly the queues with timed entries left (TTLs here).
+    let mut timed = std::collections::HashSet::new();
+    for db in 0..3 {
+        cmd(&mut c, &format!("SELECT {db}"));
+        let Value::Array(keys) = cmd(&mut c, "KEYS dq:*") else {
+            panic!()
+        };
+        for key in keys.iter().map(text) {
+            let (queue, part) = key.rsplit_once(':').unwrap();
+            if ["delayed", "inflight", "expiry"].contains(&part) {
+                timed.insert((db, queue.to_string()));
+            }
+        }
+    }
+    cmd(&mut c, "SELECT 0");
+    assert_eq!(
+        info_field(&mut c, "dq_queues_scheduled"),
+        timed.len() as i64
+    );
+    cmd(&mut c, "FLUSHALL");
+    assert_eq!(census(&mut c), [0; 4]);
+    assert_eq!(info_field(&mut c, "dq_queues"), 0);
+    // A queue created afresh is served as before.
+    cmd(&mut c, "DQ.ADD keep x DELAY 100");
+    assert!(wait_until(Duration::from_secs(5), || ready(&mut c, "keep") == 1));
+    assert!(wait_until(Duration::from_secs(5), || info_field(
+        &mut c,
+        "dq_queues_scheduled"
+    ) == 0));
+    assert_eq!(text(&cmd(&mut c, "PING")), "PONG");
+}
