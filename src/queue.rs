@@ -169,9 +169,14 @@ pub fn add(store: &mut impl Store, now: u64, req: &AddRequest) -> Result<Option<
         Some(current) => {
             unindex(store, &id, &current)?;
             sync_expiry(store, &id, live_expiry(&current), fresh.expire_at)?;
-            // A replaced message queues up in its group again, as if new.
-            release_group(store, now, &id, &current)?;
+            // The new version queues up in its group like a new message;
+            // a group the old one held goes to the earliest-due of the new
+            // version and the group's waiting messages.
+            let freed = free_group(store, &id, &current)?;
             place(store, now, &id, fresh.into_message())?;
+            if let Some(group) = freed {
+                hand_on(store, now, group)?;
+            }
         }
         None => {
             sync_expiry(store, &id, None, fresh.expire_at)?;
@@ -696,6 +701,9 @@ fn place(store: &mut impl Store, now: u64, id: &[u8], mut message: Message) -> R
         store.index_add(Index::Waiting, 0.0, &waiting_member(id, &message))?;
     }
     store.put_message(id, &message)?;
+    if let (State::Waiting, Some(group)) = (message.state, &message.group) {
+        hand_on(store, now, group)?; // when the group was free
+    }
     Ok(Placed {
         state: message.state,
         due_at: message.due_at,
@@ -709,63 +717,84 @@ pub struct Placed {
     pub due_at: u64,
 }
 
-/// Makes `id` the holder of its message's group unless another message
-/// holds it. True when the message may be ready (it has no group, or holds
-/// it now).
+/// Makes `id` the holder of its message's group if it may have it. True
+/// when the message may be ready (it has no group, or holds it now).
 fn take_group(store: &mut impl Store, id: &[u8], message: &Message) -> Result<bool> {
     let Some(group) = message.group.as_deref() else {
         return Ok(true);
     };
     match store.group_holder(group)? {
         Some(holder) if holder == id => return Ok(true),
-        Some(holder) if holds(store, group, &holder)? => return Ok(false),
-        _ => {}
+        Some(holder) if store.message_exists(&holder)? => return Ok(false),
+        // Only hand edits leave a holder without a record: it must not
+        // block the group forever.
+        Some(_) => store.set_group_holder(group, None)?,
+        None => {}
+    }
+    // A free group goes to the earliest-due of those who want it: this
+    // message joins the line if others are already in it (`place` then
+    // hands the group on).
+    if first_waiting(store, group)?.is_some() {
+        return Ok(false);
     }
     store.set_group_holder(group, Some(id))?;
     Ok(true)
 }
 
-/// Whether `holder`'s record still backs its claim on `group`. A holder
-/// that is gone, unreadable or elsewhere (only possible if the keys were
-/// edited by hand) must not block its group forever.
-fn holds(store: &mut impl Store, group: &[u8], holder: &[u8]) -> Result<bool> {
-    Ok(match store.message(holder) {
-        Ok(Some(m)) => {
-            m.group.as_deref() == Some(group)
-                && matches!(m.state, State::Ready | State::Inflight | State::Delayed)
-        }
-        Ok(None) | Err(DqError::Corrupt { .. }) => false,
-        Err(e) => return Err(e),
-    })
+/// The group's earliest-due waiting member, if any.
+fn first_waiting(store: &mut impl Store, group: &[u8]) -> Result<Option<Vec<u8>>> {
+    let prefix = group_prefix(group);
+    Ok(store
+        .index_first_from(Index::Waiting, &prefix)?
+        .filter(|member| member.starts_with(&prefix)))
+}
+
+/// Frees `message`'s group if it (as it was) held it; returns the group,
+/// which the caller must hand on.
+fn free_group<'m>(
+    store: &mut impl Store,
+    id: &[u8],
+    message: &'m Message,
+) -> Result<Option<&'m [u8]>> {
+    let Some(group) = message.group.as_deref() else {
+        return Ok(None);
+    };
+    if store.group_holder(group)?.as_deref() != Some(id) {
+        return Ok(None);
+    }
+    store.set_group_holder(group, None)?;
+    Ok(Some(group))
 }
 
 /// `message` (as it was) leaves its group: if it held the group, the
 /// group's first waiting message becomes ready and holds it.
 fn release_group(store: &mut impl Store, now: u64, id: &[u8], message: &Message) -> Result<()> {
-    let Some(group) = message.group.as_deref() else {
-        return Ok(());
-    };
-    if store.group_holder(group)?.as_deref() != Some(id) {
+    if let Some(group) = free_group(store, id, message)? {
+        hand_on(store, now, group)?;
+    }
+    Ok(())
+}
+
+/// A free group goes to its earliest-due waiting message, which is ready.
+fn hand_on(store: &mut impl Store, now: u64, group: &[u8]) -> Result<()> {
+    if store.group_holder(group)?.is_some() {
         return Ok(());
     }
-    store.set_group_holder(group, None)?;
-    let prefix = group_prefix(group);
-    while let Some(member) = store.index_first_from(Index::Waiting, &prefix)? {
-        if !member.starts_with(&prefix) {
-            break;
-        }
+    while let Some(member) = first_waiting(store, group)? {
         store.index_remove(Index::Waiting, &member)?;
         let next_id = id_of_waiting_member(&member);
         let next = load_or_set_aside(store, next_id)?;
         // Entries not backed by a waiting record are dropped on the way.
-        if let Some(next) = next.filter(|m| m.state == State::Waiting) {
-            if waiting_member(next_id, &next) == member {
-                // It was due when it began to wait, whatever the clock says
-                // now (a promoted replica's clock may be behind).
-                let due = now.max(next.due_at);
-                place(store, due, next_id, next)?;
-                break;
-            }
+        let Some(next) = next.filter(|m| m.state == State::Waiting) else {
+            continue;
+        };
+        if waiting_member(next_id, &next) == member {
+            store.set_group_holder(group, Some(next_id))?;
+            // It was due when it began to wait, whatever the clock says
+            // now (a promoted replica's clock may be behind).
+            let due = now.max(next.due_at);
+            place(store, due, next_id, next)?;
+            break;
         }
     }
     Ok(())
@@ -1550,14 +1579,37 @@ mod tests {
     }
 
     /// Only hand edits can leave a group held by a message that is gone;
-    /// the group must not stay blocked.
+    /// the group must not stay blocked, and must still go in due order.
     #[test]
     fn a_vanished_holder_does_not_block_its_group() {
         let mut s = MemoryStore::default();
         add(&mut s, 0, &grouped("a1", "A", 0)).unwrap();
+        add(&mut s, 5, &grouped("a2", "A", 5)).unwrap();
+        assert_eq!(state(&mut s, "a2"), Some(State::Waiting));
         s.messages.remove(&b"a1"[..]);
-        add(&mut s, 0, &grouped("a2", "A", 0)).unwrap();
+        // The next message of the group finds the holder gone; the one
+        // that was waiting, due first, goes first.
+        add(&mut s, 10, &grouped("a3", "A", 10)).unwrap();
         assert_eq!(pop_ids(&mut s, 10), ["a2"]);
+        ack(&mut s, 20, &[b"a2"]).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["a3"]);
+    }
+
+    /// A replaced holder competes with its group's waiting messages by due
+    /// time, as a new message would.
+    #[test]
+    fn a_replaced_holder_due_earlier_than_the_waiters_goes_first() {
+        let mut s = MemoryStore::default();
+        add(&mut s, 300, &grouped("h", "A", 100)).unwrap();
+        add(&mut s, 300, &grouped("w", "A", 200)).unwrap();
+        add(&mut s, 300, &grouped("h", "A", 50)).unwrap();
+        assert_eq!(state(&mut s, "w"), Some(State::Waiting));
+        assert_eq!(pop_ids(&mut s, 10), ["h"]);
+        // Due later than the waiter, it goes behind it.
+        add(&mut s, 300, &grouped("x", "A", 300)).unwrap();
+        ack(&mut s, 300, &[b"h"]).unwrap();
+        add(&mut s, 300, &grouped("w", "A", 250)).unwrap();
+        assert_eq!(pop_ids(&mut s, 10), ["w"]);
     }
 
     #[test]

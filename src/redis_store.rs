@@ -178,6 +178,10 @@ impl Store for RedisStore<'_> {
             .transpose()
     }
 
+    fn message_exists(&mut self, id: &[u8]) -> Result<bool> {
+        Ok(self.key(Part::Messages).hash_exists(id))
+    }
+
     fn put_message(&mut self, id: &[u8], message: &Message) -> Result<()> {
         let value = message.encode();
         self.key(Part::Messages).hash_set(id, &value);

@@ -209,6 +209,26 @@ impl Key {
         self.owned(value).map(|v| v.as_slice().to_vec())
     }
 
+    pub fn hash_exists(&self, field: &[u8]) -> bool {
+        if self.key.is_null() {
+            return false;
+        }
+        let field = self.string(field);
+        let mut exists: c_int = 0;
+        // SAFETY: open hash key; with HASH_EXISTS the pairs are (field,
+        // &int), terminated by NULL.
+        unsafe {
+            raw::RedisModule_HashGet.unwrap()(
+                self.key,
+                raw::REDISMODULE_HASH_EXISTS as c_int,
+                field.inner,
+                &mut exists as *mut c_int,
+                ptr::null_mut::<c_void>(),
+            );
+        }
+        exists != 0
+    }
+
     pub fn hash_set(&mut self, field: &[u8], value: &[u8]) {
         let field = self.string(field);
         let value = self.string(value);

@@ -123,6 +123,8 @@ impl Event {
 
 pub trait Store {
     fn message(&mut self, id: &[u8]) -> Result<Option<Message>>;
+    /// Whether a record exists for `id`, without reading it.
+    fn message_exists(&mut self, id: &[u8]) -> Result<bool>;
     fn put_message(&mut self, id: &[u8], message: &Message) -> Result<()>;
     fn delete_message(&mut self, id: &[u8]) -> Result<()>;
 
@@ -241,6 +243,9 @@ mod memory {
                 .get(id)
                 .map(|bytes| Message::decode(id, bytes))
                 .transpose()
+        }
+        fn message_exists(&mut self, id: &[u8]) -> Result<bool> {
+            Ok(self.messages.contains_key(id))
         }
         fn put_message(&mut self, id: &[u8], message: &Message) -> Result<()> {
             self.messages.insert(id.to_vec(), message.encode());
