@@ -107,6 +107,33 @@ fn a_queue_keeps_every_message_while_its_slot_moves() {
     add(&mut c, &[b"ID", b"g1", b"GROUP", b"g", b"PRIORITY", b"-1"]);
     add(&mut c, &[b"ID", b"g2", b"GROUP", b"g", b"PRIORITY", b"-1"]);
 
+    // Meanwhile a producer keeps adding to another queue of the same slot,
+    // through a cluster client that retries TRYAGAIN.
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let producer = {
+        let mut p = cluster.client();
+        let (stop, count) = (stop.clone(), count.clone());
+        std::thread::spawn(move || {
+            let mut added = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                let id = format!("live-{}", added.len());
+                let args: [&[u8]; 5] = [b"DQ.ADD", b"{orders}live", b"x", b"ID", id.as_bytes()];
+                cluster_run(&mut p, &args).unwrap_or_else(|e| panic!("{id}: {e}"));
+                added.push(id);
+                count.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            added
+        })
+    };
+    let running = |n: usize| {
+        wait_until(Duration::from_secs(10), || {
+            count.load(Ordering::SeqCst) >= n
+        })
+    };
+    assert!(running(5), "the producer should be adding before the move");
     let slot = int(&c_cmd(&mut c, &[b"CLUSTER", b"KEYSLOT", q])).to_string();
     let from = cluster.owner(q);
     let to = (from + 1) % 3;
@@ -157,6 +184,25 @@ fn a_queue_keeps_every_message_while_its_slot_moves() {
             &format!("CLUSTER SETSLOT {slot} NODE {to_id}"),
         );
     }
+
+    let before = count.load(Ordering::SeqCst);
+    assert!(
+        running(before + 5),
+        "the producer should go on after the move"
+    );
+    stop.store(true, Ordering::SeqCst);
+    let live_added = producer.join().unwrap();
+    let mut live_seen = std::collections::HashSet::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let got = c_cmd(&mut c, &[b"DQ.POP", b"{orders}live", b"COUNT", b"1000"]);
+            live_seen.extend(popped(&got).into_iter().map(|e| e.0));
+            live_seen.len() == live_added.len()
+        }),
+        "{} of {} delivered",
+        live_seen.len(),
+        live_added.len()
+    );
 
     // The new owner serves everything.
     let mut seen: Vec<(String, i64)> = Vec::new();
