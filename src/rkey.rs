@@ -140,16 +140,24 @@ impl Key {
             {
                 return None;
             }
-            let mut found = None;
-            if raw::RedisModule_ZsetRangeEndReached.unwrap()(self.key) == 0 {
-                let mut score = 0.0;
-                let element =
-                    raw::RedisModule_ZsetRangeCurrentElement.unwrap()(self.key, &mut score);
-                found = self.owned(element).map(|e| (e.as_slice().to_vec(), score));
-            }
-            raw::RedisModule_ZsetRangeStop.unwrap()(self.key);
-            found
+            self.take_range_head()
         }
+    }
+
+    /// The first element of the range just started on this key, if any;
+    /// stops the range.
+    ///
+    /// # Safety
+    /// A ZsetFirstIn*Range call on this open key must have succeeded.
+    unsafe fn take_range_head(&mut self) -> Option<(Vec<u8>, f64)> {
+        let mut found = None;
+        if raw::RedisModule_ZsetRangeEndReached.unwrap()(self.key) == 0 {
+            let mut score = 0.0;
+            let element = raw::RedisModule_ZsetRangeCurrentElement.unwrap()(self.key, &mut score);
+            found = self.owned(element).map(|e| (e.as_slice().to_vec(), score));
+        }
+        raw::RedisModule_ZsetRangeStop.unwrap()(self.key);
+        found
     }
 
     /// The first member >= `min` in byte order, in a zset whose scores are
@@ -169,15 +177,7 @@ impl Key {
             if first(self.key, min.inner, max.inner) != raw::REDISMODULE_OK as c_int {
                 return None;
             }
-            let mut found = None;
-            if raw::RedisModule_ZsetRangeEndReached.unwrap()(self.key) == 0 {
-                let mut score = 0.0;
-                let element =
-                    raw::RedisModule_ZsetRangeCurrentElement.unwrap()(self.key, &mut score);
-                found = self.owned(element).map(|e| e.as_slice().to_vec());
-            }
-            raw::RedisModule_ZsetRangeStop.unwrap()(self.key);
-            found
+            self.take_range_head().map(|(member, _)| member)
         }
     }
 
