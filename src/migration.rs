@@ -16,7 +16,7 @@
 //! moving the cache is also re-read every `REFRESH` to catch a state the
 //! cluster bus cleared.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
@@ -60,11 +60,14 @@ struct Moving {
 thread_local! {
     // Main thread only; `None`: read CLUSTER NODES before trusting it.
     static MOVING: RefCell<Option<Moving>> = const { RefCell::new(None) };
+    // cluster-enabled cannot change while the server runs: read at load,
+    // not on every command.
+    static CLUSTER: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Whether `queue`'s slot is migrating or importing on this node.
 pub fn is_moving(ctx: &Context, queue: &[u8]) -> bool {
-    if !ctx.get_flags().contains(ContextFlags::CLUSTER) {
+    if !CLUSTER.with(Cell::get) {
         return false;
     }
     let stale = MOVING.with(|m| match &*m.borrow() {
@@ -117,6 +120,8 @@ extern "C" fn on_command(fctx: *mut raw::RedisModuleCommandFilterCtx) {
 
 /// Installs the command filter; call from the module's load callback.
 pub fn start(ctx: &Context) -> Result<(), String> {
+    let cluster = ctx.get_flags().contains(ContextFlags::CLUSTER);
+    CLUSTER.with(|c| c.set(cluster));
     // SAFETY: called from OnLoad with the module's context. NOSELF: the
     // module's own CLUSTER NODES call must not drop what it just read.
     let filter = unsafe {

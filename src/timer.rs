@@ -12,7 +12,7 @@
 //! put their queue on the schedule as they come. A queue whose cluster slot
 //! is moving is skipped and looked at again shortly (see `migration.rs`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -75,6 +75,7 @@ pub fn report() -> TimerReport {
 thread_local! {
     // Redis calls commands, timers and events on its main thread only.
     static TIMER: RefCell<Timer> = RefCell::new(Timer::default());
+    static MASTER: Cell<bool> = const { Cell::new(false) };
 }
 
 pub fn now_ms() -> u64 {
@@ -83,8 +84,17 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn is_master(ctx: &Context) -> bool {
-    ctx.get_flags().contains(ContextFlags::MASTER)
+/// Whether this server is a master, as of the last role change. Asking the
+/// server (RedisModule_GetContextFlags) on every write is not free, and the
+/// role changes only where `read_role` is called: at load and on the
+/// role-changed event.
+fn is_master() -> bool {
+    MASTER.with(Cell::get)
+}
+
+fn read_role(ctx: &Context) {
+    let master = ctx.get_flags().contains(ContextFlags::MASTER);
+    MASTER.with(|m| m.set(master));
 }
 
 fn select_db(ctx: &Context, db: i32) -> bool {
@@ -103,7 +113,7 @@ pub fn note_due(ctx: &Context, queue: &[u8], at: u64) {
 fn arm(ctx: &Context) {
     let earliest = TIMER.with(|t| t.borrow().schedule.earliest());
     let armed = TIMER.with(|t| t.borrow().armed);
-    let Some(at) = earliest.filter(|_| is_master(ctx)) else {
+    let Some(at) = earliest.filter(|_| is_master()) else {
         if let Some((id, _)) = armed {
             let _ = ctx.stop_timer::<()>(id);
             TIMER.with(|t| t.borrow_mut().armed = None);
@@ -131,7 +141,7 @@ fn tick(ctx: &Context, _: ()) {
         t.armed = None;
         t.work.ticks += 1;
     });
-    if !is_master(ctx) {
+    if !is_master() {
         return;
     }
     let now = now_ms();
@@ -202,7 +212,7 @@ fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> 
 pub fn discover(ctx: &Context) {
     TIMER.with(|t| t.borrow_mut().schedule.clear());
     census::clear(None);
-    let master = is_master(ctx);
+    let master = is_master();
     let original_db = selected_db(ctx);
     let mut db = 0;
     while select_db(ctx, db) {
@@ -247,7 +257,9 @@ extern "C" fn on_role_changed(
     _data: *mut c_void,
 ) {
     // Now master: serve what replication brought. Now replica: stop.
-    discover(&Context::new(ctx));
+    let ctx = Context::new(ctx);
+    read_role(&ctx);
+    discover(&ctx);
 }
 
 extern "C" fn on_swapdb(
@@ -284,7 +296,7 @@ extern "C" fn on_key_event(
     match RedisStore::open(&ctx, &queue, false) {
         Ok(mut store) => {
             store.update_census();
-            if timed && is_master(&ctx) {
+            if timed && is_master() {
                 // Exact from the keys: arrived work is served, and work
                 // that left (DEL, EXPIRE, RENAME) leaves no stale entry.
                 let next = queue::next_due(&mut store).ok().flatten();
@@ -369,6 +381,7 @@ pub fn start(ctx: &Context) -> Result<(), String> {
     if status != raw::REDISMODULE_OK as c_int {
         return Err("could not subscribe to keyspace events".into());
     }
+    read_role(ctx);
     discover(ctx);
     Ok(())
 }
