@@ -6,9 +6,9 @@
 //! (raw key access), `redis_store`, `timer`, `command_info` (publishes the
 //! `docs` each command declares), and `commands`, one file per command.
 
-// In unit tests the module entry point is not built, so the handlers it
-// registers look unused.
-#![cfg_attr(test, allow(dead_code))]
+// In unit tests and fuzz builds the module entry point is not built, so the
+// handlers it registers look unused.
+#![cfg_attr(any(test, fuzzing), allow(dead_code))]
 
 pub mod args;
 pub mod backoff;
@@ -31,7 +31,7 @@ pub mod settings;
 pub mod store;
 pub mod timer;
 
-#[cfg(not(test))]
+#[cfg(not(any(test, fuzzing)))]
 mod module {
     use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
 

@@ -1,0 +1,2 @@
+//! `make bench`: placeholder until the benchmark lands.
+fn main() {}
