@@ -7,25 +7,33 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use crate::schedule::QueueRef;
-
 /// Messages per state: delayed, ready, in flight, dead.
 pub type Counts = [u64; 4];
 
 #[derive(Debug, Default)]
 pub struct Census {
-    queues: HashMap<QueueRef, Counts>,
+    /// Per database, per queue name: looked up by borrowed name, so that
+    /// updating a known queue (every write command) allocates nothing.
+    queues: HashMap<i32, HashMap<Vec<u8>, Counts>>,
 }
 
 impl Census {
     /// `None`: the queue has no keys any more.
-    pub fn set(&mut self, queue: QueueRef, counts: Option<Counts>) {
+    pub fn set(&mut self, db: i32, name: &[u8], counts: Option<Counts>) {
         match counts {
             Some(counts) => {
-                self.queues.insert(queue, counts);
+                let queues = self.queues.entry(db).or_default();
+                match queues.get_mut(name) {
+                    Some(known) => *known = counts,
+                    None => {
+                        queues.insert(name.to_vec(), counts);
+                    }
+                }
             }
             None => {
-                self.queues.remove(&queue);
+                if let Some(queues) = self.queues.get_mut(&db) {
+                    queues.remove(name);
+                }
             }
         }
     }
@@ -33,7 +41,9 @@ impl Census {
     /// Forgets one database, or all of them (`None`).
     pub fn clear(&mut self, db: Option<i32>) {
         match db {
-            Some(db) => self.queues.retain(|(q_db, _), _| *q_db != db),
+            Some(db) => {
+                self.queues.remove(&db);
+            }
             None => self.queues.clear(),
         }
     }
@@ -41,12 +51,14 @@ impl Census {
     /// Number of queues, and messages per state across them.
     pub fn totals(&self) -> (usize, Counts) {
         let mut sum = [0; 4];
-        for counts in self.queues.values() {
+        let mut queues = 0;
+        for counts in self.queues.values().flat_map(HashMap::values) {
+            queues += 1;
             for (total, n) in sum.iter_mut().zip(counts) {
                 *total += n;
             }
         }
-        (self.queues.len(), sum)
+        (queues, sum)
     }
 }
 
@@ -55,8 +67,8 @@ thread_local! {
     static CENSUS: RefCell<Census> = RefCell::new(Census::default());
 }
 
-pub fn set(queue: QueueRef, counts: Option<Counts>) {
-    CENSUS.with(|c| c.borrow_mut().set(queue, counts));
+pub fn set(db: i32, name: &[u8], counts: Option<Counts>) {
+    CENSUS.with(|c| c.borrow_mut().set(db, name, counts));
 }
 
 pub fn clear(db: Option<i32>) {
@@ -74,13 +86,13 @@ mod tests {
     #[test]
     fn totals_follow_updates_removals_and_clears() {
         let mut c = Census::default();
-        c.set((0, b"a".to_vec()), Some([1, 2, 3, 4]));
-        c.set((0, b"b".to_vec()), Some([0, 0, 0, 0]));
-        c.set((3, b"a".to_vec()), Some([10, 0, 0, 0]));
+        c.set(0, b"a", Some([1, 2, 3, 4]));
+        c.set(0, b"b", Some([0, 0, 0, 0]));
+        c.set(3, b"a", Some([10, 0, 0, 0]));
         assert_eq!(c.totals(), (3, [11, 2, 3, 4]));
-        c.set((0, b"a".to_vec()), Some([0, 1, 0, 0]));
+        c.set(0, b"a", Some([0, 1, 0, 0]));
         assert_eq!(c.totals(), (3, [10, 1, 0, 0]));
-        c.set((0, b"b".to_vec()), None);
+        c.set(0, b"b", None);
         assert_eq!(c.totals().0, 2);
         c.clear(Some(3));
         assert_eq!(c.totals(), (1, [0, 1, 0, 0]));

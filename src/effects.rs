@@ -8,40 +8,45 @@
 //! not three hundred). Different keys are independent, so grouping by key
 //! leaves the final state unchanged.
 
+use std::ffi::CStr;
+
 use crate::keys::Part;
 
+/// One write, generic over the string type: byte vectors in unit tests,
+/// the very Redis strings handed to the key API in the module, so that
+/// replicating a write copies nothing.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Write {
-    ZAdd { score: i64, member: Vec<u8> },
-    ZRem { member: Vec<u8> },
-    HSet { field: Vec<u8>, value: Vec<u8> },
-    HDel { field: Vec<u8> },
+pub enum Write<S> {
+    ZAdd { score: i64, member: S },
+    ZRem { member: S },
+    HSet { field: S, value: S },
+    HDel { field: S },
     Del,
 }
 
-impl Write {
-    fn command(&self) -> &'static str {
+impl<S> Write<S> {
+    fn command(&self) -> &'static CStr {
         match self {
-            Write::ZAdd { .. } => "ZADD",
-            Write::ZRem { .. } => "ZREM",
-            Write::HSet { .. } => "HSET",
-            Write::HDel { .. } => "HDEL",
-            Write::Del => "DEL",
+            Write::ZAdd { .. } => c"ZADD",
+            Write::ZRem { .. } => c"ZREM",
+            Write::HSet { .. } => c"HSET",
+            Write::HDel { .. } => c"HDEL",
+            Write::Del => c"DEL",
         }
     }
 
-    fn push_args(&self, args: &mut Vec<Vec<u8>>) {
+    fn push_args(self, args: &mut Vec<S>, number: &mut impl FnMut(i64) -> S) {
         match self {
             Write::ZAdd { score, member } => {
-                args.push(score.to_string().into_bytes());
-                args.push(member.clone());
+                args.push(number(score));
+                args.push(member);
             }
-            Write::ZRem { member } => args.push(member.clone()),
+            Write::ZRem { member } => args.push(member),
             Write::HSet { field, value } => {
-                args.push(field.clone());
-                args.push(value.clone());
+                args.push(field);
+                args.push(value);
             }
-            Write::HDel { field } => args.push(field.clone()),
+            Write::HDel { field } => args.push(field),
             Write::Del => {}
         }
     }
@@ -49,28 +54,40 @@ impl Write {
 
 /// One command to replicate: name, key part, and the arguments after the key.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Command {
-    pub name: &'static str,
+pub struct Command<S> {
+    pub name: &'static CStr,
     pub part: Part,
-    pub args: Vec<Vec<u8>>,
+    pub args: Vec<S>,
 }
 
-#[derive(Debug, Default)]
-pub struct Effects {
-    writes: Vec<(Part, Vec<Write>)>,
+#[derive(Debug)]
+pub struct Effects<S = Vec<u8>> {
+    /// In recording order; grouped by key only when replicated.
+    writes: Vec<(Part, Write<S>)>,
+    /// Bit `Part::index` is set for each key written.
+    touched: u32,
 }
 
-impl Effects {
-    pub fn record(&mut self, part: Part, write: Write) {
-        match self.writes.iter_mut().find(|(p, _)| *p == part) {
-            Some((_, list)) => list.push(write),
-            None => self.writes.push((part, vec![write])),
+impl<S> Default for Effects<S> {
+    fn default() -> Self {
+        Effects {
+            writes: Vec::new(),
+            touched: 0,
         }
+    }
+}
+
+impl<S> Effects<S> {
+    pub fn record(&mut self, part: Part, write: Write<S>) {
+        self.touched |= 1 << part.index();
+        self.writes.push((part, write));
     }
 
     /// The keys written to.
     pub fn parts(&self) -> impl Iterator<Item = Part> + '_ {
-        self.writes.iter().map(|(part, _)| *part)
+        Part::ALL
+            .into_iter()
+            .filter(|part| self.touched & (1 << part.index()) != 0)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -78,24 +95,26 @@ impl Effects {
     }
 
     /// The commands to replicate, per key in recording order, with runs of
-    /// the same command merged.
-    pub fn into_commands(self) -> Vec<Command> {
-        let mut commands: Vec<Command> = Vec::new();
-        for (part, writes) in self.writes {
-            let mut last: Option<&'static str> = None;
-            for write in writes {
-                let name = write.command();
-                if last != Some(name) {
-                    commands.push(Command {
-                        name,
-                        part,
-                        args: Vec::new(),
-                    });
-                    last = Some(name);
-                }
-                if let Some(command) = commands.last_mut() {
-                    write.push_args(&mut command.args);
-                }
+    /// the same command merged. `number` spells a ZADD score.
+    pub fn into_commands(self, mut number: impl FnMut(i64) -> S) -> Vec<Command<S>> {
+        let mut writes = self.writes;
+        // Stable: each key's writes keep their order.
+        writes.sort_by_key(|(part, _)| part.index());
+        let mut commands: Vec<Command<S>> = Vec::new();
+        for (part, write) in writes {
+            let name = write.command();
+            let same = commands
+                .last()
+                .is_some_and(|last| last.part == part && last.name == name);
+            if !same {
+                commands.push(Command {
+                    name,
+                    part,
+                    args: Vec::new(),
+                });
+            }
+            if let Some(command) = commands.last_mut() {
+                write.push_args(&mut command.args, &mut number);
             }
         }
         commands
@@ -106,20 +125,24 @@ impl Effects {
 mod tests {
     use super::*;
 
-    fn zadd(score: i64, m: &str) -> Write {
+    fn number(n: i64) -> Vec<u8> {
+        n.to_string().into_bytes()
+    }
+
+    fn zadd(score: i64, m: &str) -> Write<Vec<u8>> {
         Write::ZAdd {
             score,
             member: m.into(),
         }
     }
 
-    fn zrem(m: &str) -> Write {
+    fn zrem(m: &str) -> Write<Vec<u8>> {
         Write::ZRem { member: m.into() }
     }
 
     #[test]
     fn runs_merge_per_key_and_keep_order() {
-        let mut e = Effects::default();
+        let mut e: Effects = Effects::default();
         e.record(Part::Ready, zrem("a"));
         e.record(Part::Inflight, zadd(5, "a"));
         e.record(Part::Ready, zrem("b"));
@@ -129,7 +152,7 @@ mod tests {
         e.record(Part::Dead, Write::Del);
         e.record(Part::Dead, Write::Del);
         let got: Vec<(String, Part, Vec<String>)> = e
-            .into_commands()
+            .into_commands(number)
             .into_iter()
             .map(|c| {
                 let args = c
@@ -137,7 +160,7 @@ mod tests {
                     .iter()
                     .map(|a| String::from_utf8(a.clone()).unwrap())
                     .collect();
-                (c.name.to_string(), c.part, args)
+                (c.name.to_str().unwrap().to_string(), c.part, args)
             })
             .collect();
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
@@ -155,8 +178,8 @@ mod tests {
 
     #[test]
     fn nothing_recorded_replicates_nothing() {
-        let e = Effects::default();
+        let e: Effects = Effects::default();
         assert!(e.is_empty());
-        assert!(e.into_commands().is_empty());
+        assert!(e.into_commands(number).is_empty());
     }
 }

@@ -20,6 +20,8 @@
 //! here knows about Redis, clocks or replication: callers pass `now` and
 //! the policy in force, and the store records effects.
 
+use std::collections::HashSet;
+
 use crate::args::MAX_TIME_MS;
 use crate::backoff::Backoff;
 use crate::error::{DqError, Result};
@@ -118,6 +120,16 @@ fn id_of_waiting_member(member: &[u8]) -> &[u8] {
         u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize
     });
     member.get(4 + group_len + 16..).unwrap_or_default()
+}
+
+/// The ids in the order given, each once: a command naming an id twice acts
+/// on it once. A set, because one command may name thousands.
+fn distinct<T: AsRef<[u8]>>(ids: &[T]) -> Vec<&[u8]> {
+    let mut seen = HashSet::with_capacity(ids.len());
+    ids.iter()
+        .map(AsRef::as_ref)
+        .filter(|id| seen.insert(*id))
+        .collect()
 }
 
 fn ready_score(priority: i32) -> f64 {
@@ -224,10 +236,7 @@ pub fn pop(store: &mut impl Store, count: usize, lease_deadline: u64) -> Result<
 /// record fails the command without a change.
 pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
     let mut inflight: Vec<(&[u8], Message)> = Vec::new();
-    for &id in ids {
-        if inflight.iter().any(|(seen, _)| *seen == id) {
-            continue;
-        }
+    for id in distinct(ids) {
         if let Some(message) = store.message(id)? {
             if message.state == State::Inflight {
                 inflight.push((id, message));
@@ -259,10 +268,7 @@ pub fn ack(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
 /// cannot be read is deleted too: CANCEL is how an operator clears it.
 pub fn cancel(store: &mut impl Store, now: u64, ids: &[&[u8]]) -> Result<u64> {
     let mut found: Vec<(&[u8], Option<Message>)> = Vec::new();
-    for &id in ids {
-        if found.iter().any(|(seen, _)| *seen == id) {
-            continue;
-        }
+    for id in distinct(ids) {
         match store.message(id) {
             Ok(Some(message)) => found.push((id, Some(message))),
             Ok(None) => {}
@@ -512,13 +518,10 @@ pub fn redrive(store: &mut impl Store, now: u64, which: Redrive) -> Result<u64> 
     // Read everything before writing; an unreadable record stays where it
     // is (DQ.CANCEL removes it) and the others move.
     let mut dead: Vec<(Vec<u8>, Message)> = Vec::new();
-    for id in ids {
-        if dead.iter().any(|(seen, _)| *seen == id) {
-            continue;
-        }
-        if let Ok(Some(message)) = store.message(&id) {
+    for id in distinct(&ids) {
+        if let Ok(Some(message)) = store.message(id) {
             if message.state == State::Dead {
-                dead.push((id, message));
+                dead.push((id.to_vec(), message));
             }
         }
     }

@@ -8,12 +8,18 @@
 //! something became ready, and tells the timer about every due time, lease
 //! deadline or TTL it wrote — so no command has to.
 
-use redis_module::{Context, NotifyEvent, RedisString};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::ptr;
+use std::rc::Rc;
+
+use redis_module::{raw, Context, NotifyEvent, RedisString};
 
 use crate::census;
 use crate::effects::{Effects, Write};
 use crate::error::{printable, DqError, Result};
-use crate::keys::{key_name_from, key_prefix, Part};
+use crate::keys::{key_prefix, Part};
 use crate::message::Message;
 use crate::migration;
 use crate::policy::{Policy, QueueConfig};
@@ -26,7 +32,8 @@ pub struct RedisStore<'c> {
     ctx: &'c Context,
     /// Indexed by `Part::index`.
     keys: Vec<Key>,
-    effects: Effects,
+    names: Rc<KeyNames>,
+    effects: Effects<RedisString>,
     became_ready: bool,
     /// The earliest time written to a timed index: when the timer must look.
     wake_at: Option<u64>,
@@ -66,19 +73,21 @@ impl<'c> RedisStore<'c> {
         if migration::is_moving(ctx, queue) {
             return Err(DqError::Migrating(printable(queue)));
         }
-        let prefix = key_prefix(queue);
+        let names = key_names(queue);
         let mut keys = Vec::with_capacity(Part::ALL.len());
         for part in Part::ALL {
-            let key = Key::open(ctx, &key_name_from(&prefix, part), writable);
+            let name = names.of(part);
+            let key = Key::open(ctx, name, writable);
             let kind = key.kind();
             if kind != KeyKind::Empty && kind != expected_kind(part) {
-                return Err(DqError::WrongType(printable(key.name().as_slice())));
+                return Err(DqError::WrongType(printable(name.as_slice())));
             }
             keys.push(key);
         }
         Ok(RedisStore {
             ctx,
             keys,
+            names,
             effects: Effects::default(),
             became_ready: false,
             wake_at: None,
@@ -111,6 +120,22 @@ impl<'c> RedisStore<'c> {
         &mut self.keys[part.index()]
     }
 
+    fn string(&self, bytes: &[u8]) -> RedisString {
+        RedisString::create_from_slice(self.ctx.ctx, bytes)
+    }
+
+    fn hash_set(&mut self, part: Part, field: &[u8], value: &[u8]) {
+        let (field, value) = (self.string(field), self.string(value));
+        self.key(part).hash_set(&field, &value);
+        self.effects.record(part, Write::HSet { field, value });
+    }
+
+    fn hash_delete(&mut self, part: Part, field: &[u8]) {
+        let field = self.string(field);
+        self.key(part).hash_delete(&field);
+        self.effects.record(part, Write::HDel { field });
+    }
+
     /// Messages per state, or `None` when the queue has no keys at all.
     pub fn counts(&self) -> Option<census::Counts> {
         if self.keys.iter().all(|k| k.value_length() == 0) {
@@ -128,7 +153,7 @@ impl<'c> RedisStore<'c> {
 
     /// Counts the queue again for INFO.
     pub fn update_census(&self) {
-        census::set((selected_db(self.ctx), self.name.clone()), self.counts());
+        census::set(selected_db(self.ctx), &self.name, self.counts());
     }
 
     /// Replicates what changed, wakes consumers blocked on the queue and
@@ -139,7 +164,8 @@ impl<'c> RedisStore<'c> {
         }
         let RedisStore {
             ctx,
-            keys,
+            keys: _open_until_done,
+            names,
             effects,
             became_ready,
             wake_at,
@@ -147,21 +173,43 @@ impl<'c> RedisStore<'c> {
             events,
         } = self;
         for part in effects.parts() {
-            signal_modified(ctx, keys[part.index()].name());
+            signal_modified(ctx, names.of(part));
         }
-        for command in effects.into_commands() {
-            let mut args: Vec<&[u8]> = Vec::with_capacity(command.args.len() + 1);
-            args.push(keys[command.part.index()].name().as_slice());
-            args.extend(command.args.iter().map(Vec::as_slice));
-            ctx.replicate(command.name, &args[..]);
+        // Straight through the C API: the strings given to the key API are
+        // passed on as they are (Redis only takes a reference).
+        let mut argv: Vec<*mut raw::RedisModuleString> = Vec::new();
+        for command in effects.into_commands(|n| decimal(ctx, n)) {
+            argv.clear();
+            argv.extend(command.args.iter().map(|arg| arg.inner));
+            let key = names.of(command.part);
+            // SAFETY: main thread, live context; "sv" takes the key string
+            // and then (array, length), all valid for the call.
+            unsafe {
+                raw::RedisModule_Replicate.unwrap()(
+                    ctx.ctx,
+                    command.name.as_ptr(),
+                    c"sv".as_ptr(),
+                    key.inner,
+                    argv.as_mut_ptr(),
+                    argv.len(),
+                );
+            }
         }
         if became_ready {
-            signal_ready(ctx, keys[Part::Ready.index()].name());
+            signal_ready(ctx, names.of(Part::Ready));
         }
         if !events.is_empty() {
             let queue = RedisString::create_from_slice(ctx.ctx, &name);
             for event in events {
-                ctx.notify_keyspace_event(NotifyEvent::GENERIC, event.name(), &queue);
+                // SAFETY: main thread, live context, string and C string.
+                unsafe {
+                    raw::RedisModule_NotifyKeyspaceEvent.unwrap()(
+                        ctx.ctx,
+                        NotifyEvent::GENERIC.bits(),
+                        event.name().as_ptr(),
+                        queue.inner,
+                    );
+                }
             }
         }
         if let Some(at) = wake_at {
@@ -173,8 +221,8 @@ impl<'c> RedisStore<'c> {
 impl Store for RedisStore<'_> {
     fn message(&mut self, id: &[u8]) -> Result<Option<Message>> {
         self.key(Part::Messages)
-            .hash_get(id)
-            .map(|bytes| Message::decode(id, &bytes))
+            .hash_get_string(id)
+            .map(|bytes| Message::decode(id, bytes.as_slice()))
             .transpose()
     }
 
@@ -183,36 +231,22 @@ impl Store for RedisStore<'_> {
     }
 
     fn put_message(&mut self, id: &[u8], message: &Message) -> Result<()> {
-        let value = message.encode();
-        self.key(Part::Messages).hash_set(id, &value);
-        self.effects.record(
-            Part::Messages,
-            Write::HSet {
-                field: id.to_vec(),
-                value,
-            },
-        );
+        self.hash_set(Part::Messages, id, &message.encode());
         Ok(())
     }
 
     fn delete_message(&mut self, id: &[u8]) -> Result<()> {
-        self.key(Part::Messages).hash_delete(id);
-        self.effects
-            .record(Part::Messages, Write::HDel { field: id.to_vec() });
+        self.hash_delete(Part::Messages, id);
         Ok(())
     }
 
     fn index_add(&mut self, index: Index, score: f64, member: &[u8]) -> Result<()> {
         let part = part_of(index);
-        self.key(part).zset_add(score, member);
+        let member = self.string(member);
+        self.key(part).zset_add(score, &member);
         // Scores are whole milliseconds or priorities, exact in an i64.
-        self.effects.record(
-            part,
-            Write::ZAdd {
-                score: score as i64,
-                member: member.to_vec(),
-            },
-        );
+        let score = score as i64;
+        self.effects.record(part, Write::ZAdd { score, member });
         self.became_ready |= index == Index::Ready;
         if matches!(index, Index::Delayed | Index::Inflight | Index::Expiry) {
             let at = score as u64;
@@ -223,13 +257,9 @@ impl Store for RedisStore<'_> {
 
     fn index_remove(&mut self, index: Index, member: &[u8]) -> Result<()> {
         let part = part_of(index);
-        self.key(part).zset_remove(member);
-        self.effects.record(
-            part,
-            Write::ZRem {
-                member: member.to_vec(),
-            },
-        );
+        let member = self.string(member);
+        self.key(part).zset_remove(&member);
+        self.effects.record(part, Write::ZRem { member });
         Ok(())
     }
 
@@ -268,18 +298,9 @@ impl Store for RedisStore<'_> {
     }
 
     fn set_group_holder(&mut self, group: &[u8], holder: Option<&[u8]>) -> Result<()> {
-        let field = group.to_vec();
         match holder {
-            Some(id) => {
-                self.key(Part::Groups).hash_set(group, id);
-                let value = id.to_vec();
-                self.effects
-                    .record(Part::Groups, Write::HSet { field, value });
-            }
-            None => {
-                self.key(Part::Groups).hash_delete(group);
-                self.effects.record(Part::Groups, Write::HDel { field });
-            }
+            Some(id) => self.hash_set(Part::Groups, group, id),
+            None => self.hash_delete(Part::Groups, group),
         }
         Ok(())
     }
@@ -314,18 +335,12 @@ impl Store for RedisStore<'_> {
 
     fn set_queue_config(&mut self, config: &QueueConfig) -> Result<()> {
         for (field, value) in config.to_fields() {
-            let field = field.as_bytes().to_vec();
+            let field = field.as_bytes();
             match value {
-                Some(value) => {
-                    let value = value.into_bytes();
-                    self.key(Part::Config).hash_set(&field, &value);
-                    self.effects
-                        .record(Part::Config, Write::HSet { field, value });
-                }
+                Some(value) => self.hash_set(Part::Config, field, value.as_bytes()),
                 None => {
-                    if self.key(Part::Config).hash_get(&field).is_some() {
-                        self.key(Part::Config).hash_delete(&field);
-                        self.effects.record(Part::Config, Write::HDel { field });
+                    if self.key(Part::Config).hash_exists(field) {
+                        self.hash_delete(Part::Config, field);
                     }
                 }
             }
@@ -336,8 +351,8 @@ impl Store for RedisStore<'_> {
     fn counter(&mut self, counter: Counter) -> Result<u64> {
         Ok(self
             .key(Part::Meta)
-            .hash_get(counter.name().as_bytes())
-            .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
+            .hash_get_string(counter.name().as_bytes())
+            .and_then(|v| std::str::from_utf8(v.as_slice()).ok()?.parse().ok())
             .unwrap_or(0))
     }
 
@@ -356,16 +371,76 @@ impl Store for RedisStore<'_> {
 
     fn add_to_counter(&mut self, counter: Counter, n: u64) -> Result<u64> {
         let value = self.counter(counter)?.saturating_add(n);
-        let text = value.to_string().into_bytes();
-        let field = counter.name().as_bytes();
-        self.key(Part::Meta).hash_set(field, &text);
-        self.effects.record(
-            Part::Meta,
-            Write::HSet {
-                field: field.to_vec(),
-                value: text,
-            },
-        );
+        let field = self.string(counter.name().as_bytes());
+        let text = decimal(self.ctx, value);
+        self.key(Part::Meta).hash_set(&field, &text);
+        self.effects
+            .record(Part::Meta, Write::HSet { field, value: text });
         Ok(value)
     }
+}
+
+/// The names of a queue's keys as Redis strings. Recently used queues keep
+/// theirs: making ten names costs a command more than its own writes do.
+pub struct KeyNames {
+    queue: Vec<u8>,
+    /// Indexed by `Part::index`.
+    names: Vec<RedisString>,
+}
+
+impl KeyNames {
+    fn new(queue: &[u8]) -> KeyNames {
+        let mut name = key_prefix(queue);
+        let prefix_len = name.len();
+        let names = Part::ALL
+            .iter()
+            .map(|part| {
+                name.truncate(prefix_len);
+                name.extend_from_slice(part.suffix().as_bytes());
+                // No context: the string outlives the command.
+                RedisString::create_from_slice(ptr::null_mut(), &name)
+            })
+            .collect();
+        KeyNames {
+            queue: queue.to_vec(),
+            names,
+        }
+    }
+
+    pub fn of(&self, part: Part) -> &RedisString {
+        &self.names[part.index()]
+    }
+}
+
+/// How many queues keep their key names.
+const NAMED_QUEUES: usize = 64;
+
+thread_local! {
+    // Main thread only, as everything Redis calls. Most recent first.
+    static NAMES: RefCell<VecDeque<Rc<KeyNames>>> = const { RefCell::new(VecDeque::new()) };
+}
+
+fn key_names(queue: &[u8]) -> Rc<KeyNames> {
+    NAMES.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some(at) = cache.iter().position(|n| n.queue == queue) {
+            if let Some(names) = cache.remove(at) {
+                cache.push_front(names);
+            }
+        } else {
+            cache.push_front(Rc::new(KeyNames::new(queue)));
+            cache.truncate(NAMED_QUEUES);
+        }
+        Rc::clone(&cache[0])
+    })
+}
+
+/// A number as a Redis string, spelled without a heap buffer of our own.
+fn decimal(ctx: &Context, n: impl std::fmt::Display) -> RedisString {
+    let mut buf = [0u8; 24];
+    let mut out = &mut buf[..];
+    // 24 bytes hold any i64 or u64.
+    let _ = write!(out, "{n}");
+    let len = 24 - out.len();
+    RedisString::create_from_slice(ctx.ctx, &buf[..len])
 }

@@ -22,27 +22,17 @@ pub struct Key {
     ctx: *mut raw::RedisModuleCtx,
     /// Null when the key was opened for reading and does not exist.
     key: *mut raw::RedisModuleKey,
-    name: RedisString,
 }
 
 impl Key {
-    pub fn open(ctx: &Context, name: &[u8], writable: bool) -> Key {
-        let name = RedisString::create_from_slice(ctx.ctx, name);
+    pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Key {
         let mode = if writable {
             raw::KeyMode::READ | raw::KeyMode::WRITE
         } else {
             raw::KeyMode::READ
         };
         let key = raw::open_key(ctx.ctx, name.inner, mode);
-        Key {
-            ctx: ctx.ctx,
-            key,
-            name,
-        }
-    }
-
-    pub fn name(&self) -> &RedisString {
-        &self.name
+        Key { ctx: ctx.ctx, key }
     }
 
     pub fn kind(&self) -> KeyKind {
@@ -78,19 +68,17 @@ impl Key {
         (!s.is_null()).then(|| RedisString::from_redis_module_string(self.ctx, s))
     }
 
-    pub fn zset_add(&mut self, score: f64, member: &[u8]) {
-        let member = self.string(member);
+    pub fn zset_add(&mut self, score: f64, member: &RedisString) {
         let mut flags: c_int = 0;
         // SAFETY: open writable key of type zset or empty (checked by the
         // caller); `member` outlives the call.
         unsafe { raw::RedisModule_ZsetAdd.unwrap()(self.key, score, member.inner, &mut flags) };
     }
 
-    pub fn zset_remove(&mut self, member: &[u8]) {
+    pub fn zset_remove(&mut self, member: &RedisString) {
         if self.key.is_null() {
             return;
         }
-        let member = self.string(member);
         let mut deleted: c_int = 0;
         // SAFETY: as for zset_add. Removing the last member deletes the key.
         unsafe { raw::RedisModule_ZsetRem.unwrap()(self.key, member.inner, &mut deleted) };
@@ -190,6 +178,11 @@ impl Key {
     }
 
     pub fn hash_get(&self, field: &[u8]) -> Option<Vec<u8>> {
+        self.hash_get_string(field).map(|v| v.as_slice().to_vec())
+    }
+
+    /// As `hash_get`, without copying the value out of the string.
+    pub fn hash_get_string(&self, field: &[u8]) -> Option<RedisString> {
         if self.key.is_null() {
             return None;
         }
@@ -206,7 +199,7 @@ impl Key {
                 ptr::null_mut::<c_void>(),
             );
         }
-        self.owned(value).map(|v| v.as_slice().to_vec())
+        self.owned(value)
     }
 
     pub fn hash_exists(&self, field: &[u8]) -> bool {
@@ -229,9 +222,7 @@ impl Key {
         exists != 0
     }
 
-    pub fn hash_set(&mut self, field: &[u8], value: &[u8]) {
-        let field = self.string(field);
-        let value = self.string(value);
+    pub fn hash_set(&mut self, field: &RedisString, value: &RedisString) {
         // SAFETY: open writable hash key or empty; NULL-terminated pairs.
         unsafe {
             raw::RedisModule_HashSet.unwrap()(
@@ -244,11 +235,10 @@ impl Key {
         }
     }
 
-    pub fn hash_delete(&mut self, field: &[u8]) {
+    pub fn hash_delete(&mut self, field: &RedisString) {
         if self.key.is_null() {
             return;
         }
-        let field = self.string(field);
         // REDISMODULE_HASH_DELETE is the sentinel pointer value 1.
         let delete = ptr::without_provenance_mut::<raw::RedisModuleString>(1);
         // SAFETY: as for hash_set; deleting the last field deletes the key.

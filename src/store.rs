@@ -104,19 +104,20 @@ pub enum Event {
 }
 
 impl Event {
-    pub fn name(self) -> &'static str {
+    /// The event name, NUL-terminated for the notification API.
+    pub fn name(self) -> &'static std::ffi::CStr {
         match self {
-            Event::Add => "dq.add",
-            Event::Ready => "dq.ready",
-            Event::Pop => "dq.pop",
-            Event::Ack => "dq.ack",
-            Event::Nack => "dq.nack",
-            Event::Touch => "dq.touch",
-            Event::LeaseExpired => "dq.lease-expired",
-            Event::Dead => "dq.dead",
-            Event::Redrive => "dq.redrive",
-            Event::Cancel => "dq.cancel",
-            Event::Purge => "dq.purge",
+            Event::Add => c"dq.add",
+            Event::Ready => c"dq.ready",
+            Event::Pop => c"dq.pop",
+            Event::Ack => c"dq.ack",
+            Event::Nack => c"dq.nack",
+            Event::Touch => c"dq.touch",
+            Event::LeaseExpired => c"dq.lease-expired",
+            Event::Dead => c"dq.dead",
+            Event::Redrive => c"dq.redrive",
+            Event::Cancel => c"dq.cancel",
+            Event::Purge => c"dq.purge",
         }
     }
 }
