@@ -75,7 +75,8 @@ impl DqError {
 /// Names bytes from a client in an error message without letting control
 /// characters or invalid UTF-8 break the reply line.
 pub fn printable(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).escape_debug().to_string()
+    // Byte-wise: an error reply must be ASCII, whatever the name holds.
+    bytes.escape_ascii().to_string()
 }
 
 #[cfg(test)]
@@ -100,5 +101,7 @@ mod tests {
     #[test]
     fn printable_escapes_newlines() {
         assert_eq!(printable(b"a\r\nb"), "a\\r\\nb");
+        // Non-ASCII bytes too: a reply that is not ASCII upsets clients.
+        assert_eq!(printable(b"caf\xc3\xa9\xff"), "caf\\xc3\\xa9\\xff");
     }
 }

@@ -79,7 +79,7 @@ mod module {
         init: init,
         commands: [
             ["dq.add", commands::add::command, "write deny-oom", 1, 1, 1, ""],
-            ["dq.pop", commands::pop::command, "write", 1, 1, 1, ""],
+            ["dq.pop", commands::pop::command, "write blocking", 1, 1, 1, ""],
             ["dq.ack", commands::ack::command, "write", 1, 1, 1, ""],
             ["dq.cancel", commands::cancel::command, "write", 1, 1, 1, ""],
             ["dq.nack", commands::nack::command, "write fast", 1, 1, 1, ""],

@@ -97,21 +97,3 @@ fn key_specs_say_how_each_command_uses_the_queue() {
         assert_eq!(keys, [name]);
     }
 }
-
-#[test]
-fn acl_key_patterns_apply_to_the_queue_name() {
-    let server = Server::start();
-    let mut admin = server.conn();
-    cmd(&mut admin, "ACL SETUSER worker on >secret ~orders* +@all");
-    let mut c = server.conn();
-    cmd(&mut c, "AUTH worker secret");
-    assert!(text(&cmd(&mut c, "DQ.ADD orders x")).contains('-'));
-    for line in ["DQ.ADD payments x", "DQ.POP payments", "DQ.STATS payments"] {
-        let err = cmd_err(&mut c, line);
-        assert!(err.starts_with("NOPERM"), "{line}: {err}");
-    }
-    assert_eq!(
-        int(&field(&cmd(&mut admin, "DQ.STATS payments"), "added")),
-        0
-    );
-}

@@ -11,7 +11,7 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{parse_id_and_option, parse_ms};
+use crate::args::{add_ms, parse_id_and_option, parse_ms};
 use crate::commands::{bytes, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::Result;
@@ -47,6 +47,10 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 fn nack(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     let (name, id, delay) = parse(args)?;
     let now = now_ms();
+    if let Some(delay) = delay {
+        // Refused like DQ.ADD's DELAY, rather than capped.
+        add_ms("DELAY", now, delay)?;
+    }
     let mut store = RedisStore::open(ctx, name, true)?;
     let policy = store.policy();
     let outcome = queue::nack(&mut store, now, id, delay, &policy);

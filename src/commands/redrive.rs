@@ -55,6 +55,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Redrive<'a>)> {
         [keyword, _, rest @ ..] if is_keyword(keyword, "COUNT") => {
             return Err(match rest.first() {
                 Some(next) if is_keyword(next, "ID") => DqError::ConflictingOptions("COUNT", "ID"),
+                Some(next) if is_keyword(next, "COUNT") => DqError::RepeatedOption("COUNT"),
                 Some(next) => unknown_option(next),
                 None => DqError::WrongArity("dq.redrive"),
             });
