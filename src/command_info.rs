@@ -34,7 +34,7 @@ pub fn publish(ctx: &Context) -> bool {
         // was created; `name` lives until the end of the iteration.
         let command = unsafe { get_command(ctx.ctx, name) };
         if command.is_null() {
-            ctx.log_warning(&format!("dq: {} is not registered", doc.name));
+            crate::guard::warn(Some(ctx), &format!("dq: {} is not registered", doc.name));
             continue;
         }
         let info = arena.info(doc);
@@ -43,7 +43,10 @@ pub fn publish(ctx: &Context) -> bool {
         // copies what it keeps.
         let status = unsafe { set_info(command, &info) };
         if status != raw::REDISMODULE_OK as c_int {
-            ctx.log_warning(&format!("dq: the server refused the docs of {}", doc.name));
+            crate::guard::warn(
+                Some(ctx),
+                &format!("dq: the server refused the docs of {}", doc.name),
+            );
         }
     }
     true

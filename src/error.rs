@@ -59,6 +59,10 @@ pub enum DqError {
     /// keys are split between two nodes during a slot migration.
     #[error("TRYAGAIN queue '{0}' is moving to another cluster node; try again shortly")]
     Migrating(String),
+
+    /// A panic caught at an entry point (see `guard.rs`).
+    #[error("ERR dq internal error: the command stopped; see the server log")]
+    Internal,
 }
 
 pub type Result<T, E = DqError> = std::result::Result<T, E>;

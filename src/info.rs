@@ -9,6 +9,10 @@ use crate::timer;
 
 /// Registered with RedisModule_RegisterInfoFunc; runs on the main thread.
 pub extern "C" fn dq_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    crate::guard::catch("info", || add_sections(ctx));
+}
+
+fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
     let (queues, [delayed, ready, inflight, dead]) = census::totals();
     raw::add_info_section(ctx, Some("queues"));
     raw::add_info_field_unsigned_long_long(ctx, "queues", queues as u64);

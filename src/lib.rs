@@ -18,6 +18,7 @@ pub mod commands;
 pub mod docs;
 pub mod effects;
 pub mod error;
+pub mod guard;
 pub mod info;
 pub mod keys;
 pub mod message;
@@ -36,6 +37,7 @@ mod module {
     use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
 
     use crate::commands;
+    use crate::guard;
     use crate::settings;
 
     /// Registers `dq.lease-ms`, `dq.max-attempts` and `dq.backoff`, starting
@@ -48,12 +50,17 @@ mod module {
     }
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
+        // A panic while loading fails the load instead of the server.
+        guard::catch("load", || load(ctx, args)).unwrap_or(Status::Err)
+    }
+
+    fn load(ctx: &Context, args: &[RedisString]) -> Status {
         if let Err(e) = register_settings(ctx, args) {
-            ctx.log_warning(&format!("dq: {e}"));
+            crate::guard::warn(Some(ctx), &format!("dq: {e}"));
             return Status::Err;
         }
         if let Err(e) = crate::migration::start(ctx) {
-            ctx.log_warning(&format!("dq: {e}"));
+            crate::guard::warn(Some(ctx), &format!("dq: {e}"));
             return Status::Err;
         }
         // COMMAND DOCS, key specs and arity checks, where the server can.
@@ -65,7 +72,7 @@ mod module {
         match crate::timer::start(ctx) {
             Ok(()) => Status::Ok,
             Err(e) => {
-                ctx.log_warning(&format!("dq: {e}"));
+                crate::guard::warn(Some(ctx), &format!("dq: {e}"));
                 Status::Err
             }
         }
@@ -78,21 +85,21 @@ mod module {
         data_types: [],
         init: init,
         commands: [
-            ["dq.add", commands::add::command, "write deny-oom", 1, 1, 1, ""],
-            ["dq.pop", commands::pop::command, "write blocking", 1, 1, 1, ""],
-            ["dq.ack", commands::ack::command, "write", 1, 1, 1, ""],
-            ["dq.cancel", commands::cancel::command, "write", 1, 1, 1, ""],
-            ["dq.nack", commands::nack::command, "write fast", 1, 1, 1, ""],
-            ["dq.touch", commands::touch::command, "write fast", 1, 1, 1, ""],
-            ["dq.redrive", commands::redrive::command, "write", 1, 1, 1, ""],
-            ["dq.purge", commands::purge::command, "write", 1, 1, 1, ""],
-            ["dq.get", commands::get::command, "readonly fast", 1, 1, 1, ""],
-            ["dq.peek", commands::peek::command, "readonly", 1, 1, 1, ""],
-            ["dq.stats", commands::stats::command, "readonly fast", 1, 1, 1, ""],
+            ["dq.add", guard::command("dq.add", commands::add::command), "write deny-oom", 1, 1, 1, ""],
+            ["dq.pop", guard::command("dq.pop", commands::pop::command), "write blocking", 1, 1, 1, ""],
+            ["dq.ack", guard::command("dq.ack", commands::ack::command), "write", 1, 1, 1, ""],
+            ["dq.cancel", guard::command("dq.cancel", commands::cancel::command), "write", 1, 1, 1, ""],
+            ["dq.nack", guard::command("dq.nack", commands::nack::command), "write fast", 1, 1, 1, ""],
+            ["dq.touch", guard::command("dq.touch", commands::touch::command), "write fast", 1, 1, 1, ""],
+            ["dq.redrive", guard::command("dq.redrive", commands::redrive::command), "write", 1, 1, 1, ""],
+            ["dq.purge", guard::command("dq.purge", commands::purge::command), "write", 1, 1, 1, ""],
+            ["dq.get", guard::command("dq.get", commands::get::command), "readonly fast", 1, 1, 1, ""],
+            ["dq.peek", guard::command("dq.peek", commands::peek::command), "readonly", 1, 1, 1, ""],
+            ["dq.stats", guard::command("dq.stats", commands::stats::command), "readonly fast", 1, 1, 1, ""],
             // Write, so Redis' guards (replica, OOM, MISCONF, min-replicas)
             // apply to SET; the cost is that reading it needs the master.
-            ["dq.config", commands::config::command, "write", 1, 1, 1, ""],
-            ["dq.queues", commands::queues::command, "readonly", 0, 0, 0, ""],
+            ["dq.config", guard::command("dq.config", commands::config::command), "write", 1, 1, 1, ""],
+            ["dq.queues", guard::command("dq.queues", commands::queues::command), "readonly", 0, 0, 0, ""],
         ],
     }
 }

@@ -95,7 +95,7 @@ fn read_moving_slots(ctx: &Context) -> HashSet<u16> {
         other => {
             // Unreadable: treat every queue as movable rather than risk
             // acting on half of one; the next call tries again.
-            ctx.log_warning(&format!("dq: CLUSTER NODES gave {other:?}"));
+            crate::guard::warn(Some(ctx), &format!("dq: CLUSTER NODES gave {other:?}"));
             return (0..crate::keys::SLOTS as u16).collect();
         }
     };
@@ -104,6 +104,10 @@ fn read_moving_slots(ctx: &Context) -> HashSet<u16> {
 
 /// Drops the cache when a CLUSTER command runs (SETSLOT, RESET, ...).
 extern "C" fn on_command(fctx: *mut raw::RedisModuleCommandFilterCtx) {
+    crate::guard::catch("command filter", || filter(fctx));
+}
+
+fn filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     // SAFETY: Redis calls filters on the main thread with a live filter
     // context; argument 0 (the command name) exists for every command.
     let name = unsafe {

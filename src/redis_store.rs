@@ -101,8 +101,7 @@ impl<'c> RedisStore<'c> {
     /// settings (with a warning) rather than stopping the queue.
     pub fn policy(&mut self) -> Policy {
         let config = self.queue_config().unwrap_or_else(|e| {
-            self.ctx
-                .log_warning(&format!("dq: using module settings: {e}"));
+            crate::guard::warn(Some(self.ctx), &format!("dq: using module settings: {e}"));
             QueueConfig::default()
         });
         config.resolve(&settings::current())
@@ -157,21 +156,21 @@ impl<'c> RedisStore<'c> {
     }
 
     /// Replicates what changed, wakes consumers blocked on the queue and
-    /// schedules the timer.
-    pub fn finish(self) {
+    /// schedules the timer. (Dropping the store does the same, so that a
+    /// command stopped half-way by a panic still replicates what it wrote.)
+    pub fn finish(self) {}
+
+    fn flush(&mut self) {
         if !self.effects.is_empty() {
             self.update_census();
         }
-        let RedisStore {
-            ctx,
-            keys: _open_until_done,
-            names,
-            effects,
-            became_ready,
-            wake_at,
-            name,
-            events,
-        } = self;
+        let ctx = self.ctx;
+        let names = &self.names;
+        let effects = std::mem::take(&mut self.effects);
+        let became_ready = std::mem::take(&mut self.became_ready);
+        let wake_at = self.wake_at.take();
+        let events = std::mem::take(&mut self.events);
+        let name = &self.name;
         for part in effects.parts() {
             signal_modified(ctx, names.of(part));
         }
@@ -199,7 +198,7 @@ impl<'c> RedisStore<'c> {
             signal_ready(ctx, names.of(Part::Ready));
         }
         if !events.is_empty() {
-            let queue = RedisString::create_from_slice(ctx.ctx, &name);
+            let queue = RedisString::create_from_slice(ctx.ctx, name);
             for event in events {
                 // SAFETY: main thread, live context, string and C string.
                 unsafe {
@@ -213,8 +212,14 @@ impl<'c> RedisStore<'c> {
             }
         }
         if let Some(at) = wake_at {
-            note_due(ctx, &name, at);
+            note_due(ctx, name, at);
         }
+    }
+}
+
+impl Drop for RedisStore<'_> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
@@ -357,10 +362,13 @@ impl Store for RedisStore<'_> {
     }
 
     fn set_aside(&mut self, id: &[u8], problem: &DqError) {
-        self.ctx.log_warning(&format!(
-            "dq: set aside unreadable message '{}': {problem}",
-            printable(id)
-        ));
+        crate::guard::warn(
+            Some(self.ctx),
+            &format!(
+                "dq: set aside unreadable message '{}': {problem}",
+                printable(id)
+            ),
+        );
     }
 
     fn event(&mut self, event: Event) {

@@ -293,7 +293,8 @@ pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8])) {
         // SAFETY: `visit` is the closure passed to RedisModule_Scan below,
         // alive for the whole scan; `name` is valid during the callback.
         let visit = unsafe { &mut *(visit as *mut &mut dyn FnMut(&[u8])) };
-        visit(RedisString::string_as_slice(name));
+        // No unwinding through the server's scan.
+        crate::guard::catch("scan", || visit(RedisString::string_as_slice(name)));
     }
     let mut visit: &mut dyn FnMut(&[u8]) = &mut visit;
     // SAFETY: main thread; the cursor is destroyed after the last call.

@@ -62,6 +62,14 @@ extern "C" fn set_backoff(
     _privdata: *mut c_void,
     err: *mut *mut raw::RedisModuleString,
 ) -> c_int {
+    crate::guard::catch("config set dq.backoff", || apply_backoff(value, err))
+        .unwrap_or(raw::REDISMODULE_ERR as c_int)
+}
+
+fn apply_backoff(
+    value: *mut raw::RedisModuleString,
+    err: *mut *mut raw::RedisModuleString,
+) -> c_int {
     match Backoff::parse(RedisString::string_as_slice(value)) {
         Ok(backoff) => {
             BACKOFF.replace(backoff);

@@ -22,6 +22,7 @@ use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
 
 use crate::census;
 use crate::error::DqError;
+use crate::guard;
 use crate::keys::{parse_key_name, Part};
 use crate::migration;
 use crate::queue;
@@ -135,6 +136,15 @@ fn arm(ctx: &Context) {
 }
 
 fn tick(ctx: &Context, _: ()) {
+    if guard::catch("timer", || run_tick(ctx)).is_none() {
+        // The tick stopped half-way: try again in a second rather than at
+        // once, so that a fault that repeats costs a log line a second.
+        let id = ctx.create_timer(Duration::from_secs(1), tick, ());
+        TIMER.with(|t| t.borrow_mut().armed = Some((id, now_ms() + 1000)));
+    }
+}
+
+fn run_tick(ctx: &Context) {
     let started = std::time::Instant::now();
     TIMER.with(|t| {
         let mut t = t.borrow_mut();
@@ -154,7 +164,11 @@ fn tick(ctx: &Context, _: ()) {
         } else {
             // A queue with work left goes behind everything due before now,
             // so one big backlog cannot starve the other queues.
-            serve(ctx, &queue, now, &mut budget).map(|next| next.max(now))
+            // A queue that makes serving panic leaves the schedule (logged)
+            // until a command or key event brings it back.
+            guard::catch("serve", || serve(ctx, &queue, now, &mut budget))
+                .flatten()
+                .map(|next| next.max(now))
         };
         TIMER.with(|t| t.borrow_mut().schedule.set(queue, next));
     }
@@ -177,7 +191,7 @@ fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> 
         Ok(store) => store,
         Err(DqError::Migrating(_)) => return Some(now + migration::RETRY_MS),
         Err(e) => {
-            ctx.log_warning(&format!("dq: skipping a queue: {e}"));
+            crate::guard::warn(Some(ctx), &format!("dq: skipping a queue: {e}"));
             return None;
         }
     };
@@ -201,7 +215,10 @@ fn serve(ctx: &Context, (db, name): &QueueRef, now: u64, budget: &mut usize) -> 
     match result {
         Ok(next) => next,
         Err(e) => {
-            ctx.log_warning(&format!("dq: timer could not serve a queue: {e}"));
+            crate::guard::warn(
+                Some(ctx),
+                &format!("dq: timer could not serve a queue: {e}"),
+            );
             None
         }
     }
@@ -257,9 +274,11 @@ extern "C" fn on_role_changed(
     _data: *mut c_void,
 ) {
     // Now master: serve what replication brought. Now replica: stop.
-    let ctx = Context::new(ctx);
-    read_role(&ctx);
-    discover(&ctx);
+    guard::catch("role change", || {
+        let ctx = Context::new(ctx);
+        read_role(&ctx);
+        discover(&ctx);
+    });
 }
 
 extern "C" fn on_swapdb(
@@ -268,7 +287,7 @@ extern "C" fn on_swapdb(
     _subevent: u64,
     _data: *mut c_void,
 ) {
-    discover(&Context::new(ctx));
+    guard::catch("swapdb", || discover(&Context::new(ctx)));
 }
 
 /// A queue's key changed without a DQ command: a replicated write on a
@@ -282,14 +301,23 @@ extern "C" fn on_key_event(
     event: *const c_char,
     key: *mut raw::RedisModuleString,
 ) -> c_int {
+    guard::catch("key event", || key_event(ctx, event, key));
+    raw::REDISMODULE_OK as c_int
+}
+
+fn key_event(
+    ctx: *mut raw::RedisModuleCtx,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) {
     let name = redis_module::RedisString::string_as_slice(key);
     let Some((queue, part)) = parse_key_name(name) else {
-        return raw::REDISMODULE_OK as c_int;
+        return;
     };
     // SAFETY: Redis passes a NUL-terminated event name, valid for the call.
     let event = unsafe { CStr::from_ptr(event) }.to_bytes();
     if event.starts_with(b"dq.") {
-        return raw::REDISMODULE_OK as c_int; // our own announcements
+        return; // our own announcements
     }
     let ctx = Context::new(ctx);
     let timed = matches!(part, Part::Delayed | Part::Inflight | Part::Expiry);
@@ -309,8 +337,7 @@ extern "C" fn on_key_event(
             note_due(&ctx, &queue, now_ms() + migration::RETRY_MS);
         }
         Err(_) => {}
-    }
-    raw::REDISMODULE_OK as c_int
+    };
 }
 
 extern "C" fn on_flush(
@@ -325,9 +352,11 @@ extern "C" fn on_flush(
     // SAFETY: for this event Redis passes a RedisModuleFlushInfo.
     let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
     let db = (info.dbnum >= 0).then_some(info.dbnum);
-    census::clear(db);
-    TIMER.with(|t| t.borrow_mut().schedule.forget_db(db));
-    arm(&Context::new(ctx));
+    guard::catch("flush", || {
+        census::clear(db);
+        TIMER.with(|t| t.borrow_mut().schedule.forget_db(db));
+        arm(&Context::new(ctx));
+    });
 }
 
 extern "C" fn on_loading(
@@ -337,7 +366,7 @@ extern "C" fn on_loading(
     _data: *mut c_void,
 ) {
     if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
-        discover(&Context::new(ctx));
+        guard::catch("loading", || discover(&Context::new(ctx)));
     }
 }
 

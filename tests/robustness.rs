@@ -140,3 +140,23 @@ fn config_get_of_the_backoff_setting_does_not_leak() {
     };
     assert_eq!(text(&got[1]), "15s,3m,10m,30m,1h,2h,6h,15h");
 }
+
+#[test]
+fn names_holding_printf_directives_are_logged_as_text() {
+    // The crate's logging passes the message as a printf format: an id
+    // such as this one in a log line crashed the server.
+    let server = Server::start();
+    let mut c = server.conn();
+    let id = "%s%s%s%s%s%s%s%s%s%s%s%s%s%s%n%n";
+    run(&mut c, &[b"DQ.ADD", b"q", b"x", b"ID", id.as_bytes()]).unwrap();
+    run(
+        &mut c,
+        &[b"HSET", b"dq:{q}:q:msgs", id.as_bytes(), b"garbage"],
+    )
+    .unwrap();
+    assert_eq!(cmd(&mut c, "DQ.POP q"), Value::Nil);
+    assert_eq!(text(&cmd(&mut c, "PING")), "PONG");
+    assert!(server
+        .log()
+        .contains(&format!("set aside unreadable message '{id}'")));
+}

@@ -17,6 +17,7 @@ use crate::args::{
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
+use crate::guard;
 use crate::keys::{key_name, Part};
 use crate::queue;
 use crate::redis_store::RedisStore;
@@ -174,7 +175,11 @@ extern "C" fn on_ready(
     let waiting = unsafe {
         &*(raw::RedisModule_GetBlockedClientPrivateData.unwrap()(ctx.ctx) as *const Waiting)
     };
-    match try_pop(&ctx, &waiting.queue, waiting.count, waiting.lease_ms) {
+    let outcome = guard::catch("pop wake", || {
+        try_pop(&ctx, &waiting.queue, waiting.count, waiting.lease_ms)
+    })
+    .unwrap_or(Err(DqError::Internal));
+    match outcome {
         // Someone else took it first: keep waiting.
         Ok(None) => raw::REDISMODULE_ERR as c_int,
         outcome => {
@@ -189,7 +194,11 @@ extern "C" fn on_timeout(
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
-    Context::new(ctx).reply(Ok(RedisValue::Null));
+    let ctx = Context::new(ctx);
+    if guard::catch("pop timeout", || ctx.reply(Ok(RedisValue::Null))).is_none() {
+        // The client waits for an answer: give it one.
+        ctx.reply(Err(DqError::Internal.into_redis()));
+    }
     raw::REDISMODULE_OK as c_int
 }
 

@@ -20,6 +20,8 @@ pub struct Server {
     pub dir: PathBuf,
     extra: Vec<String>,
     module_args: Vec<String>,
+    /// Environment variables given to the server (the `DQ_FAULT` switch).
+    env: Vec<(String, String)>,
 }
 
 fn module_path() -> PathBuf {
@@ -191,13 +193,22 @@ impl Server {
     /// carries the server log when it did not come up.
     pub fn try_start(extra: &[&str], module_args: &[&str]) -> Result<Server, String> {
         let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        Server::spawn_in(fresh_dir(), owned(extra), owned(module_args))
+        Server::spawn_in(fresh_dir(), owned(extra), owned(module_args), Vec::new())
+    }
+
+    /// Starts a server with a debug build's fault switch set: each entry
+    /// point named in `faults` (see src/guard.rs) panics when entered.
+    pub fn start_with_faults(faults: &str) -> Server {
+        let env = vec![("DQ_FAULT".to_string(), faults.to_string())];
+        Server::spawn_in(fresh_dir(), Vec::new(), Vec::new(), env)
+            .unwrap_or_else(|log| panic!("the server did not start; its log:\n{log}"))
     }
 
     fn spawn_in(
         dir: PathBuf,
         extra: Vec<String>,
         module_args: Vec<String>,
+        env: Vec<(String, String)>,
     ) -> Result<Server, String> {
         // A port found free can be taken before the server binds it: then
         // the server exits and we try another.
@@ -224,6 +235,8 @@ impl Server {
                 .arg("--loadmodule")
                 .arg(module_path())
                 .args(&module_args)
+                .env_remove("DQ_FAULT")
+                .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -244,6 +257,7 @@ impl Server {
                     dir,
                     extra,
                     module_args,
+                    env,
                 });
             }
             let _ = child.kill();
@@ -265,7 +279,9 @@ impl Server {
         let dir = std::mem::take(&mut self.dir);
         let extra = std::mem::take(&mut self.extra);
         let module_args = std::mem::take(&mut self.module_args);
-        Server::spawn_in(dir, extra, module_args).unwrap_or_else(|log| panic!("no restart:\n{log}"))
+        let env = std::mem::take(&mut self.env);
+        Server::spawn_in(dir, extra, module_args, env)
+            .unwrap_or_else(|log| panic!("no restart:\n{log}"))
     }
 
     pub fn url(&self) -> String {
