@@ -9,7 +9,7 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 VALKEY  ?= valkey-server
 
-.PHONY: all deps valkey build release run test clippy fmt clean
+.PHONY: all deps valkey build release run test examples clippy fmt clean
 
 all: release
 
@@ -56,6 +56,13 @@ run: release
 test: build valkey
 	$(CARGO) test
 	DQ_SERVER=$(VALKEY) $(CARGO) test --test '*'
+	scripts/test-examples
+
+# The client examples (Python redis-py, Node.js ioredis, Rust redis crate)
+# against a real server; installs redis-py into a venv and ioredis from the
+# lockfile first (nodejs/npm/python3-venv from apt when missing).
+examples: build
+	scripts/test-examples
 
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
