@@ -9,16 +9,17 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 VALKEY  ?= valkey-server
 
-.PHONY: all deps valkey build release run test examples clippy fmt clean
+.PHONY: all deps valkey build release install run test examples clippy fmt clean
 
 all: release
 
-# Debian packages: the server, and the libclang that bindgen needs to build
-# the redis-module crate.
+# Debian packages: the server, the libclang that bindgen needs to build the
+# redis-module crate, and the C compiler for the crate's C shim.
 deps:
 	@missing=""; \
 	command -v $(SERVER) >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	dpkg -s libclang-dev >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
 	if [ -n "$$missing" ]; then \
 		echo "make: installing$$missing"; \
 		$(SUDO) apt-get update -qq && \
@@ -42,6 +43,25 @@ build: deps
 
 release: deps
 	$(CARGO) build --release
+
+# Copies the release build to $(DESTDIR)$(MODULEDIR), using sudo only when
+# that directory is not writable. Debian's systemd unit for redis-server
+# runs code only from /usr/lib and /lib, hence the default; Redis refuses
+# a module file without execute permission, hence 0755.
+MODULEDIR ?= /usr/lib/redis/modules
+
+install: release
+	@so="$${CARGO_TARGET_DIR:-target}/release/libdq.so"; \
+	dest='$(DESTDIR)$(MODULEDIR)'; \
+	as=; install -d "$$dest" 2>/dev/null && [ -w "$$dest" ] || as='$(SUDO)'; \
+	$$as install -d "$$dest" && \
+	$$as install -m 0755 "$$so" "$$dest/libdq.so" && \
+	echo "make: installed $$dest/libdq.so" && \
+	echo "Add this line to your redis.conf (Debian: /etc/redis/redis.conf) and restart redis-server:" && \
+	echo "" && \
+	echo "    loadmodule $(MODULEDIR)/libdq.so" && \
+	echo "" && \
+	echo "Settings can follow it (loadmodule $(MODULEDIR)/libdq.so lease-ms 30000); see redis.conf.example."
 
 # Foreground server on 127.0.0.1:$(PORT) with redis.conf.example and the
 # module loaded; its data goes to $(RUN_DIR). Ctrl-C stops it.

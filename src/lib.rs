@@ -96,8 +96,10 @@ mod module {
             ["dq.get", guard::command("dq.get", commands::get::command), "readonly fast", 1, 1, 1, ""],
             ["dq.peek", guard::command("dq.peek", commands::peek::command), "readonly", 1, 1, 1, ""],
             ["dq.stats", guard::command("dq.stats", commands::stats::command), "readonly fast", 1, 1, 1, ""],
-            // Write, so Redis' guards (replica, OOM, MISCONF, min-replicas)
-            // apply to SET; the cost is that reading it needs the master.
+            // Write, so Redis' guards (replica, MISCONF, min-replicas) apply
+            // to SET; the cost is that reading it needs the master. Not
+            // deny-oom: like CONFIG SET, it may still change settings when
+            // memory is full.
             ["dq.config", guard::command("dq.config", commands::config::command), "write", 1, 1, 1, ""],
             ["dq.queues", guard::command("dq.queues", commands::queues::command), "readonly", 0, 0, 0, ""],
         ],
