@@ -8,8 +8,9 @@ RUN_DIR := target/run
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 VALKEY  ?= valkey-server
+QUICK   ?=
 
-.PHONY: all deps valkey build release install run test examples clippy fmt clean
+.PHONY: all deps valkey build release install run test examples bench clippy fmt clean
 
 all: release
 
@@ -83,6 +84,12 @@ test: build valkey
 # lockfile first (nodejs/npm/python3-venv from apt when missing).
 examples: build
 	scripts/test-examples
+
+# Benchmark: dq beside the client-side designs it replaces, on servers it
+# starts itself. QUICK=1 runs in under a minute. Writes
+# target/bench/results.md and target/bench/lateness.svg.
+bench: release
+	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench --bench dq
 
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings

@@ -1,2 +1,1312 @@
-//! `make bench`: placeholder until the benchmark lands.
-fn main() {}
+//! `make bench`: dq against what clients do today with Lua and polling.
+//!
+//! Every scenario starts its own servers (redis-server with the module built
+//! in release mode, or a plain one for the client-side designs) and measures
+//! dq and its baseline side by side, with the same connections and pipeline
+//! depth. On a shared machine absolute numbers drift from run to run; ratios
+//! of runs made together hold, so throughput is measured in rounds that
+//! alternate the variants, keeping each one's best round (load from other
+//! processes only ever slows a run down).
+//!
+//! Environment: `DQ_MODULE` (default: the release build's libdq.so beside
+//! this benchmark's executable, honouring CARGO_TARGET_DIR), `DQ_SERVER`
+//! (default redis-server), `DQ_BENCH_QUICK=1` (small counts, under a
+//! minute), `DQ_BENCH_OUT` (default target/bench), `DQ_BENCH_ONLY`
+//! (comma-separated scenarios: add, lifecycle, lateness, burst, idle,
+//! memory, backlog). Writes `results.md` and `lateness.svg` there.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::{Connection, Pipeline, Value};
+
+/// Messages per pipeline and per POP/ACK: what a real client batches.
+const BATCH: usize = 100;
+/// Far enough ahead that nothing falls due during a measurement.
+const HOUR_MS: u64 = 3_600_000;
+/// A consumer or broker that has not seen every message by then stops, and
+/// the run fails instead of hanging.
+const GIVE_UP: Duration = Duration::from_secs(300);
+
+/// Redisson's RDelayedQueue offer, as the issue quotes it.
+const LUA_ADD: &str = r"
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[2])
+local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+if first[1] == ARGV[2] then redis.call('PUBLISH', KEYS[3], ARGV[1]) end
+return 1";
+
+/// The seeds' broker script: move up to ARGV[2] members due by ARGV[1]
+/// from the ZSET to the LIST.
+const TAKE_DUE: &str = r"
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+if #due > 0 then
+  redis.call('ZREM', KEYS[1], unpack(due))
+  redis.call('RPUSH', KEYS[2], unpack(due))
+end
+return #due";
+
+/// One numbered scenario of the issue: measures and adds its rows.
+type Scenario = fn(&Config, &Scale, &mut Report);
+
+struct Config {
+    quick: bool,
+    module: PathBuf,
+    server: String,
+    out: PathBuf,
+    only: Option<Vec<String>>,
+}
+
+/// Counts for one run; quick mode keeps the whole run under a minute.
+struct Scale {
+    rounds: usize,
+    /// Connections of the add and preload clients.
+    conns: usize,
+    /// Messages per add run and per lifecycle run.
+    add_n: usize,
+    life_n: usize,
+    producers: usize,
+    consumers: usize,
+    late_secs: u64,
+    burst_n: usize,
+    idle_n: usize,
+    idle_secs: u64,
+    mem_n: usize,
+    backlog_small: usize,
+    backlog_big: usize,
+}
+
+impl Scale {
+    fn new(quick: bool) -> Scale {
+        let pick = |q: usize, f: usize| if quick { q } else { f };
+        Scale {
+            rounds: pick(3, 5),
+            conns: 8,
+            add_n: pick(50_000, 200_000),
+            life_n: pick(50_000, 300_000),
+            producers: 4,
+            consumers: 4,
+            late_secs: pick(3, 20) as u64,
+            burst_n: pick(100_000, 1_000_000),
+            idle_n: pick(100_000, 1_000_000),
+            idle_secs: pick(3, 10) as u64,
+            mem_n: pick(100_000, 1_000_000),
+            backlog_small: 10_000,
+            backlog_big: pick(200_000, 10_000_000),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- servers
+
+/// A server child process on a free loopback port, killed when dropped
+/// (also when the benchmark panics).
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn with_module(cfg: &Config) -> Server {
+        Server::start(cfg, true)
+    }
+
+    /// The client-side designs run where they would: on a server without dq.
+    fn plain(cfg: &Config) -> Server {
+        Server::start(cfg, false)
+    }
+
+    fn start(cfg: &Config, module: bool) -> Server {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        // A port found free can be taken before the server binds it.
+        for _ in 0..20 {
+            let dir = std::env::temp_dir().join(format!(
+                "dq-bench-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Relaxed)
+            ));
+            std::fs::create_dir_all(&dir).expect("create a server directory");
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("find a free port")
+                .port();
+            let mut command = Command::new(&cfg.server);
+            command
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .arg("--logfile")
+                .arg(dir.join("server.log"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if module {
+                command.arg("--loadmodule").arg(&cfg.module);
+            }
+            let child = command
+                .spawn()
+                .unwrap_or_else(|e| panic!("start {}: {e}", cfg.server));
+            let mut server = Server { child, port, dir };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if matches!(server.child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                let pong = redis::Client::open(server.url())
+                    .and_then(|c| c.get_connection())
+                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+                if pong.is_ok() {
+                    return server;
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+            let log = std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
+            if !log.contains("Address already in use") {
+                panic!("{} did not start; its log:\n{log}", cfg.server);
+            }
+        }
+        panic!("no free port for {}", cfg.server);
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn conn(&self) -> Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to the benchmark server")
+    }
+
+    fn conns(&self, n: usize) -> Vec<Connection> {
+        (0..n).map(|_| self.conn()).collect()
+    }
+
+    fn load_script(&self, source: &str) -> String {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(source)
+            .query(&mut self.conn())
+            .expect("SCRIPT LOAD")
+    }
+
+    fn info_u64(&self, section: &str, field: &str) -> u64 {
+        info_u64(&mut self.conn(), section, field)
+    }
+
+    /// CPU seconds (user + system) the server has used so far.
+    fn cpu_secs(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .expect("read the server's /proc stat");
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after
+        // the parenthesised command name (which may contain spaces).
+        let rest = &stat[stat.rfind(')').expect("a /proc stat line") + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 =
+            fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+        ticks as f64 / clock_ticks_per_sec()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn clock_ticks_per_sec() -> f64 {
+    static HZ: OnceLock<f64> = OnceLock::new();
+    *HZ.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// All `field:value` lines of one INFO section.
+fn info(con: &mut Connection, section: &str) -> HashMap<String, String> {
+    let text: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+fn info_u64(con: &mut Connection, section: &str, field: &str) -> u64 {
+    info(con, section)
+        .get(field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no numeric {field} in INFO {section}"))
+}
+
+// ---------------------------------------------------------------- clients
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_micros() as u64
+}
+
+fn now_ms() -> u64 {
+    now_us() / 1000
+}
+
+/// A 64-byte payload that starts with `tag`, so every one is distinct.
+fn payload(tag: usize) -> Vec<u8> {
+    let mut p = format!("{tag:020}:").into_bytes();
+    p.resize(64, b'.');
+    p
+}
+
+fn tag_of(payload: &[u8]) -> u64 {
+    std::str::from_utf8(&payload[..20])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .expect("a benchmark payload")
+}
+
+/// Sends commands `0..n` (built by `add`) over the connections, each its
+/// own share in pipelines of BATCH; returns the wall time.
+fn drive(conns: Vec<Connection>, n: usize, add: impl Fn(&mut Pipeline, usize) + Sync) -> Duration {
+    let workers = conns.len();
+    let start = Instant::now();
+    thread::scope(|s| {
+        for (w, mut con) in conns.into_iter().enumerate() {
+            let add = &add;
+            s.spawn(move || {
+                let mut pipe = redis::pipe();
+                let (mut i, end) = (n * w / workers, n * (w + 1) / workers);
+                while i < end {
+                    pipe.clear();
+                    for j in i..(i + BATCH).min(end) {
+                        add(&mut pipe, j);
+                    }
+                    pipe.query::<Vec<Value>>(&mut con)
+                        .expect("a pipelined batch");
+                    i += BATCH;
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn rate(n: usize, took: Duration) -> f64 {
+    n as f64 / took.as_secs_f64()
+}
+
+/// A throughput measurement, and how busy the server was meanwhile: near
+/// 100% of a core, the server is what limits the rate; well below, the
+/// clients or the machine are.
+#[derive(Clone, Copy, Default)]
+struct Run {
+    rate: f64,
+    busy: f64,
+}
+
+/// Times `work` (which returns how long its `n` messages took) and the
+/// server's CPU use meanwhile.
+fn timed(server: &Server, n: usize, work: impl FnOnce() -> Duration) -> Run {
+    let cpu = server.cpu_secs();
+    let took = work();
+    let busy = (server.cpu_secs() - cpu) / took.as_secs_f64();
+    Run {
+        rate: rate(n, took),
+        busy,
+    }
+}
+
+/// Runs every variant once per round, in turn, and keeps each one's best
+/// run.
+fn best_of<const N: usize>(rounds: usize, variants: [&dyn Fn() -> Run; N]) -> [Run; N] {
+    let mut best = [Run::default(); N];
+    for _ in 0..rounds {
+        for (b, variant) in best.iter_mut().zip(variants) {
+            let run = variant();
+            if run.rate > b.rate {
+                *b = run;
+            }
+        }
+    }
+    best
+}
+
+/// "server busy: DQ.ADD 98%, ZADD 95%" for a detail line.
+fn busy(runs: &[(&str, Run)]) -> String {
+    let each: Vec<String> = runs
+        .iter()
+        .map(|(name, run)| format!("{name} {:.0}%", 100.0 * run.busy))
+        .collect();
+    format!("server CPU busy in those runs: {}", each.join(", "))
+}
+
+/// `DQ.POP queue COUNT 100 BLOCK 100` as (id, payload) pairs.
+fn dq_pop(con: &mut Connection, queue: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let reply: Value = redis::cmd("DQ.POP")
+        .arg(queue)
+        .arg("COUNT")
+        .arg(BATCH)
+        .arg("BLOCK")
+        .arg(100)
+        .query(con)
+        .expect("DQ.POP");
+    let Value::Array(items) = reply else {
+        return Vec::new(); // nil: nothing was ready
+    };
+    let entry = |e: Value| match e {
+        Value::Array(f) => match <[Value; 3]>::try_from(f) {
+            Ok([Value::BulkString(id), Value::BulkString(p), _]) => (id, p),
+            other => panic!("not a POP entry: {other:?}"),
+        },
+        other => panic!("not a POP entry: {other:?}"),
+    };
+    items.into_iter().map(entry).collect()
+}
+
+fn dq_ack(con: &mut Connection, queue: &str, ids: &[Vec<u8>]) -> usize {
+    redis::cmd("DQ.ACK")
+        .arg(queue)
+        .arg(ids)
+        .query(con)
+        .expect("DQ.ACK")
+}
+
+/// The seeds' broker: runs TAKE_DUE every millisecond (at once again after
+/// a full batch) until it has moved `n` members.
+fn broker(con: &mut Connection, sha: &str, n: usize) {
+    let give_up = Instant::now() + GIVE_UP;
+    let mut moved = 0;
+    while moved < n && Instant::now() < give_up {
+        let batch: usize = redis::cmd("EVALSHA")
+            .arg(sha)
+            .arg(2)
+            .arg("delayed")
+            .arg("ready")
+            .arg(now_ms())
+            .arg(1000)
+            .query(con)
+            .expect("the take-due script");
+        moved += batch;
+        if batch < 1000 {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- report
+
+/// A target's text and whether the figure meets it.
+type Target = Option<(&'static str, bool)>;
+
+struct Row {
+    scenario: &'static str,
+    figure: String,
+    value: String,
+    baseline: String,
+    ratio: String,
+    target: String,
+    met: Option<bool>,
+}
+
+#[derive(Default)]
+struct Report {
+    rows: Vec<Row>,
+    details: Vec<String>,
+    lateness_us: Vec<i64>,
+    /// DQ.ADD's rate, measured by the add scenario: it times the burst's
+    /// preload.
+    add_rate: Option<f64>,
+}
+
+impl Report {
+    fn push(&mut self, row: Row) {
+        println!(
+            "  {:<12} {:<46} {:>10} {:>10} {:>9}  {:<10} {}",
+            row.scenario,
+            row.figure,
+            row.value,
+            row.baseline,
+            row.ratio,
+            row.target,
+            met_text(row.met)
+        );
+        self.rows.push(row);
+    }
+
+    /// A figure of dq's alone, perhaps against a target.
+    fn figure(&mut self, scenario: &'static str, figure: &str, value: String, target: Target) {
+        self.push(Row {
+            scenario,
+            figure: figure.into(),
+            value,
+            baseline: "—".into(),
+            ratio: "—".into(),
+            target: target.map_or("—", |t| t.0).into(),
+            met: target.map(|t| t.1),
+        });
+    }
+
+    /// Throughput of dq against a baseline, with a target on the ratio.
+    fn versus(
+        &mut self,
+        scenario: &'static str,
+        figure: &str,
+        dq: Run,
+        base: Run,
+        min: Option<f64>,
+    ) {
+        let ratio = dq.rate / base.rate;
+        self.push(Row {
+            scenario,
+            figure: figure.into(),
+            value: per_sec(dq.rate),
+            baseline: per_sec(base.rate),
+            ratio: format!("{ratio:.2}×"),
+            target: min.map_or("—".into(), |m| format!("≥ {m}×")),
+            met: min.map(|m| ratio >= m),
+        });
+    }
+
+    fn detail(&mut self, text: String) {
+        println!("    · {text}");
+        self.details.push(text);
+    }
+}
+
+fn met_text(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "met",
+        Some(false) => "NOT met",
+        None => "",
+    }
+}
+
+fn per_sec(r: f64) -> String {
+    if r >= 1e6 {
+        format!("{:.2}M/s", r / 1e6)
+    } else {
+        format!("{:.1}k/s", r / 1e3)
+    }
+}
+
+fn ms(us: f64) -> String {
+    format!("{:.2} ms", us / 1000.0)
+}
+
+// ---------------------------------------------------------------- 1. add
+
+/// Add throughput: the same connections and pipeline depth for each way of
+/// scheduling a message, each run on a fresh server.
+fn add_throughput(cfg: &Config, s: &Scale, report: &mut Report) {
+    let n = s.add_n;
+    let due = now_ms() + HOUR_MS;
+    let dq_add = |delay: Option<u64>| {
+        let server = Server::with_module(cfg);
+        let conns = server.conns(s.conns);
+        timed(&server, n, || {
+            drive(conns, n, |p, i| {
+                p.cmd("DQ.ADD").arg("q").arg(payload(i));
+                if let Some(d) = delay {
+                    p.arg("DELAY").arg(d);
+                }
+            })
+        })
+    };
+    let zadd = |server: Server| {
+        let conns = server.conns(s.conns);
+        timed(&server, n, || {
+            drive(conns, n, |p, i| {
+                p.cmd("ZADD").arg("delayed").arg(due).arg(payload(i));
+            })
+        })
+    };
+    let lua = || {
+        let server = Server::plain(cfg);
+        let sha = server.load_script(LUA_ADD);
+        let conns = server.conns(s.conns);
+        timed(&server, n, || {
+            drive(conns, n, |p, i| {
+                let keys = ["timeout", "queue", "channel"];
+                p.cmd("EVALSHA").arg(&sha).arg(3).arg(&keys);
+                p.arg(due).arg(payload(i));
+            })
+        })
+    };
+    // The seeds' way to a ready message: ZADD due now, and the broker's
+    // take-due script moving it to the LIST.
+    let seeds = || {
+        let server = Server::plain(cfg);
+        let sha = server.load_script(TAKE_DUE);
+        let (mut broker_con, conns) = (server.conn(), server.conns(s.conns));
+        timed(&server, n, || {
+            let start = Instant::now();
+            thread::scope(|sc| {
+                sc.spawn(|| broker(&mut broker_con, &sha, n));
+                drive(conns, n, |p, i| {
+                    p.cmd("ZADD").arg("delayed").arg(now_ms()).arg(payload(i));
+                });
+            });
+            start.elapsed()
+        })
+    };
+    let [dq_delayed, zadd_plain, zadd_dq, lua, dq_ready, seeds] = best_of(
+        s.rounds,
+        [
+            &|| dq_add(Some(HOUR_MS)),
+            &|| zadd(Server::plain(cfg)),
+            &|| zadd(Server::with_module(cfg)),
+            &lua,
+            &|| dq_add(None),
+            &seeds,
+        ],
+    );
+    let scenario = "1 add";
+    let figure = "DQ.ADD DELAY 1h vs raw ZADD";
+    report.versus(scenario, figure, dq_delayed, zadd_plain, Some(0.8));
+    let figure = "DQ.ADD DELAY 1h vs Redisson Lua add";
+    report.versus(scenario, figure, dq_delayed, lua, Some(2.0));
+    let figure = "DQ.ADD, ready at once, vs ZADD + take-due Lua";
+    report.versus(scenario, figure, dq_ready, seeds, None);
+    let figure = "raw ZADD with dq loaded vs without";
+    report.versus(scenario, figure, zadd_dq, zadd_plain, None);
+    report.detail(format!(
+        "add: best of {} rounds of {n} messages per variant, {} connections, pipelines of \
+         {BATCH}, 64-byte payloads; baselines on a server without the module; ZADD + take-due \
+         counts until the broker has moved every message to the LIST; {}",
+        s.rounds,
+        s.conns,
+        busy(&[
+            ("DQ.ADD DELAY", dq_delayed),
+            ("DQ.ADD", dq_ready),
+            ("ZADD", zadd_plain),
+            ("ZADD with dq", zadd_dq),
+            ("Lua add", lua),
+            ("ZADD + take-due", seeds)
+        ])
+    ));
+    report.add_rate = Some(dq_delayed.rate);
+}
+
+// ---------------------------------------------------------------- 2. lifecycle
+
+/// dq: producers pipeline DQ.ADD (ready at once), consumers DQ.POP COUNT
+/// 100 then DQ.ACK the lot. Messages fully acknowledged per second.
+fn dq_lifecycle(server: &Server, queue: &str, s: &Scale) -> Run {
+    let n = s.life_n;
+    let acked = AtomicUsize::new(0);
+    let finished = OnceLock::new();
+    let (producers, consumers) = (server.conns(s.producers), server.conns(s.consumers));
+    timed(server, n, || {
+        let start = Instant::now();
+        thread::scope(|sc| {
+            sc.spawn(|| {
+                drive(producers, n, |p, i| {
+                    p.cmd("DQ.ADD").arg(queue).arg(payload(i));
+                })
+            });
+            for mut con in consumers {
+                let (acked, finished) = (&acked, &finished);
+                sc.spawn(move || {
+                    while acked.load(Relaxed) < n && start.elapsed() < GIVE_UP {
+                        let ids: Vec<_> =
+                            dq_pop(&mut con, queue).into_iter().map(|e| e.0).collect();
+                        if ids.is_empty() {
+                            continue;
+                        }
+                        let got = dq_ack(&mut con, queue, &ids);
+                        if acked.fetch_add(got, Relaxed) + got >= n {
+                            let _ = finished.set(Instant::now());
+                        }
+                    }
+                });
+            }
+        });
+        let finished = finished.get();
+        *finished.unwrap_or_else(|| panic!("only {acked:?} of {n} acked")) - start
+    })
+}
+
+/// The seeds' design: producers ZADD the payload due now, a broker moves
+/// due members to a LIST, consumers LMOVE batches into their processing
+/// list and acknowledge each with LREM.
+fn seeds_lifecycle(server: &Server, s: &Scale) -> Run {
+    let n = s.life_n;
+    let sha = server.load_script(TAKE_DUE);
+    let done = AtomicUsize::new(0);
+    let finished = OnceLock::new();
+    let (producers, consumers) = (server.conns(s.producers), server.conns(s.consumers));
+    let mut broker_con = server.conn();
+    timed(server, n, || {
+        let start = Instant::now();
+        thread::scope(|sc| {
+            sc.spawn(|| broker(&mut broker_con, &sha, n));
+            sc.spawn(|| {
+                drive(producers, n, |p, i| {
+                    p.cmd("ZADD").arg("delayed").arg(now_ms()).arg(payload(i));
+                })
+            });
+            for (c, mut con) in consumers.into_iter().enumerate() {
+                let (done, finished) = (&done, &finished);
+                sc.spawn(move || {
+                    let processing = format!("processing:{c}");
+                    let mut pipe = redis::pipe();
+                    while done.load(Relaxed) < n && start.elapsed() < GIVE_UP {
+                        pipe.clear();
+                        for _ in 0..BATCH {
+                            pipe.cmd("LMOVE")
+                                .arg(&["ready", &processing, "LEFT", "RIGHT"]);
+                        }
+                        let replies: Vec<Option<Vec<u8>>> =
+                            pipe.query(&mut con).expect("LMOVE batch");
+                        let mut got: Vec<Vec<u8>> = replies.into_iter().flatten().collect();
+                        if got.is_empty() {
+                            // Nothing ready: wait for one as a real worker would.
+                            let one: Option<Vec<u8>> = redis::cmd("BLMOVE")
+                                .arg(&["ready", &processing, "LEFT", "RIGHT", "0.1"])
+                                .query(&mut con)
+                                .expect("BLMOVE");
+                            got.extend(one);
+                        }
+                        if got.is_empty() {
+                            continue;
+                        }
+                        pipe.clear();
+                        for member in &got {
+                            pipe.cmd("LREM").arg(&processing).arg(1).arg(member);
+                        }
+                        let removed: Vec<usize> = pipe.query(&mut con).expect("LREM batch");
+                        let removed: usize = removed.iter().sum();
+                        if done.fetch_add(removed, Relaxed) + removed >= n {
+                            let _ = finished.set(Instant::now());
+                        }
+                    }
+                });
+            }
+        });
+        let finished = finished.get();
+        *finished.unwrap_or_else(|| panic!("only {done:?} of {n} acknowledged")) - start
+    })
+}
+
+fn lifecycle(cfg: &Config, s: &Scale, report: &mut Report) {
+    let [dq, seeds] = best_of(
+        s.rounds,
+        [&|| dq_lifecycle(&Server::with_module(cfg), "q", s), &|| {
+            seeds_lifecycle(&Server::plain(cfg), s)
+        }],
+    );
+    let figure = "ADD→POP→ACK vs ZSET + Lua broker + LIST";
+    report.versus("2 lifecycle", figure, dq, seeds, Some(1.5));
+    report.detail(format!(
+        "lifecycle: best of {} rounds of {} messages, {} producers and {} consumers, batches \
+         of {BATCH}, everything due at once; the baseline's consumers LMOVE 100 at a time \
+         (BLMOVE when the list is empty) and pipeline their LREMs, its broker runs every 1 ms \
+         (at once again after a full batch of 1000); {}",
+        s.rounds,
+        s.life_n,
+        s.producers,
+        s.consumers,
+        busy(&[("dq", dq), ("baseline", seeds)])
+    ));
+}
+
+// ---------------------------------------------------------------- 3. lateness
+
+/// A steady 10k msg/s due 100 ms after they are added, four blocking
+/// consumers; lateness = when a consumer got the message − its due time.
+fn lateness(cfg: &Config, s: &Scale, report: &mut Report) {
+    const PER_MS: usize = 10;
+    const LEAD_MS: u64 = 100;
+    let server = Server::with_module(cfg);
+    let ms_total = s.late_secs * 1000;
+    let n = ms_total as usize * PER_MS;
+    let received = AtomicUsize::new(0);
+    let samples = Mutex::new(Vec::with_capacity(n));
+    let behind_ms = AtomicU64::new(0);
+    let (mut producer, consumers) = (server.conn(), server.conns(4));
+    let start = Instant::now();
+    let sending = thread::scope(|sc| {
+        let producer = sc.spawn(|| {
+            let first = now_ms() + 1;
+            let mut pipe = redis::pipe();
+            for send_at in first..first + ms_total {
+                while now_ms() < send_at {
+                    thread::sleep(Duration::from_micros(100));
+                }
+                // Due LEAD_MS after the ADD really goes out: a producer that
+                // fell behind (a busy machine) must not make dq look late.
+                let sent = now_ms();
+                behind_ms.fetch_max(sent - send_at, Relaxed);
+                let due = sent + LEAD_MS;
+                pipe.clear();
+                for _ in 0..PER_MS {
+                    pipe.cmd("DQ.ADD")
+                        .arg("q")
+                        .arg(payload(due as usize))
+                        .arg("AT")
+                        .arg(due);
+                }
+                pipe.query::<Vec<Value>>(&mut producer)
+                    .expect("DQ.ADD batch");
+            }
+            start.elapsed()
+        });
+        for mut con in consumers {
+            let (received, samples) = (&received, &samples);
+            sc.spawn(move || {
+                let mut mine = Vec::new();
+                while received.load(Relaxed) < n && start.elapsed() < GIVE_UP {
+                    let batch = dq_pop(&mut con, "q");
+                    let got_us = now_us() as i64;
+                    mine.extend(
+                        batch
+                            .iter()
+                            .map(|(_, p)| got_us - (tag_of(p) * 1000) as i64),
+                    );
+                    let ids: Vec<_> = batch.into_iter().map(|e| e.0).collect();
+                    if !ids.is_empty() {
+                        received.fetch_add(ids.len(), Relaxed);
+                        dq_ack(&mut con, "q", &ids);
+                    }
+                }
+                samples.lock().expect("samples").extend(mine);
+            });
+        }
+        producer.join().expect("the producer")
+    });
+    let mut samples = samples.into_inner().expect("samples");
+    assert_eq!(samples.len(), n, "lateness: messages went missing");
+    samples.sort_unstable();
+    let scenario = "3 lateness";
+    let p = |q: f64| percentile(&samples, q);
+    let figure = "p50 at 10k msg/s, blocking consumers";
+    report.figure(scenario, figure, ms(p(0.5)), None);
+    report.figure(
+        scenario,
+        "p99",
+        ms(p(0.99)),
+        Some(("≤ 2 ms", p(0.99) <= 2000.0)),
+    );
+    report.figure(scenario, "p999", ms(p(0.999)), None);
+    report.figure(
+        scenario,
+        "max",
+        ms(p(1.0)),
+        Some(("≤ 10 ms", p(1.0) <= 10_000.0)),
+    );
+    let ticks = server.info_u64("dq", "dq_timer_ticks");
+    let longest = server.info_u64("dq", "dq_longest_tick_us");
+    report.detail(format!(
+        "lateness: {n} messages over {} s, {PER_MS} per ms due {LEAD_MS} ms after their ADD \
+         (AT), 4 consumers DQ.POP COUNT {BATCH} BLOCK; {ticks} timer ticks, the longest \
+         {longest} µs; the producer sent at {} (at most {} ms behind its schedule)",
+        s.late_secs,
+        per_sec(rate(n, sending)),
+        behind_ms.load(Relaxed)
+    ));
+    report.lateness_us = samples;
+}
+
+fn percentile(sorted: &[i64], q: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize] as f64
+}
+
+// ---------------------------------------------------------------- 4. burst
+
+/// N messages due at one instant: how fast they become ready, and the
+/// longest PING round trip meanwhile on another connection.
+fn burst(cfg: &Config, s: &Scale, report: &mut Report) {
+    let n = s.burst_n;
+    let add_rate = report.add_rate.unwrap_or(100e3);
+    // They fall due once the preload is surely over; if it overran, again
+    // on a fresh server with more room.
+    let mut expect_ms = 1000.0 * n as f64 / add_rate;
+    let (server, due, took) = loop {
+        let server = Server::with_module(cfg);
+        let due = now_ms() + 1000 + (2.0 * expect_ms) as u64;
+        let took = drive(server.conns(s.conns), n, |p, i| {
+            p.cmd("DQ.ADD").arg("q").arg(payload(i)).arg("AT").arg(due);
+        });
+        if now_ms() + 200 < due {
+            break (server, due, took);
+        }
+        expect_ms = took.as_millis() as f64;
+    };
+    let mut con = server.conn();
+    let ticks_before = info_u64(&mut con, "dq", "dq_timer_ticks");
+    while now_ms() + 100 < due {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let stop = AtomicBool::new(false);
+    let mut probe = server.conn();
+    let (mut pings_us, ready_us) = thread::scope(|sc| {
+        let pinger = sc.spawn(|| {
+            let mut round_trips = Vec::new();
+            while !stop.load(Relaxed) {
+                let t = Instant::now();
+                let _: String = redis::cmd("PING").query(&mut probe).expect("PING");
+                round_trips.push(t.elapsed().as_micros() as i64);
+            }
+            round_trips
+        });
+        while now_ms() < due {
+            thread::sleep(Duration::from_micros(200));
+        }
+        let give_up = Instant::now() + GIVE_UP;
+        while info_u64(&mut con, "dq", "dq_messages_ready") < n as u64 && Instant::now() < give_up {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let ready_us = now_us() - due * 1000;
+        stop.store(true, Relaxed);
+        (pinger.join().expect("the PING probe"), ready_us as f64)
+    });
+    let dq = info(&mut con, "dq");
+    let field = |name: &str| dq[name].parse::<u64>().expect("a numeric INFO dq field");
+    assert_eq!(
+        field("dq_messages_ready"),
+        n as u64,
+        "burst: not every message became ready"
+    );
+    let promote_rate = n as f64 / (ready_us / 1e6);
+    let longest_tick = field("dq_longest_tick_us") as f64;
+    pings_us.sort_unstable();
+    let longest_ping_us = percentile(&pings_us, 1.0);
+    let ticks = field("dq_timer_ticks") - ticks_before;
+    let scenario = "4 burst";
+    let figure = format!("promotion rate, {n} due at once");
+    report.figure(
+        scenario,
+        &figure,
+        per_sec(promote_rate),
+        Some(("≥ 500k/s", promote_rate >= 500e3)),
+    );
+    let figure = "longest PING round trip meanwhile";
+    report.figure(
+        scenario,
+        figure,
+        ms(longest_ping_us),
+        Some(("≤ 5 ms", longest_ping_us <= 5000.0)),
+    );
+    let figure = "longest timer tick (INFO dq)";
+    report.figure(
+        scenario,
+        figure,
+        ms(longest_tick),
+        Some(("≤ 5 ms", longest_tick <= 5000.0)),
+    );
+    report.detail(format!(
+        "burst: preloaded {n} with AT in {:.1} s ({}); all ready {:.0} ms after their due time \
+         (INFO dq polled every 1 ms), in {ticks} timer ticks, {:.2} ms apart on average; a PING \
+         probe ran back to back on its own connection from 100 ms before the due time: {} \
+         round trips, p50 {}, p99 {}, {} over 5 ms",
+        took.as_secs_f64(),
+        per_sec(rate(n, took)),
+        ready_us / 1000.0,
+        ready_us / 1000.0 / ticks.max(1) as f64,
+        pings_us.len(),
+        ms(percentile(&pings_us, 0.5)),
+        ms(percentile(&pings_us, 0.99)),
+        pings_us.iter().filter(|&&us| us > 5000).count()
+    ));
+}
+
+// ---------------------------------------------------------------- 5. idle
+
+/// N messages due in an hour: timer wakeups and CPU, beside an empty server
+/// measured over the same window.
+fn idle(cfg: &Config, s: &Scale, report: &mut Report) {
+    let n = s.idle_n;
+    let empty = Server::with_module(cfg);
+    let loaded = Server::with_module(cfg);
+    drive(loaded.conns(s.conns), n, |p, i| {
+        p.cmd("DQ.ADD")
+            .arg("q")
+            .arg(payload(i))
+            .arg("DELAY")
+            .arg(HOUR_MS);
+    });
+    // Let the preload's aftermath (disconnects, incremental rehashing) pass.
+    thread::sleep(Duration::from_secs(1));
+    let ticks0 = loaded.info_u64("dq", "dq_timer_ticks");
+    let cpu0 = (empty.cpu_secs(), loaded.cpu_secs());
+    let start = Instant::now();
+    thread::sleep(Duration::from_secs(s.idle_secs));
+    let window = start.elapsed().as_secs_f64();
+    let cpu1 = (empty.cpu_secs(), loaded.cpu_secs());
+    let wakeups = (loaded.info_u64("dq", "dq_timer_ticks") - ticks0) as f64 / window;
+    let cpu_empty = 100.0 * (cpu1.0 - cpu0.0) / window;
+    let cpu_loaded = 100.0 * (cpu1.1 - cpu0.1) / window;
+    let scenario = "5 idle";
+    let figure = format!("timer wakeups/s, {n} due in 1 h");
+    report.figure(
+        scenario,
+        &figure,
+        format!("{wakeups:.2}/s"),
+        Some(("≤ 1/s", wakeups <= 1.0)),
+    );
+    // /proc counts CPU in clock ticks: a tick or two per window is noise,
+    // so "as an empty server" allows half a percent of a core.
+    report.push(Row {
+        scenario,
+        figure: "server CPU, % of a core, vs an empty server".into(),
+        value: format!("{cpu_loaded:.2}%"),
+        baseline: format!("{cpu_empty:.2}%"),
+        ratio: format!("{:+.2} pt", cpu_loaded - cpu_empty),
+        target: "≤ +0.5 pt".into(),
+        met: Some(cpu_loaded - cpu_empty <= 0.5),
+    });
+    report.detail(format!(
+        "idle: {window:.1} s window, both servers side by side; CPU is the server process's \
+         user+system time, resolution {:.2} pt",
+        100.0 / clock_ticks_per_sec() / window
+    ));
+}
+
+// ---------------------------------------------------------------- 6. memory
+
+fn memory(cfg: &Config, s: &Scale, report: &mut Report) {
+    let n = s.mem_n;
+    let id = |i: usize| format!("msg-{i:010}");
+    let per_message = |server: Server, add: &(dyn Fn(&mut Pipeline, usize) + Sync)| {
+        let before = server.info_u64("memory", "used_memory");
+        drive(server.conns(s.conns), n, add);
+        (server.info_u64("memory", "used_memory") - before) as f64 / n as f64
+    };
+    let dq = per_message(Server::with_module(cfg), &|p, i| {
+        p.cmd("DQ.ADD")
+            .arg("q")
+            .arg(payload(i))
+            .arg("ID")
+            .arg(id(i));
+        p.arg("DELAY").arg(HOUR_MS);
+    });
+    let due = now_ms() + HOUR_MS;
+    let bare = per_message(Server::plain(cfg), &|p, i| {
+        p.cmd("ZADD").arg("delayed").arg(due).arg(id(i));
+        p.cmd("HSET").arg("payloads").arg(id(i)).arg(payload(i));
+    });
+    report.push(Row {
+        scenario: "6 memory",
+        figure: format!("bytes/message, 64-byte payload, {n} delayed"),
+        value: format!("{dq:.0} B"),
+        baseline: format!("{bare:.0} B"),
+        ratio: format!("{:.2}×", dq / bare),
+        target: "≤ 1.2×".into(),
+        met: Some(dq / bare <= 1.2),
+    });
+    report.detail(format!(
+        "memory: used_memory delta / N on fresh servers; baseline: one ZSET (id by due time) \
+         and one HASH (id → payload) on a server without the module; ids of {} bytes",
+        id(0).len()
+    ));
+}
+
+// ---------------------------------------------------------------- 7. backlog
+
+fn backlog(cfg: &Config, s: &Scale, report: &mut Report) {
+    let preload = |waiting: usize, report: &mut Report| {
+        let server = Server::with_module(cfg);
+        let took = drive(server.conns(s.conns), waiting, |p, i| {
+            p.cmd("DQ.ADD")
+                .arg("q")
+                .arg(payload(i))
+                .arg("DELAY")
+                .arg(HOUR_MS);
+        });
+        report.detail(format!(
+            "backlog: preloaded {waiting} delayed messages in {:.1} s ({})",
+            took.as_secs_f64(),
+            per_sec(rate(waiting, took))
+        ));
+        server
+    };
+    let small = preload(s.backlog_small, report);
+    let big = preload(s.backlog_big, report);
+    let [big_rate, small_rate] = best_of(
+        s.rounds,
+        [&|| dq_lifecycle(&big, "q", s), &|| {
+            dq_lifecycle(&small, "q", s)
+        }],
+    );
+    let figure = format!(
+        "lifecycle, {} vs {} waiting",
+        s.backlog_big, s.backlog_small
+    );
+    report.versus("7 backlog", &figure, big_rate, small_rate, Some(0.8));
+    report.detail(format!(
+        "backlog: best of {} lifecycle rounds as in 2, on the queue that holds the waiting \
+         messages; {}",
+        s.rounds,
+        busy(&[("big backlog", big_rate), ("small", small_rate)])
+    ));
+}
+
+// ---------------------------------------------------------------- output
+
+fn machine(cfg: &Config) -> Vec<(&'static str, String)> {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("model name"))?;
+            Some(line.split_once(':')?.1.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let server = {
+        let i = info(&mut Server::with_module(cfg).conn(), "server");
+        let name = i.get("server_name").map_or("redis", String::as_str);
+        let version = i.get(&format!("{name}_version")).or(i.get("redis_version"));
+        format!(
+            "{name} {} ({})",
+            version.map_or("?", String::as_str),
+            cfg.server
+        )
+    };
+    let run = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map_or("unknown".into(), |o| {
+                String::from_utf8_lossy(&o.stdout).trim().to_string()
+            })
+    };
+    let load: Vec<&str> = load.split(' ').take(3).collect();
+    vec![
+        ("date", run("date", &["-u", "+%Y-%m-%d %H:%M UTC"])),
+        ("mode", if cfg.quick { "quick" } else { "full" }.into()),
+        (
+            "machine",
+            format!("{cores} cores, {cpu}, Linux {}", kernel.trim()),
+        ),
+        ("load average at start", load.join(" ")),
+        ("server", server),
+        ("dq", run("git", &["describe", "--always", "--dirty"])),
+    ]
+}
+
+fn markdown(header: &[(&str, String)], report: &Report, wall: Duration) -> String {
+    let mut md = String::from("# dq benchmark\n\n");
+    for (k, v) in header {
+        let _ = writeln!(md, "- {k}: {v}");
+    }
+    let _ = writeln!(md, "- wall time: {:.0} s\n", wall.as_secs_f64());
+    md.push_str("| scenario | figure | dq | baseline | ratio | target | met |\n");
+    md.push_str("|---|---|--:|--:|--:|---|---|\n");
+    for r in &report.rows {
+        let met = match r.met {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "",
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {met} |",
+            r.scenario, r.figure, r.value, r.baseline, r.ratio, r.target
+        );
+    }
+    md.push_str("\nHow each figure was made:\n\n");
+    for d in &report.details {
+        let _ = writeln!(md, "- {d}");
+    }
+    if !report.lateness_us.is_empty() {
+        md.push_str("\n![lateness histogram](lateness.svg)\n");
+    }
+    md
+}
+
+/// A histogram of lateness on logarithmic axes: 10 bins per decade from
+/// 10 µs to 100 ms, counts on a log scale, the percentiles marked.
+fn lateness_svg(sorted_us: &[i64], quick: bool) -> String {
+    // Canvas and margins: left, right, top, bottom.
+    let (w, h) = (820.0, 380.0);
+    let (l, r, t, b) = (70.0, 180.0, 40.0, 55.0);
+    let (lo, hi) = (1.0_f64, 5.0_f64); // log10 of µs
+    let bins = ((hi - lo) * 10.0) as usize;
+    let mut counts = vec![0u64; bins];
+    for &us in sorted_us {
+        let bin = ((((us.max(1) as f64).log10() - lo) * 10.0).floor()).max(0.0) as usize;
+        counts[bin.min(bins - 1)] += 1;
+    }
+    let decades = (counts.iter().copied().max().unwrap_or(1).max(1) as f64)
+        .log10()
+        .ceil()
+        .max(1.0);
+    let x = |log_us: f64| l + (log_us.clamp(lo, hi) - lo) / (hi - lo) * (w - l - r);
+    let y = |count: f64| h - b - count.max(1.0).log10() / decades * (h - t - b);
+    let mut svg = String::new();
+    let mut put = |line: String| {
+        svg.push_str(&line);
+        svg.push('\n');
+    };
+    put(format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>"
+    ));
+    put(format!(
+        "<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">dq lateness \
+         (delivery − due) at 10k msg/s, {} messages{}</text>",
+        (l + w - r) / 2.0,
+        sorted_us.len(),
+        if quick { ", quick run" } else { "" }
+    ));
+    for (i, &c) in counts.iter().enumerate().filter(|(_, &c)| c > 0) {
+        let (x0, x1) = (x(lo + i as f64 / 10.0), x(lo + (i + 1) as f64 / 10.0));
+        put(format!(
+            "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#4a7ebb\">\
+             <title>{c}</title></rect>",
+            y(c as f64),
+            x1 - x0 - 1.0,
+            h - b - y(c as f64)
+        ));
+    }
+    put(format!(
+        "<path d=\"M{l} {t} V{} H{}\" stroke=\"black\" fill=\"none\"/>",
+        h - b,
+        w - r
+    ));
+    for (d, label) in ["0.01 ms", "0.1 ms", "1 ms", "10 ms", "100 ms"]
+        .iter()
+        .enumerate()
+    {
+        let xd = x(lo + d as f64);
+        put(format!(
+            "<line x1=\"{xd}\" y1=\"{}\" x2=\"{xd}\" y2=\"{}\" stroke=\"black\"/>\
+             <text x=\"{xd}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
+            h - b,
+            h - b + 5.0,
+            h - b + 18.0
+        ));
+    }
+    for d in 0..=decades as u32 {
+        let yd = y(10f64.powi(d as i32));
+        put(format!(
+            "<line x1=\"{}\" y1=\"{yd:.1}\" x2=\"{l}\" y2=\"{yd:.1}\" stroke=\"black\"/>\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            l - 5.0,
+            l - 8.0,
+            yd + 4.0,
+            10u64.pow(d)
+        ));
+    }
+    put(format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">lateness (log scale)</text>",
+        (l + w - r) / 2.0,
+        h - 15.0
+    ));
+    put(format!(
+        "<text transform=\"translate(18 {}) rotate(-90)\" text-anchor=\"middle\">messages per \
+         bin (log scale)</text>",
+        (t + h - b) / 2.0
+    ));
+    if sorted_us.is_empty() {
+        put("</svg>".into());
+        return svg;
+    }
+    // The percentiles as dashed lines, named in a legend on the right.
+    let p = |q: f64| percentile(sorted_us, q).max(1.0);
+    let marks = [
+        ("p50", p(0.5), "#2a2"),
+        ("p99", p(0.99), "#d80"),
+        ("p999", p(0.999), "#c22"),
+        ("max", p(1.0), "#808"),
+        ("p99 target", 2000.0, "#888"),
+    ];
+    for (i, (name, us, colour)) in marks.iter().enumerate() {
+        let xm = x(us.log10());
+        let ly = t + 10.0 + 18.0 * i as f64;
+        put(format!(
+            "<line x1=\"{xm:.1}\" y1=\"{t}\" x2=\"{xm:.1}\" y2=\"{}\" stroke=\"{colour}\" \
+             stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/>\
+             <line x1=\"{}\" y1=\"{ly}\" x2=\"{}\" y2=\"{ly}\" stroke=\"{colour}\" \
+             stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/>\
+             <text x=\"{}\" y=\"{}\" fill=\"{colour}\">{name} {:.2} ms</text>",
+            h - b,
+            w - r + 12.0,
+            w - r + 36.0,
+            w - r + 42.0,
+            ly + 4.0,
+            us / 1000.0
+        ));
+    }
+    put("</svg>".into());
+    svg
+}
+
+/// `cargo bench` runs `<target>/release/deps/dq-<hash>`; `make bench` has
+/// built `<target>/release/libdq.so` just before.
+fn release_module() -> PathBuf {
+    let exe = std::env::current_exe().expect("the benchmark's own path");
+    let release = exe.parent().and_then(|deps| deps.parent());
+    release.expect("a cargo target directory").join("libdq.so")
+}
+
+fn main() {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let cfg = Config {
+        quick: env("DQ_BENCH_QUICK").is_some_and(|v| v != "0"),
+        module: env("DQ_MODULE").map_or_else(release_module, PathBuf::from),
+        server: env("DQ_SERVER").unwrap_or_else(|| "redis-server".into()),
+        out: env("DQ_BENCH_OUT").map_or(manifest.join("target/bench"), PathBuf::from),
+        only: env("DQ_BENCH_ONLY").map(|v| v.split(',').map(|s| s.trim().to_string()).collect()),
+    };
+    assert!(
+        cfg.module.exists(),
+        "{} is missing: run `make bench` (or `cargo build --release` first)",
+        cfg.module.display()
+    );
+    let s = Scale::new(cfg.quick);
+    let wanted = |name: &str| {
+        cfg.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|x| x == name))
+    };
+    let wall = Instant::now();
+    let header = machine(&cfg);
+    for (k, v) in &header {
+        println!("{k}: {v}");
+    }
+    let mut report = Report::default();
+    let scenarios: [(&str, Scenario); 7] = [
+        ("add", add_throughput),
+        ("lifecycle", lifecycle),
+        ("lateness", lateness),
+        ("burst", burst),
+        ("idle", idle),
+        ("memory", memory),
+        ("backlog", backlog),
+    ];
+    for (name, run) in scenarios {
+        if wanted(name) {
+            run(&cfg, &s, &mut report);
+        }
+    }
+    std::fs::create_dir_all(&cfg.out).expect("create the output directory");
+    let md = markdown(&header, &report, wall.elapsed());
+    std::fs::write(cfg.out.join("results.md"), &md).expect("write results.md");
+    if !report.lateness_us.is_empty() {
+        let svg = lateness_svg(&report.lateness_us, cfg.quick);
+        std::fs::write(cfg.out.join("lateness.svg"), svg).expect("write lateness.svg");
+    }
+    println!("\n{md}\nwritten to {}", cfg.out.display());
+}
