@@ -9,8 +9,10 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 VALKEY  ?= valkey-server
 QUICK   ?=
+FUZZ_SECS    ?= 60
+DQ_SOAK_SECS ?= 180
 
-.PHONY: all deps valkey build release install run test examples bench clippy fmt clean
+.PHONY: all deps valkey build release install run test examples bench fuzz soak clippy fmt clean
 
 all: release
 
@@ -78,6 +80,7 @@ test: build valkey
 	$(CARGO) test
 	DQ_SERVER=$(VALKEY) $(CARGO) test --test '*'
 	scripts/test-examples
+	FUZZ_SECS=10 scripts/fuzz
 
 # The client examples (Python redis-py, Node.js ioredis, Rust redis crate)
 # against a real server; installs redis-py into a venv and ioredis from the
@@ -90,6 +93,15 @@ examples: build
 # target/bench/results.md and target/bench/lateness.svg.
 bench: release
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench --bench dq
+
+# Each cargo-fuzz target for FUZZ_SECS seconds; non-zero on a crash.
+# (make test runs them for 10 s, and the 8-second soak in both test runs.)
+fuzz: deps
+	FUZZ_SECS=$(FUZZ_SECS) scripts/fuzz
+
+# Chaos soak: kill -9 restarts under load for DQ_SOAK_SECS, on both servers.
+soak: deps valkey
+	DQ_SOAK_SECS=$(DQ_SOAK_SECS) scripts/soak
 
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings

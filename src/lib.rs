@@ -32,6 +32,10 @@ pub mod settings;
 pub mod store;
 pub mod timer;
 
+// Fuzz findings and seeds, replayed on stable (see fuzz/).
+#[cfg(test)]
+mod regressions;
+
 #[cfg(not(any(test, fuzzing)))]
 mod module {
     use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};

@@ -1,0 +1,225 @@
+//! The properties the fuzz targets check, shared with the unit test that
+//! replays the seeds and past findings (`src/regressions.rs`), which
+//! includes this file too. The includer names the dq crate `dq`.
+//!
+//! `args`: the first byte picks a parser; the rest, split on 0x00, is the
+//! argument list after the command name (for BACKOFF, durations and key
+//! names: the rest as one value). Beyond "no panic": values within their
+//! documented bounds, errors shaped as a single reply line with an
+//! upper-case code, backoff arithmetic that never overflows and a canonical
+//! spec that parses back to the same value, key names that name their queue
+//! back.
+//!
+//! `envelope`: whatever bytes a messages hash holds (written by hand, by an
+//! older build, or damaged), decoding returns a message or a clean error,
+//! and a decoded message encodes and decodes back to itself. Each input is
+//! tried as it is and with its checksum fixed, so the body decoder is
+//! reached too, not only the CRC check.
+
+// Each fuzz target uses one of the two entry points.
+#![allow(dead_code)]
+
+use super::dq::args::{parse_queue_and_ids, MAX_COUNT, MAX_ID_LEN, MAX_TIME_MS};
+use super::dq::backoff::{parse_duration, Backoff, MAX_STEPS};
+use super::dq::commands::{add, config, nack, peek, pop, purge, redrive, touch};
+use super::dq::error::{DqError, Result};
+use super::dq::keys::{key_name, parse_key_name, slot, Part};
+use super::dq::message::Message;
+use super::dq::queue::{AddMode, Redrive};
+use super::dq::settings::load_values;
+
+pub fn args(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let args: Vec<&[u8]> = if rest.is_empty() {
+        Vec::new()
+    } else {
+        rest.split(|&b| b == 0).collect()
+    };
+    match which % 12 {
+        0 => checked(add::parse(&args), |a| {
+            assert!(args.len() >= 2);
+            if let add::When::Delay(ms) | add::When::At(ms) = a.when {
+                assert!(ms <= MAX_TIME_MS);
+            }
+            for now in [0, 1_700_000_000_000, MAX_TIME_MS] {
+                match a.when.due_at(now) {
+                    Ok(due) => assert!(due <= MAX_TIME_MS),
+                    Err(e) => assert_eq!(e, DqError::TimeOverflow("DELAY")),
+                }
+            }
+            a.id.into_iter().chain(a.group).for_each(name_bounds);
+            assert!(a
+                .max_attempts
+                .is_none_or(|n| (1..=i32::MAX as u32).contains(&n)));
+            assert!(a.ttl_ms.is_none_or(|t| (1..=MAX_TIME_MS).contains(&t)));
+            if a.mode == AddMode::OnlyExisting {
+                assert!(a.id.is_some(), "XX without ID");
+            }
+            if let Some(b) = &a.backoff {
+                backoff_properties(b);
+            }
+        }),
+        1 => checked(pop::parse(&args), |p| {
+            assert!((1..=MAX_COUNT).contains(&p.count));
+            assert!(p.block.is_none_or(|b| b <= MAX_TIME_MS));
+            assert!(p.lease_ms.is_none_or(|l| (1..=MAX_TIME_MS).contains(&l)));
+        }),
+        2 => checked(nack::parse(&args), |(_, id, delay)| {
+            name_bounds(id);
+            assert!(delay.is_none_or(|d| d <= MAX_TIME_MS));
+        }),
+        3 => checked(touch::parse(&args), |(_, id, lease)| {
+            name_bounds(id);
+            assert!(lease.is_none_or(|l| (1..=MAX_TIME_MS).contains(&l)));
+        }),
+        4 => checked(config::parse(&args), |(_, changes)| {
+            // Show (no arguments after the queue) or SET with pairs.
+            assert_eq!(changes.is_empty(), args.len() == 1);
+            for change in changes {
+                match change {
+                    config::Change::Lease(l) => {
+                        assert!(l.is_none_or(|l| (1..=MAX_TIME_MS).contains(&l)))
+                    }
+                    config::Change::MaxAttempts(n) => assert!(n.is_none_or(|n| n >= 1)),
+                    config::Change::Backoff(b) => b.iter().for_each(backoff_properties),
+                }
+            }
+        }),
+        5 => checked(redrive::parse(&args), |(_, which)| match which {
+            Redrive::Oldest(n) => assert!((1..=MAX_COUNT).contains(n)),
+            Redrive::Ids(ids) => {
+                assert!(!ids.is_empty());
+                ids.iter().copied().for_each(name_bounds);
+            }
+        }),
+        6 => checked(peek::parse(&args), |(_, _, count)| {
+            assert!((1..=MAX_COUNT).contains(count));
+        }),
+        7 => checked(purge::parse(&args), |_| {
+            assert!(matches!(args.len(), 1 | 2))
+        }),
+        8 => checked(parse_queue_and_ids("dq.ack", &args), |(_, ids)| {
+            assert!(!ids.is_empty());
+            ids.iter().copied().for_each(name_bounds);
+        }),
+        9 => checked(Backoff::parse(rest), backoff_properties),
+        10 => checked(load_values(&args), |v| {
+            assert!(v.lease_ms >= 1 && v.lease_ms as u64 <= MAX_TIME_MS);
+            assert!(v.max_attempts >= 1 && v.max_attempts <= i32::MAX.into());
+            // The start value of dq.backoff is handed to Redis as a string
+            // that must itself be accepted.
+            assert!(
+                Backoff::parse(v.backoff.as_bytes()).is_ok(),
+                "{}",
+                v.backoff
+            );
+        }),
+        _ => {
+            if let Ok(text) = std::str::from_utf8(rest) {
+                assert!(parse_duration(text).is_none_or(|ms| ms <= MAX_TIME_MS));
+            }
+            key_naming(rest);
+        }
+    }
+}
+
+/// Runs `ok` on a success; checks the shape of an error reply otherwise.
+fn checked<T>(parsed: Result<T>, ok: impl FnOnce(&T)) {
+    match parsed {
+        Ok(value) => ok(&value),
+        Err(e) => {
+            let text = e.to_string();
+            let code = text.split(' ').next().unwrap_or_default();
+            assert!(
+                !code.is_empty() && code.bytes().all(|b| b.is_ascii_uppercase()),
+                "error without an upper-case code: {text:?}"
+            );
+            // An error reply is one line: a CR or LF would break RESP.
+            assert!(!text.contains(['\r', '\n']), "multi-line error: {text:?}");
+        }
+    }
+}
+
+fn name_bounds(name: &[u8]) {
+    assert!(!name.is_empty() && name.len() <= MAX_ID_LEN);
+}
+
+fn backoff_properties(b: &Backoff) {
+    let attempts = (0..=80).chain([1000, u32::MAX / 2, u32::MAX - 1, u32::MAX]);
+    let mut previous = 0;
+    for attempt in attempts {
+        let delay = b.delay(attempt);
+        assert!(delay <= MAX_TIME_MS, "{b:?} attempt {attempt}: {delay}");
+        match b {
+            Backoff::Exponential { base, max } => {
+                assert!(*base >= 1 && base <= max);
+                assert!((*base..=*max).contains(&delay), "{b:?} {attempt}");
+                assert!(delay >= previous, "{b:?} shrinks at attempt {attempt}");
+            }
+            Backoff::Fixed(d) => assert_eq!(delay, *d),
+            Backoff::Steps(steps) => {
+                assert!((1..=MAX_STEPS).contains(&steps.len()));
+                assert!(steps.contains(&delay));
+            }
+        }
+        previous = delay;
+    }
+    // What DQ.CONFIG and CONFIG GET show must be accepted as input.
+    let shown = b.to_string();
+    assert_eq!(Backoff::parse(shown.as_bytes()).as_ref(), Ok(b), "{shown}");
+}
+
+/// Every key of any queue is in the queue name's slot and names it back;
+/// a key that parses as a dq key is exactly the name dq makes for it.
+fn key_naming(bytes: &[u8]) {
+    for part in Part::ALL {
+        let key = key_name(bytes, part);
+        assert_eq!(slot(&key), slot(bytes));
+        assert_eq!(parse_key_name(&key), Some((bytes.to_vec(), part)));
+    }
+    if let Some((queue, part)) = parse_key_name(bytes) {
+        assert_eq!(key_name(&queue, part), bytes);
+    }
+}
+
+/// Format byte, then the CRC32 of the body (little-endian).
+const HEADER_LEN: usize = 5;
+
+pub fn envelope(data: &[u8]) {
+    round_trip(data);
+    if data.len() >= HEADER_LEN {
+        let mut fixed = data.to_vec();
+        let crc = crc32fast::hash(&data[HEADER_LEN..]);
+        fixed[1..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        round_trip(&fixed);
+    }
+}
+
+fn round_trip(bytes: &[u8]) {
+    let message = match Message::decode(b"fuzz", bytes) {
+        Ok(message) => message,
+        Err(e) => {
+            let text = e.to_string();
+            assert!(
+                text.starts_with("ERR message 'fuzz' is corrupt: "),
+                "{text:?}"
+            );
+            assert!(!text.contains(['\r', '\n']), "multi-line error: {text:?}");
+            return;
+        }
+    };
+    let encoded = message.encode();
+    let again = Message::decode(b"fuzz", &encoded).expect("a re-encoded message decodes");
+    assert_eq!(again, message);
+    // Encoding is a function of the message: the same bytes every time.
+    assert_eq!(again.encode(), encoded);
+    // Whatever a decoded message holds, its retry arithmetic must not panic.
+    if let Some(backoff) = &message.backoff {
+        for attempt in [0, 1, 2, 63, 64, 65, message.attempt, u32::MAX] {
+            backoff.delay(attempt);
+        }
+        let _ = backoff.to_string();
+    }
+}

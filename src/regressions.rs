@@ -1,0 +1,75 @@
+//! Fuzz findings, kept as tests that run on stable with `cargo test`.
+//!
+//! Every input in `fuzz/seeds/<target>/` and `fuzz/regressions/<target>/`
+//! goes through the very checks the fuzz targets run (`fuzz/checks.rs`,
+//! included here). A crash found by `scripts/fuzz` becomes a regression by
+//! copying its artifact into `fuzz/regressions/<target>/` under a name that
+//! says what it broke; a finding worth reading as code gets a test below.
+
+use std::path::{Path, PathBuf};
+
+// `checks` names this crate `dq`, as the fuzz targets do.
+use crate as dq;
+
+#[path = "../fuzz/checks.rs"]
+mod checks;
+
+/// The files of `fuzz/<kind>/<target>/`, sorted; none when it is absent.
+fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz")
+        .join(kind)
+        .join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.is_file());
+    files.sort();
+    files
+}
+
+/// Runs `check` on every seed and past finding of `target`; returns how
+/// many seeds there were.
+fn replay(target: &str, check: fn(&[u8])) -> usize {
+    let seeds = inputs("seeds", target);
+    for path in seeds.iter().chain(&inputs("regressions", target)) {
+        let data = std::fs::read(path).expect("read a fuzz input");
+        // Printed before the check, so a failure names its input.
+        println!("{}", path.display());
+        check(&data);
+    }
+    seeds.len()
+}
+
+#[test]
+fn argument_parsers_hold_on_seeds_and_findings() {
+    assert!(
+        replay("args", checks::args) > 0,
+        "no seeds in fuzz/seeds/args"
+    );
+}
+
+#[test]
+fn envelope_decoding_holds_on_seeds_and_findings() {
+    assert!(
+        replay("envelope", checks::envelope) > 0,
+        "no seeds in fuzz/seeds/envelope"
+    );
+}
+
+/// What the fuzzer's "checksum fixed" mode reaches and the other unit tests
+/// do not: a record whose checksum is right but whose body has bytes after
+/// the message must be refused, not silently truncated.
+#[test]
+fn trailing_bytes_behind_a_valid_checksum_are_corrupt() {
+    let seed = inputs("seeds", "envelope")
+        .into_iter()
+        .find(|p| p.ends_with("ready"))
+        .expect("the 'ready' envelope seed");
+    let mut bytes = std::fs::read(seed).expect("read the seed");
+    bytes.push(0);
+    let crc = crc32fast::hash(&bytes[5..]);
+    bytes[1..5].copy_from_slice(&crc.to_le_bytes());
+    let err = crate::message::Message::decode(b"m", &bytes).expect_err("trailing byte");
+    assert!(err.to_string().contains("trailing bytes"), "{err}");
+}
