@@ -156,10 +156,14 @@ impl<'c> RedisStore<'c> {
     }
 
     /// Replicates what changed, wakes consumers blocked on the queue and
-    /// schedules the timer. (Dropping the store does the same, so that a
-    /// command stopped half-way by a panic still replicates what it wrote.)
-    pub fn finish(self) {}
+    /// schedules the timer. Dropping the store does the same, so that a
+    /// command stopped half-way by a panic still replicates what it wrote;
+    /// calling it says where a command's writes end.
+    pub fn finish(mut self) {
+        self.flush();
+    }
 
+    /// Idempotent: it takes what it hands on.
     fn flush(&mut self) {
         if !self.effects.is_empty() {
             self.update_census();
