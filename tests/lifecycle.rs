@@ -456,6 +456,37 @@ fn the_timer_sleeps_while_nothing_is_due_and_fires_once_per_due_time() {
 }
 
 #[test]
+fn a_burst_bigger_than_a_tick_goes_on_in_the_next_turns_without_the_timer() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let n = 3000; // more than one tick may move
+    let at = now_ms() + 1500;
+    let mut pipe = redis::pipe();
+    for i in 0..n {
+        pipe.cmd("DQ.ADD")
+            .arg("q")
+            .arg(i)
+            .arg("AT")
+            .arg(at)
+            .ignore();
+    }
+    pipe.query::<()>(&mut c).unwrap();
+    assert!(
+        now_ms() < at,
+        "the machine is too slow: all must be added before they fall due"
+    );
+    assert!(wait_until(Duration::from_secs(10), || {
+        info_field(&mut c, "dq_promoted") == n
+    }));
+    let ticks = info_field(&mut c, "dq_timer_ticks");
+    let continued = info_field(&mut c, "dq_ticks_continued");
+    assert!(ticks >= 3, "{ticks} ticks moved {n} messages");
+    // Only the first tick waited for the timer.
+    assert_eq!(continued, ticks - 1);
+    assert_eq!(info_field(&mut c, "dq_timer_armed"), 0);
+}
+
+#[test]
 fn info_dq_fields_move_as_messages_flow() {
     let server = Server::start();
     let mut c = server.conn();
