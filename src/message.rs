@@ -17,7 +17,9 @@ const HEADER_LEN: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum State {
-    /// Waiting for `due_at`.
+    /// Waiting for `due_at`; or ready, if the timer promoted it (which
+    /// moves the index entry and leaves the record as it was): the delayed
+    /// index tells which.
     Delayed,
     /// Due and waiting for a consumer.
     Ready,
@@ -143,6 +145,12 @@ impl Version {
 }
 
 impl Message {
+    /// Delayed or ready: the record alone cannot tell which, since the
+    /// timer promotes a message by moving its index entry only.
+    pub fn is_scheduled(&self) -> bool {
+        matches!(self.state, State::Delayed | State::Ready)
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_LEN + 40 + self.payload.len());
         out.push(FORMAT_V2);

@@ -210,7 +210,7 @@ pub fn pop(store: &mut impl Store, count: usize, lease_deadline: u64) -> Result<
         let Some(mut message) = message else {
             continue;
         };
-        if message.state != State::Ready || ready_member(id, &message) != member {
+        if !message.is_scheduled() || ready_member(id, &message) != member {
             continue; // a stale entry: the message is indexed elsewhere
         }
         message.state = State::Inflight;
@@ -314,8 +314,18 @@ pub fn promote_due(store: &mut impl Store, now: u64, limit: usize) -> Result<usi
     for (id, _) in &due {
         let message = load_or_set_aside(store, id)?;
         store.index_remove(Index::Delayed, id)?;
-        if let Some(message) = message.filter(|m| m.state == State::Delayed) {
-            place(store, now, id, message)?;
+        match message.filter(|m| m.state == State::Delayed) {
+            // The common case, made cheap: the record stays as it is (its
+            // state still says delayed; see `get`), only the index moves.
+            Some(message) if message.group.is_none() => {
+                let member = ready_member(id, &message);
+                store.index_add(Index::Ready, ready_score(message.priority), &member)?;
+                store.event(Event::Ready);
+            }
+            Some(message) => {
+                place(store, now, id, message)?;
+            }
+            None => {}
         }
     }
     Ok(due.len())
@@ -549,7 +559,10 @@ pub fn peek(store: &mut impl Store, state: State, count: usize) -> Result<Vec<(V
     for index in indexes_of(state) {
         for (member, _) in store.index_range(index, f64::INFINITY, count - found.len())? {
             let id = id_of_member(index, &member);
-            if let Ok(Some(message)) = store.message(id) {
+            if let Ok(Some(mut message)) = store.message(id) {
+                if index == Index::Ready {
+                    message.state = State::Ready; // see `get`
+                }
                 found.push((id.to_vec(), message));
             }
         }
@@ -803,6 +816,20 @@ fn hand_on(store: &mut impl Store, now: u64, group: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// One message as clients see it: a record the timer promoted still says
+/// `Delayed` (promotion moves only the index entry, the cheapest move a
+/// burst can make), so a delayed record that has left the delayed index is
+/// ready.
+pub fn get(store: &mut impl Store, id: &[u8]) -> Result<Option<Message>> {
+    let Some(mut message) = store.message(id)? else {
+        return Ok(None);
+    };
+    if message.state == State::Delayed && !store.index_has(Index::Delayed, id)? {
+        message.state = State::Ready;
+    }
+    Ok(Some(message))
+}
+
 /// Reads a message for a batch transition. A record that cannot be decoded
 /// is reported through the store and skipped, so one bad record cannot stop
 /// a queue or make the timer spin on it.
@@ -839,6 +866,11 @@ fn sync_expiry(
 
 fn unindex(store: &mut impl Store, id: &[u8], message: &Message) -> Result<()> {
     match message.state {
+        // Promoted without a rewrite, or not yet: one of the two is a no-op.
+        State::Delayed => {
+            store.index_remove(Index::Delayed, id)?;
+            store.index_remove(Index::Ready, &ready_member(id, message))
+        }
         State::Ready => store.index_remove(Index::Ready, &ready_member(id, message)),
         State::Waiting => store.index_remove(Index::Waiting, &waiting_member(id, message)),
         state => store.index_remove(index_of(state), id),
@@ -893,7 +925,33 @@ mod tests {
     }
 
     fn state(s: &mut MemoryStore, id: &str) -> Option<State> {
-        s.message(id.as_bytes()).unwrap().map(|m| m.state)
+        get(s, id.as_bytes()).unwrap().map(|m| m.state)
+    }
+
+    #[test]
+    fn promotion_moves_only_the_index_entry_and_the_message_reads_as_ready() {
+        let mut s = MemoryStore::default();
+        for id in ["a", "b", "c"] {
+            add_at(&mut s, 100, id, 200);
+        }
+        let record = s.messages[b"a".as_slice()].clone();
+        assert_eq!(promote_due(&mut s, 200, 10).unwrap(), 3);
+        assert_eq!(
+            s.messages[b"a".as_slice()],
+            record,
+            "the record is not rewritten"
+        );
+        assert_eq!(state(&mut s, "a"), Some(State::Ready));
+        let peeked = peek(&mut s, State::Ready, 10).unwrap();
+        assert!(peeked.iter().all(|(_, m)| m.state == State::Ready));
+        // Every path that leaves the ready state finds it there.
+        assert_eq!(cancel(&mut s, 200, &[b"b"]).unwrap(), 1);
+        add_at(&mut s, 200, "c", 900); // replaced: delayed again
+        assert_eq!(state(&mut s, "c"), Some(State::Delayed));
+        assert_eq!(s.index(Index::Ready).members().count(), 1);
+        assert_eq!(ids(&pop(&mut s, 10, 9_000).unwrap()), ["a"]);
+        assert_eq!(state(&mut s, "a"), Some(State::Inflight));
+        assert_eq!(s.index(Index::Ready).members().count(), 0);
     }
 
     #[test]
@@ -1710,8 +1768,9 @@ mod tests {
                 + waiting.members().count();
             group_waits += waiting.members().count();
             assert_eq!(indexed, s.messages.len());
-            for (id, bytes) in &s.messages {
-                let m = Message::decode(id, bytes).unwrap();
+            for id in s.messages.keys().cloned().collect::<Vec<_>>() {
+                let id = &id;
+                let m = get(&mut s, id).unwrap().unwrap();
                 let found = match m.state {
                     State::Delayed => delayed
                         .members()

@@ -267,9 +267,15 @@ impl Store for RedisStore<'_> {
     fn index_remove(&mut self, index: Index, member: &[u8]) -> Result<()> {
         let part = part_of(index);
         let member = self.string(member);
-        self.key(part).zset_remove(&member);
-        self.effects.record(part, Write::ZRem { member });
+        if self.key(part).zset_remove(&member) {
+            self.effects.record(part, Write::ZRem { member });
+        }
         Ok(())
+    }
+
+    fn index_has(&mut self, index: Index, member: &[u8]) -> Result<bool> {
+        let member = self.string(member);
+        Ok(self.key(part_of(index)).zset_has(&member))
     }
 
     fn index_range(

@@ -75,13 +75,27 @@ impl Key {
         unsafe { raw::RedisModule_ZsetAdd.unwrap()(self.key, score, member.inner, &mut flags) };
     }
 
-    pub fn zset_remove(&mut self, member: &RedisString) {
+    /// Whether `member` was there.
+    pub fn zset_remove(&mut self, member: &RedisString) -> bool {
         if self.key.is_null() {
-            return;
+            return false;
         }
         let mut deleted: c_int = 0;
         // SAFETY: as for zset_add. Removing the last member deletes the key.
         unsafe { raw::RedisModule_ZsetRem.unwrap()(self.key, member.inner, &mut deleted) };
+        deleted != 0
+    }
+
+    pub fn zset_has(&self, member: &RedisString) -> bool {
+        if self.key.is_null() {
+            return false;
+        }
+        let mut score = 0.0;
+        // SAFETY: open zset key (type checked on open); `member` outlives the call.
+        unsafe {
+            raw::RedisModule_ZsetScore.unwrap()(self.key, member.inner, &mut score)
+                == raw::REDISMODULE_OK as c_int
+        }
     }
 
     /// Up to `limit` members with score <= `max`, in ZSET order.

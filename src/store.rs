@@ -132,6 +132,7 @@ pub trait Store {
     /// Adds `member` or moves it to `score`.
     fn index_add(&mut self, index: Index, score: f64, member: &[u8]) -> Result<()>;
     fn index_remove(&mut self, index: Index, member: &[u8]) -> Result<()>;
+    fn index_has(&mut self, index: Index, member: &[u8]) -> Result<bool>;
     /// Up to `limit` members with score <= `max_score`, lowest score first and
     /// equal scores in byte order of the member (the ZSET order).
     fn index_range(
@@ -263,6 +264,12 @@ mod memory {
         fn index_remove(&mut self, index: Index, member: &[u8]) -> Result<()> {
             self.indexes.entry(index).or_default().remove(member);
             Ok(())
+        }
+        fn index_has(&mut self, index: Index, member: &[u8]) -> Result<bool> {
+            Ok(self
+                .indexes
+                .get(&index)
+                .is_some_and(|set| set.scores.contains_key(member)))
         }
         fn index_range(
             &mut self,

@@ -32,6 +32,7 @@ use crate::commands::{bytes, int, reply, reply_record};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::message::State;
+use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::store::Store;
 
@@ -55,7 +56,7 @@ fn get(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
     };
     let id = check_id(id)?;
     let mut store = RedisStore::open(ctx, name, false)?;
-    let Some(m) = store.message(id)? else {
+    let Some(m) = queue::get(&mut store, id)? else {
         return Ok(RedisValue::Null);
     };
     let policy = store.policy();
