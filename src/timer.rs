@@ -178,19 +178,9 @@ fn listen_to_wake_ups(ctx: &Context) -> bool {
     if TIMER.with(|t| t.borrow().listening) {
         return true;
     }
-    // SAFETY: live context on the main thread. Not called from the event's
-    // own callback: that only runs while already listening.
-    let status = unsafe {
-        raw::RedisModule_SubscribeToServerEvent.unwrap()(
-            ctx.ctx,
-            raw::RedisModuleEvent {
-                id: raw::REDISMODULE_EVENT_EVENTLOOP,
-                dataver: 1,
-            },
-            Some(on_wake_up),
-        )
-    };
-    let listening = status == raw::REDISMODULE_OK as c_int;
+    // Not called from the event's own callback: that only runs while
+    // already listening.
+    let listening = subscribe(ctx, raw::REDISMODULE_EVENT_EVENTLOOP, Some(on_wake_up));
     TIMER.with(|t| t.borrow_mut().listening = listening);
     listening
 }
@@ -218,17 +208,7 @@ fn stop_listening(ctx: &Context, _: ()) {
         if nothing_to_do {
             return;
         }
-        // SAFETY: live context on the main thread, outside the event's callback.
-        unsafe {
-            raw::RedisModule_SubscribeToServerEvent.unwrap()(
-                ctx.ctx,
-                raw::RedisModuleEvent {
-                    id: raw::REDISMODULE_EVENT_EVENTLOOP,
-                    dataver: 1,
-                },
-                None,
-            )
-        };
+        subscribe(ctx, raw::REDISMODULE_EVENT_EVENTLOOP, None);
         TIMER.with(|t| t.borrow_mut().listening = false);
     });
 }
@@ -550,6 +530,21 @@ extern "C" fn on_loading(
     }
 }
 
+/// Subscribes to server event `id`, or unsubscribes (`None`); false when
+/// the server refused.
+fn subscribe(ctx: &Context, id: u64, callback: raw::RedisModuleEventCallback) -> bool {
+    // SAFETY: live module context on the main thread; the callback, if any,
+    // is an `extern "C"` function of the module.
+    let status = unsafe {
+        raw::RedisModule_SubscribeToServerEvent.unwrap()(
+            ctx.ctx,
+            raw::RedisModuleEvent { id, dataver: 1 },
+            callback,
+        )
+    };
+    status == raw::REDISMODULE_OK as c_int
+}
+
 /// Subscribes to the server events that can bring queues the schedule does
 /// not know, and builds the schedule for data already present.
 pub fn start(ctx: &Context) -> Result<(), String> {
@@ -563,15 +558,7 @@ pub fn start(ctx: &Context) -> Result<(), String> {
         (raw::REDISMODULE_EVENT_FLUSHDB, on_flush as _),
     ];
     for (id, callback) in events {
-        // SAFETY: called from OnLoad with the module's context.
-        let status = unsafe {
-            raw::RedisModule_SubscribeToServerEvent.unwrap()(
-                ctx.ctx,
-                raw::RedisModuleEvent { id, dataver: 1 },
-                Some(callback),
-            )
-        };
-        if status != raw::REDISMODULE_OK as c_int {
+        if !subscribe(ctx, id, Some(callback)) {
             return Err(format!("could not subscribe to server event {id}"));
         }
     }
