@@ -60,6 +60,11 @@ pub enum DqError {
     #[error("TRYAGAIN queue '{0}' is moving to another cluster node; try again shortly")]
     Migrating(String),
 
+    /// NACK or TOUCH with ATTEMPT n, when delivery n is no longer the
+    /// message's current one: another consumer may hold it now.
+    #[error("STALE delivery {attempt} of message '{id}' is over: its lease ran out, or it was acknowledged or failed")]
+    StaleDelivery { id: String, attempt: u32 },
+
     /// A panic caught at an entry point (see `guard.rs`).
     #[error("ERR dq internal error: the command stopped; see the server log")]
     Internal,

@@ -20,6 +20,7 @@ pub mod effects;
 pub mod error;
 pub mod guard;
 pub mod info;
+pub mod keyed_queue;
 pub mod keys;
 pub mod message;
 pub mod migration;

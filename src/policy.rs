@@ -119,14 +119,24 @@ pub struct Policy {
 
 impl Policy {
     pub fn max_attempts_for(&self, message: &Message) -> (u32, Source) {
-        match message.max_attempts {
+        self.max_attempts_or(message.max_attempts)
+    }
+
+    pub fn backoff_for<'a>(&'a self, message: &'a Message) -> (&'a Backoff, Source) {
+        self.backoff_or(message.backoff.as_ref())
+    }
+
+    /// A message's own MAXATTEMPTS, else the queue's or module's.
+    pub fn max_attempts_or(&self, own: Option<u32>) -> (u32, Source) {
+        match own {
             Some(n) => (n, Source::Message),
             None => self.max_attempts,
         }
     }
 
-    pub fn backoff_for<'a>(&'a self, message: &'a Message) -> (&'a Backoff, Source) {
-        match &message.backoff {
+    /// A message's own BACKOFF, else the queue's or module's.
+    pub fn backoff_or<'a>(&'a self, own: Option<&'a Backoff>) -> (&'a Backoff, Source) {
+        match own {
             Some(b) => (b, Source::Message),
             None => (&self.backoff.0, self.backoff.1),
         }

@@ -12,7 +12,7 @@ use crate::args::parse_queue_and_ids;
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::Result;
-use crate::queue;
+use crate::keyed_queue as queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
 

@@ -22,7 +22,7 @@ use crate::backoff::Backoff;
 use crate::commands::{bytes, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
-use crate::queue::{self, AddMode, AddRequest};
+use crate::keyed_queue::{self as queue, AddMode, AddRequest};
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
 

@@ -31,8 +31,8 @@ use crate::args::check_id;
 use crate::commands::{bytes, int, reply, reply_record};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
+use crate::keyed_queue as queue;
 use crate::message::State;
-use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::store::Store;
 

@@ -15,7 +15,7 @@ use crate::args::{add_ms, parse_id_and_option, parse_ms};
 use crate::commands::{bytes, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::Result;
-use crate::queue;
+use crate::keyed_queue as queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
 

@@ -14,8 +14,8 @@ use crate::args::{is_keyword, parse_count, parse_state, unknown_option, ArgCurso
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::error::{DqError, Result};
+use crate::keyed_queue as queue;
 use crate::message::State;
-use crate::queue;
 use crate::redis_store::RedisStore;
 
 pub const DOC: CommandDoc = CommandDoc {

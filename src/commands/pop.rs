@@ -18,8 +18,8 @@ use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::guard;
+use crate::keyed_queue as queue;
 use crate::keys::{key_name, Part};
-use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
 

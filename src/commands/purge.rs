@@ -11,8 +11,8 @@ use crate::args::parse_state;
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::error::{DqError, Result};
+use crate::keyed_queue as queue;
 use crate::message::State;
-use crate::queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
 

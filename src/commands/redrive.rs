@@ -12,7 +12,7 @@ use crate::args::{check_id, is_keyword, parse_count, unknown_option, MAX_COUNT};
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
-use crate::queue::{self, Redrive};
+use crate::keyed_queue::{self as queue, Redrive};
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
 

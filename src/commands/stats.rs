@@ -15,7 +15,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::{bytes, int, reply, reply_record};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
-use crate::queue;
+use crate::keyed_queue as queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
 

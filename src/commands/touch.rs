@@ -11,7 +11,7 @@ use crate::args::{lease_deadline, parse_id_and_option, parse_lease};
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::Result;
-use crate::queue;
+use crate::keyed_queue as queue;
 use crate::redis_store::RedisStore;
 use crate::timer::now_ms;
 

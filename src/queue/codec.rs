@@ -1,0 +1,512 @@
+//! The queue value as bytes: what RDB, DUMP/RESTORE, the AOF rewrite and
+//! DEBUG DIGEST carry.
+//!
+//! A queue is a header (settings, counters, how many messages) and then its
+//! records, each self-delimiting, packed into chunks of at most
+//! [`CHUNK_BYTES`] so that neither side ever holds a whole big queue as one
+//! buffer. Only records are stored: every index, group and line is rebuilt
+//! from them on load and then checked, so a stored value cannot describe
+//! an inconsistent queue. Integers are LEB128 varints; every length and
+//! enum read is checked against the bytes present and the limits a command
+//! would enforce, because RESTORE hands us whatever a client sends.
+//!
+//! Encoding versions (the module type's encver):
+//! - 1: this layout.
+
+use super::{Extra, Queue, Record, State, Version, MAX_PAYLOAD};
+use crate::args::{MAX_ID_LEN, MAX_TIME_MS};
+use crate::backoff::{Backoff, MAX_STEPS};
+use crate::policy::QueueConfig;
+use crate::queue::{Counter, Death, DeathReason};
+
+/// The encoding this build writes.
+pub const ENCODING_VERSION: i32 = 1;
+
+/// Records are emitted in chunks of about this many bytes (one record may
+/// make a chunk larger).
+pub const CHUNK_BYTES: usize = 64 * 1024;
+
+/// Why stored bytes could not become a queue.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("dq: cannot load a queue: {0}")]
+pub struct CodecError(pub String);
+
+fn bad(why: impl Into<String>) -> CodecError {
+    CodecError(why.into())
+}
+
+type Decoded<T> = std::result::Result<T, CodecError>;
+
+// ---- writing ---------------------------------------------------------------
+
+fn put_uint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_uint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+fn put_i32(out: &mut Vec<u8>, v: i32) {
+    put_uint(out, u64::from(((v << 1) ^ (v >> 31)) as u32));
+}
+
+fn put_backoff(out: &mut Vec<u8>, backoff: &Backoff) {
+    match backoff {
+        Backoff::Exponential { base, max } => {
+            out.push(0);
+            put_uint(out, *base);
+            put_uint(out, *max);
+        }
+        Backoff::Fixed(delay) => {
+            out.push(1);
+            put_uint(out, *delay);
+        }
+        Backoff::Steps(steps) => {
+            out.push(2);
+            put_uint(out, steps.len() as u64);
+            for step in steps {
+                put_uint(out, *step);
+            }
+        }
+    }
+}
+
+/// Settings, counters and the number of records.
+pub fn header(queue: &Queue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    let config = queue.config();
+    let mask = u8::from(config.lease_ms.is_some())
+        | u8::from(config.max_attempts.is_some()) << 1
+        | u8::from(config.backoff.is_some()) << 2;
+    out.push(mask);
+    if let Some(ms) = config.lease_ms {
+        put_uint(&mut out, ms);
+    }
+    if let Some(n) = config.max_attempts {
+        put_uint(&mut out, n.into());
+    }
+    if let Some(b) = &config.backoff {
+        put_backoff(&mut out, b);
+    }
+    put_uint(&mut out, Counter::ALL.len() as u64);
+    for value in queue.counters().0 {
+        put_uint(&mut out, value);
+    }
+    put_uint(&mut out, queue.len() as u64);
+    out
+}
+
+fn put_version_fields(out: &mut Vec<u8>, v: &Version) {
+    put_i32(out, v.priority);
+    put_uint(out, v.seq);
+    put_uint(out, v.due_at);
+    put_uint(out, v.added_at);
+    let mask = u8::from(v.max_attempts.is_some())
+        | u8::from(v.backoff.is_some()) << 1
+        | u8::from(v.expire_at.is_some()) << 2
+        | u8::from(v.group.is_some()) << 3;
+    out.push(mask);
+    if let Some(n) = v.max_attempts {
+        put_uint(out, n.into());
+    }
+    if let Some(b) = &v.backoff {
+        put_backoff(out, b);
+    }
+    if let Some(at) = v.expire_at {
+        put_uint(out, at);
+    }
+    if let Some(g) = &v.group {
+        put_bytes(out, g);
+    }
+    put_bytes(out, &v.payload);
+}
+
+/// Appends one record.
+pub fn put_record(out: &mut Vec<u8>, r: &Record) {
+    out.push(r.state as u8);
+    let extra = r.extra();
+    out.push(u8::from(r.holds_group) | u8::from(extra.is_some()) << 1);
+    put_i32(out, r.priority);
+    put_uint(out, r.attempt.into());
+    put_uint(out, r.attempt_base.into());
+    put_uint(out, r.seq);
+    put_uint(out, r.due_at);
+    put_uint(out, r.added_at);
+    put_uint(out, r.lease_deadline);
+    put_bytes(out, r.id());
+    put_bytes(out, r.payload());
+    let Some(e) = extra else {
+        return;
+    };
+    let mask = u8::from(e.max_attempts.is_some())
+        | u8::from(e.backoff.is_some()) << 1
+        | u8::from(e.expire_at.is_some()) << 2
+        | u8::from(e.group.is_some()) << 3
+        | u8::from(e.death.is_some()) << 4
+        | u8::from(e.last_error.is_some()) << 5
+        | u8::from(e.replacement.is_some()) << 6;
+    out.push(mask);
+    if let Some(n) = e.max_attempts {
+        put_uint(out, n.into());
+    }
+    if let Some(b) = &e.backoff {
+        put_backoff(out, b);
+    }
+    if let Some(at) = e.expire_at {
+        put_uint(out, at);
+    }
+    if let Some(g) = &e.group {
+        put_bytes(out, g);
+    }
+    if let Some(d) = e.death {
+        out.push(d.reason as u8);
+        put_uint(out, d.at);
+    }
+    if let Some(text) = &e.last_error {
+        put_bytes(out, text);
+    }
+    if let Some(v) = &e.replacement {
+        put_version_fields(out, v);
+    }
+}
+
+/// Calls `emit` with each chunk of records, in slot order.
+pub fn record_chunks(queue: &Queue, mut emit: impl FnMut(&[u8])) {
+    let mut chunk = Vec::with_capacity(CHUNK_BYTES + 256);
+    for (_, record) in queue.messages.iter() {
+        put_record(&mut chunk, record);
+        if chunk.len() >= CHUNK_BYTES {
+            emit(&chunk);
+            chunk.clear();
+        }
+    }
+    if !chunk.is_empty() {
+        emit(&chunk);
+    }
+}
+
+// ---- reading ---------------------------------------------------------------
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    fn byte(&mut self, what: &str) -> Decoded<u8> {
+        let (&b, rest) = self
+            .bytes
+            .split_first()
+            .ok_or_else(|| bad(format!("{what} is missing")))?;
+        self.bytes = rest;
+        Ok(b)
+    }
+
+    fn uint(&mut self, what: &str) -> Decoded<u64> {
+        let mut value: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte(what)?;
+            let part = u64::from(b & 0x7f);
+            if shift == 63 && part > 1 {
+                return Err(bad(format!("{what} overflows")));
+            }
+            value |= part << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(bad(format!("{what} overflows")))
+    }
+
+    fn bounded(&mut self, what: &str, max: u64) -> Decoded<u64> {
+        let v = self.uint(what)?;
+        if v > max {
+            return Err(bad(format!("{what} {v} is out of range")));
+        }
+        Ok(v)
+    }
+
+    fn time(&mut self, what: &str) -> Decoded<u64> {
+        self.bounded(what, MAX_TIME_MS)
+    }
+
+    fn u32(&mut self, what: &str) -> Decoded<u32> {
+        Ok(self.bounded(what, u32::MAX.into())? as u32)
+    }
+
+    fn i32(&mut self, what: &str) -> Decoded<i32> {
+        let z = self.u32(what)?;
+        Ok(((z >> 1) as i32) ^ -((z & 1) as i32))
+    }
+
+    fn bytes(&mut self, what: &str, max: usize) -> Decoded<&'a [u8]> {
+        let len = self.uint(what)?;
+        if len > max as u64 {
+            return Err(bad(format!("{what} is longer than {max} bytes")));
+        }
+        if len > self.bytes.len() as u64 {
+            return Err(bad(format!("{what} runs past the end")));
+        }
+        let (taken, rest) = self.bytes.split_at(len as usize);
+        self.bytes = rest;
+        Ok(taken)
+    }
+
+    fn name(&mut self, what: &str) -> Decoded<&'a [u8]> {
+        let name = self.bytes(what, MAX_ID_LEN)?;
+        if name.is_empty() {
+            return Err(bad(format!("{what} is empty")));
+        }
+        Ok(name)
+    }
+
+    fn backoff(&mut self) -> Decoded<Backoff> {
+        let backoff = match self.byte("backoff kind")? {
+            0 => {
+                let base = self.time("backoff base")?;
+                let max = self.time("backoff max")?;
+                if base == 0 || max < base {
+                    return Err(bad("backoff bounds are invalid"));
+                }
+                Backoff::Exponential { base, max }
+            }
+            1 => Backoff::Fixed(self.time("backoff delay")?),
+            2 => {
+                let n = self.bounded("backoff steps", MAX_STEPS as u64)?;
+                let steps = (0..n)
+                    .map(|_| self.time("backoff step"))
+                    .collect::<Decoded<Vec<u64>>>()?;
+                Backoff::Steps(steps)
+            }
+            kind => return Err(bad(format!("unknown backoff kind {kind}"))),
+        };
+        Ok(backoff)
+    }
+
+    fn max_attempts(&mut self) -> Decoded<u32> {
+        let n = self.bounded("max attempts", i32::MAX as u64)?;
+        if n == 0 {
+            return Err(bad("max attempts is 0"));
+        }
+        Ok(n as u32)
+    }
+
+    fn version(&mut self) -> Decoded<Version> {
+        let priority = self.i32("priority")?;
+        let seq = self.uint("seq")?;
+        let due_at = self.time("due time")?;
+        let added_at = self.time("add time")?;
+        let mask = self.byte("version options")?;
+        if mask & !0x0f != 0 {
+            return Err(bad("unknown version options"));
+        }
+        let max_attempts = (mask & 1 != 0).then(|| self.max_attempts()).transpose()?;
+        let backoff = (mask & 2 != 0).then(|| self.backoff()).transpose()?;
+        let expire_at = (mask & 4 != 0).then(|| self.time("TTL")).transpose()?;
+        let group = (mask & 8 != 0)
+            .then(|| self.name("group").map(Into::into))
+            .transpose()?;
+        let payload = self.bytes("payload", MAX_PAYLOAD)?.into();
+        Ok(Version {
+            priority,
+            seq,
+            due_at,
+            added_at,
+            max_attempts,
+            backoff,
+            expire_at,
+            group,
+            payload,
+        })
+    }
+
+    fn record(&mut self) -> Decoded<Record> {
+        let state = self.byte("state")?;
+        let state = State::from_u8(state).ok_or_else(|| bad(format!("unknown state {state}")))?;
+        let flags = self.byte("flags")?;
+        if flags & !0x03 != 0 {
+            return Err(bad("unknown record flags"));
+        }
+        let priority = self.i32("priority")?;
+        let attempt = self.u32("attempt")?;
+        let attempt_base = self.u32("attempt base")?;
+        let seq = self.uint("seq")?;
+        let due_at = self.time("due time")?;
+        let added_at = self.time("add time")?;
+        let lease_deadline = self.time("lease deadline")?;
+        let id = self.name("id")?;
+        let payload = self.bytes("payload", MAX_PAYLOAD)?;
+        let mut extra = Extra::default();
+        if flags & 2 != 0 {
+            let mask = self.byte("options")?;
+            if mask & 0x80 != 0 || mask == 0 {
+                return Err(bad("bad record options"));
+            }
+            if mask & 1 != 0 {
+                extra.max_attempts = Some(self.max_attempts()?);
+            }
+            if mask & 2 != 0 {
+                extra.backoff = Some(self.backoff()?);
+            }
+            if mask & 4 != 0 {
+                extra.expire_at = Some(self.time("TTL")?);
+            }
+            if mask & 8 != 0 {
+                extra.group = Some(self.name("group")?.into());
+            }
+            if mask & 16 != 0 {
+                let reason = self.byte("death reason")?;
+                let reason = DeathReason::from_u8(reason)
+                    .ok_or_else(|| bad(format!("unknown death reason {reason}")))?;
+                let at = self.time("time of death")?;
+                extra.death = Some(Death { reason, at });
+            }
+            if mask & 32 != 0 {
+                extra.last_error = Some(self.bytes("last error", MAX_PAYLOAD)?.into());
+            }
+            if mask & 64 != 0 {
+                extra.replacement = Some(Box::new(self.version()?));
+            }
+        }
+        let mut record = Record::from_parts(id, payload, extra);
+        record.state = state;
+        record.holds_group = flags & 1 != 0;
+        record.priority = priority;
+        record.attempt = attempt;
+        record.attempt_base = attempt_base;
+        record.seq = seq;
+        record.due_at = due_at;
+        record.added_at = added_at;
+        record.lease_deadline = lease_deadline;
+        Ok(record)
+    }
+}
+
+/// Builds a queue from a header and then record chunks, checking each
+/// step; nothing of a refused value reaches a key.
+pub struct Loader {
+    queue: Queue,
+    expected: u64,
+}
+
+impl Loader {
+    pub fn new(header: &[u8]) -> Decoded<Loader> {
+        let mut r = Reader { bytes: header };
+        let mask = r.byte("settings")?;
+        if mask & !0x07 != 0 {
+            return Err(bad("unknown settings"));
+        }
+        let lease_ms = (mask & 1 != 0)
+            .then(|| {
+                r.time("lease").and_then(|ms| {
+                    if ms == 0 {
+                        Err(bad("lease is 0"))
+                    } else {
+                        Ok(ms)
+                    }
+                })
+            })
+            .transpose()?;
+        let max_attempts = (mask & 2 != 0).then(|| r.max_attempts()).transpose()?;
+        let backoff = (mask & 4 != 0).then(|| r.backoff()).transpose()?;
+        let n = r.uint("counter count")?;
+        if n != Counter::ALL.len() as u64 {
+            return Err(bad(format!(
+                "{n} counters, expected {}",
+                Counter::ALL.len()
+            )));
+        }
+        let mut queue = Queue::default();
+        for i in 0..Counter::ALL.len() {
+            queue.counters.0[i] = r.uint("counter")?;
+        }
+        let expected = r.uint("message count")?;
+        if !r.is_empty() {
+            return Err(bad("trailing bytes after the header"));
+        }
+        queue.config = QueueConfig {
+            lease_ms,
+            max_attempts,
+            backoff,
+        };
+        Ok(Loader { queue, expected })
+    }
+
+    /// How many records are still to come.
+    pub fn remaining(&self) -> u64 {
+        self.expected.saturating_sub(self.queue.len() as u64)
+    }
+
+    pub fn add_chunk(&mut self, chunk: &[u8]) -> Decoded<()> {
+        let mut r = Reader { bytes: chunk };
+        if r.is_empty() {
+            return Err(bad("an empty chunk"));
+        }
+        while !r.is_empty() {
+            if self.remaining() == 0 {
+                return Err(bad("more messages than the header says"));
+            }
+            let record = r.record()?;
+            if self.queue.messages.find(record.id()).is_some() {
+                return Err(bad("an id appears twice"));
+            }
+            self.queue.messages.insert(record);
+        }
+        Ok(())
+    }
+
+    /// Indexes every record and checks the whole value.
+    pub fn finish(mut self) -> Decoded<Queue> {
+        if self.remaining() != 0 {
+            return Err(bad("fewer messages than the header says"));
+        }
+        let q = &mut self.queue;
+        let slots: Vec<_> = q.messages.iter().map(|(slot, _)| slot).collect();
+        for slot in slots {
+            let record = q.messages.at(slot);
+            if record.holds_group {
+                let Some(name) = record.group() else {
+                    return Err(bad("a message without a group holds one"));
+                };
+                let group = q.groups.entry(name.into()).or_default();
+                if group.holder.replace(slot).is_some() {
+                    return Err(bad("a group has two holders"));
+                }
+            }
+            q.index(slot);
+        }
+        q.check().map_err(bad)?;
+        Ok(self.queue)
+    }
+}
+
+/// Decodes a whole value from its header and chunks.
+pub fn load<'a>(header: &[u8], chunks: impl IntoIterator<Item = &'a [u8]>) -> Decoded<Queue> {
+    let mut loader = Loader::new(header)?;
+    for chunk in chunks {
+        loader.add_chunk(chunk)?;
+    }
+    loader.finish()
+}
+
+/// The value as one sequence of byte strings whose combination does not
+/// depend on slot order: the header, then one encoded record each. Fed
+/// to DEBUG DIGEST, one sequence per item.
+pub fn digest_items(queue: &Queue, mut item: impl FnMut(&[u8])) {
+    item(&header(queue));
+    let mut buf = Vec::new();
+    for (_, record) in queue.messages.iter() {
+        buf.clear();
+        put_record(&mut buf, record);
+        item(&buf);
+    }
+}

@@ -1,0 +1,143 @@
+//! What a queue counts and announces: lifetime counters (DQ.STATS) and
+//! transitions (keyspace notifications on the queue name).
+
+/// Lifetime counters kept with each queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Counter {
+    Added,
+    Delivered,
+    Acked,
+    Nacked,
+    /// Deliveries that failed (NACK or lease expiry) and were scheduled again.
+    Retried,
+    LeaseExpired,
+    DeadLettered,
+    /// Messages that died because their TTL ran out.
+    Expired,
+    Redriven,
+    Cancelled,
+    Purged,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 11] = [
+        Counter::Added,
+        Counter::Delivered,
+        Counter::Acked,
+        Counter::Nacked,
+        Counter::Retried,
+        Counter::LeaseExpired,
+        Counter::DeadLettered,
+        Counter::Expired,
+        Counter::Redriven,
+        Counter::Cancelled,
+        Counter::Purged,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Added => "added",
+            Counter::Delivered => "delivered",
+            Counter::Acked => "acked",
+            Counter::Nacked => "nacked",
+            Counter::Retried => "retried",
+            Counter::LeaseExpired => "lease-expired",
+            Counter::DeadLettered => "dead-lettered",
+            Counter::Expired => "expired",
+            Counter::Redriven => "redriven",
+            Counter::Cancelled => "cancelled",
+            Counter::Purged => "purged",
+        }
+    }
+}
+
+/// A transition, announced as a keyspace notification on the queue name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Add,
+    Ready,
+    Pop,
+    Ack,
+    Nack,
+    Touch,
+    LeaseExpired,
+    Dead,
+    Redrive,
+    Cancel,
+    Purge,
+}
+
+impl Event {
+    /// The event name, NUL-terminated for the notification API.
+    pub fn name(self) -> &'static std::ffi::CStr {
+        match self {
+            Event::Add => c"dq.add",
+            Event::Ready => c"dq.ready",
+            Event::Pop => c"dq.pop",
+            Event::Ack => c"dq.ack",
+            Event::Nack => c"dq.nack",
+            Event::Touch => c"dq.touch",
+            Event::LeaseExpired => c"dq.lease-expired",
+            Event::Dead => c"dq.dead",
+            Event::Redrive => c"dq.redrive",
+            Event::Cancel => c"dq.cancel",
+            Event::Purge => c"dq.purge",
+        }
+    }
+}
+
+impl Event {
+    pub const ALL: [Event; 11] = [
+        Event::Add,
+        Event::Ready,
+        Event::Pop,
+        Event::Ack,
+        Event::Nack,
+        Event::Touch,
+        Event::LeaseExpired,
+        Event::Dead,
+        Event::Redrive,
+        Event::Cancel,
+        Event::Purge,
+    ];
+}
+
+/// The kinds of transition one command or tick made: each is announced
+/// once, however many messages it moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Events(u16);
+
+impl Events {
+    pub fn add(&mut self, event: Event) {
+        self.0 |= 1 << event as u16;
+    }
+
+    pub fn contains(self, event: Event) -> bool {
+        self.0 & (1 << event as u16) != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Event> {
+        Event::ALL.into_iter().filter(move |e| self.contains(*e))
+    }
+}
+
+/// The lifetime counters of one queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters(pub [u64; Counter::ALL.len()]);
+
+impl Counters {
+    pub fn get(&self, counter: Counter) -> u64 {
+        self.0[counter as usize]
+    }
+
+    /// Adds `n`; returns the new value.
+    pub fn bump(&mut self, counter: Counter, n: u64) -> u64 {
+        let value = &mut self.0[counter as usize];
+        *value = value.saturating_add(n);
+        *value
+    }
+}

@@ -1,0 +1,255 @@
+//! Every record of a queue, by slot number and by id.
+//!
+//! Records live in a slab of fixed-size chunks, so growing the queue never
+//! moves (copies) the records already there: a million-message queue grows
+//! by one 80 KiB chunk at a time instead of reallocating 80 MB on the main
+//! thread. The indexes refer to a record by its `u32` slot. The id table
+//! holds slots only and hashes an id by reading it from its record, so each
+//! id is stored once.
+
+use hashbrown::{DefaultHashBuilder, HashTable};
+use std::hash::BuildHasher;
+
+use super::record::Record;
+
+const CHUNK_BITS: u32 = 10;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+/// A record's place in the slab; stable while the record lives.
+pub type Slot = u32;
+
+#[derive(Default)]
+pub struct Messages {
+    chunks: Vec<Vec<Option<Record>>>,
+    /// Slots freed by deletes, reused last-freed first.
+    free: Vec<Slot>,
+    ids: HashTable<Slot>,
+    hasher: DefaultHashBuilder,
+    len: usize,
+    /// Sum of the records' id-and-payload bytes (for MEMORY USAGE).
+    data_bytes: usize,
+}
+
+impl Messages {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn data_bytes(&self) -> usize {
+        self.data_bytes
+    }
+
+    /// Slots the slab has room for (used or free).
+    pub fn capacity(&self) -> usize {
+        self.chunks.len() * CHUNK
+    }
+
+    pub fn id_table_capacity(&self) -> usize {
+        self.ids.capacity()
+    }
+
+    fn hash(hasher: &DefaultHashBuilder, id: &[u8]) -> u64 {
+        hasher.hash_one(id)
+    }
+
+    pub fn get(&self, slot: Slot) -> Option<&Record> {
+        self.chunks
+            .get((slot >> CHUNK_BITS) as usize)?
+            .get(slot as usize & (CHUNK - 1))?
+            .as_ref()
+    }
+
+    /// The record at a slot an index holds: present by the queue's
+    /// invariants (every index entry points at a live record).
+    pub fn at(&self, slot: Slot) -> &Record {
+        match self.get(slot) {
+            Some(record) => record,
+            None => unreachable!("index entry for empty slot {slot}"),
+        }
+    }
+
+    pub fn at_mut(&mut self, slot: Slot) -> &mut Record {
+        let record = self
+            .chunks
+            .get_mut((slot >> CHUNK_BITS) as usize)
+            .and_then(|chunk| chunk.get_mut(slot as usize & (CHUNK - 1)))
+            .and_then(Option::as_mut);
+        match record {
+            Some(record) => record,
+            None => unreachable!("index entry for empty slot {slot}"),
+        }
+    }
+
+    pub fn find(&self, id: &[u8]) -> Option<Slot> {
+        let hash = Self::hash(&self.hasher, id);
+        let chunks = &self.chunks;
+        self.ids
+            .find(hash, |&slot| record_in(chunks, slot).id() == id)
+            .copied()
+    }
+
+    /// Stores a record whose id is not in the queue yet.
+    pub fn insert(&mut self, record: Record) -> Slot {
+        let hash = Self::hash(&self.hasher, record.id());
+        self.data_bytes += record.data_len();
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                let place =
+                    self.chunks[(slot >> CHUNK_BITS) as usize].get_mut(slot as usize & (CHUNK - 1));
+                if let Some(place) = place {
+                    *place = Some(record);
+                }
+                slot
+            }
+            None => {
+                if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
+                    self.chunks.push(Vec::with_capacity(CHUNK));
+                }
+                let index = self.chunks.len() - 1;
+                let chunk = &mut self.chunks[index];
+                chunk.push(Some(record));
+                ((index << CHUNK_BITS) + chunk.len() - 1) as Slot
+            }
+        };
+        let (chunks, hasher) = (&self.chunks, &self.hasher);
+        self.ids.insert_unique(hash, slot, |&s| {
+            Self::hash(hasher, record_in(chunks, s).id())
+        });
+        self.len += 1;
+        slot
+    }
+
+    /// Removes and returns the record at `slot`.
+    pub fn remove(&mut self, slot: Slot) -> Record {
+        let hash = Self::hash(&self.hasher, self.at(slot).id());
+        if let Ok(entry) = self.ids.find_entry(hash, |&s| s == slot) {
+            entry.remove();
+        }
+        let record = self.chunks[(slot >> CHUNK_BITS) as usize][slot as usize & (CHUNK - 1)].take();
+        let Some(record) = record else {
+            unreachable!("removing empty slot {slot}");
+        };
+        self.data_bytes -= record.data_len();
+        self.len -= 1;
+        if self.len == 0 {
+            // An emptied queue gives its memory back.
+            *self = Messages {
+                hasher: std::mem::take(&mut self.hasher),
+                ..Messages::default()
+            };
+        } else {
+            self.free.push(slot);
+        }
+        record
+    }
+
+    /// Changes a record's payload bytes (a replacement); keeps the totals.
+    pub fn replace_data(&mut self, slot: Slot, change: impl FnOnce(&mut Record)) {
+        let before = self.at(slot).data_len();
+        change(self.at_mut(slot));
+        self.data_bytes = self.data_bytes - before + self.at(slot).data_len();
+    }
+
+    /// Every record with its slot, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (Slot, &Record)> {
+        self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
+            chunk
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, r)| Some((((c << CHUNK_BITS) + i) as Slot, r.as_ref()?)))
+        })
+    }
+
+    /// Records from slot `from` on, for SCAN: the next slot to look at is
+    /// returned with each.
+    pub fn iter_from(&self, from: Slot) -> impl Iterator<Item = (Slot, &Record)> {
+        let start = from as usize;
+        self.chunks
+            .iter()
+            .enumerate()
+            .skip(start >> CHUNK_BITS)
+            .flat_map(move |(c, chunk)| {
+                let skip = if c == start >> CHUNK_BITS {
+                    start & (CHUNK - 1)
+                } else {
+                    0
+                };
+                chunk
+                    .iter()
+                    .enumerate()
+                    .skip(skip)
+                    .filter_map(move |(i, r)| Some((((c << CHUNK_BITS) + i) as Slot, r.as_ref()?)))
+            })
+    }
+
+    /// One past the highest slot in use (or once used).
+    pub fn slot_end(&self) -> Slot {
+        self.chunks
+            .last()
+            .map_or(0, |c| ((self.chunks.len() - 1) * CHUNK + c.len()) as Slot)
+    }
+}
+
+fn record_in(chunks: &[Vec<Option<Record>>], slot: Slot) -> &Record {
+    match chunks
+        .get((slot >> CHUNK_BITS) as usize)
+        .and_then(|c| c.get(slot as usize & (CHUNK - 1)))
+        .and_then(Option::as_ref)
+    {
+        Some(record) => record,
+        None => unreachable!("id table entry for empty slot {slot}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::Version;
+    use super::*;
+
+    fn record(id: &str) -> Record {
+        Record::new(
+            id.as_bytes(),
+            Version {
+                priority: 0,
+                seq: 0,
+                due_at: 0,
+                added_at: 0,
+                max_attempts: None,
+                backoff: None,
+                expire_at: None,
+                group: None,
+                payload: b"payload".as_slice().into(),
+            },
+        )
+    }
+
+    #[test]
+    fn slots_are_stable_and_reused() {
+        let mut m = Messages::default();
+        let slots: Vec<Slot> = (0..3000)
+            .map(|i| m.insert(record(&format!("m{i}"))))
+            .collect();
+        assert_eq!(m.len(), 3000);
+        assert_eq!(m.find(b"m2999"), Some(slots[2999]));
+        assert_eq!(m.at(slots[1500]).id(), b"m1500");
+        let gone = m.remove(slots[10]);
+        assert_eq!(gone.id(), b"m10");
+        assert_eq!(m.find(b"m10"), None);
+        let again = m.insert(record("new"));
+        assert_eq!(again, slots[10], "a freed slot is reused");
+        assert_eq!(m.find(b"new"), Some(again));
+        assert_eq!(m.iter().count(), 3000);
+        let total: usize = m.iter().map(|(_, r)| r.data_len()).sum();
+        assert_eq!(m.data_bytes(), total);
+        assert_eq!(m.iter_from(2990).count(), 10);
+        for slot in m.iter().map(|(s, _)| s).collect::<Vec<_>>() {
+            m.remove(slot);
+        }
+        assert!(m.is_empty());
+        assert_eq!((m.capacity(), m.data_bytes()), (0, 0));
+    }
+}

@@ -1,0 +1,1167 @@
+//! The queue value: one Redis key of the module's own type holds one of
+//! these, and every transition of its messages is a method on it.
+//!
+//! ```text
+//!   ADD ──► delayed ──(due: timer)──► ready ──POP──► inflight ──ACK──► gone
+//!    └────────(due now)──────────────►  ▲  ▲            │
+//!               ▲                       │  └(lease ends)┤
+//!               └────────(NACK: backoff)┼───────────────┤
+//!                                       │               ▼ attempts used up
+//!                                       └──REDRIVE──── dead
+//! ```
+//! CANCEL removes a message from any state, PURGE a whole state.
+//!
+//! GROUP: a message of a group becomes ready only by taking its group; the
+//! group stays taken through its delivery and retries until that message is
+//! acknowledged, dead, cancelled or replaced. Meanwhile the group's other
+//! due messages wait (state `Waiting`, reported as delayed) in due, then
+//! insertion order, and the first of them is ready the moment the group is
+//! free. A lease that runs out leaves the group with its holder, so the
+//! holder is redelivered before anything behind it.
+//!
+//! Layout: records in a slab (`messages.rs`), found by id through a table
+//! of slot numbers; one B-tree of plain integer keys per state, ordered as
+//! messages leave that state; a TTL index; groups with their holder and
+//! waiting line. A record's index entries are derived from its fields
+//! (`unindex`/`index` bracket every change), which is also how a loaded
+//! value is rebuilt and checked (`codec.rs`).
+//!
+//! Nothing here knows about Redis, clocks or replication: callers pass
+//! `now` and the policy in force, and read back what happened.
+
+pub mod codec;
+mod events;
+mod messages;
+mod record;
+
+#[cfg(test)]
+mod tests;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ops::Bound;
+
+use crate::args::MAX_TIME_MS;
+use crate::backoff::Backoff;
+use crate::error::{printable, DqError, Result};
+use crate::policy::{Policy, QueueConfig};
+
+pub use events::{Counter, Counters, Event, Events};
+use messages::Messages;
+pub use messages::Slot;
+pub use record::{Death, DeathReason, Extra, Record, State, Version};
+
+/// (time, seq, slot): delayed by due time, in flight by lease deadline,
+/// dead by time of death, TTLs by deadline, a group's waiting line by due
+/// time. `seq` makes the order the same on every server; `slot` finds the
+/// record.
+type TimeKey = (u64, u64, Slot);
+
+/// Ready order: highest priority, then earliest due, then first added.
+type ReadyKey = (Reverse<i32>, u64, u64, Slot);
+
+/// What ADD does when the id already exists (or not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddMode {
+    /// Add, or replace an existing message (the default).
+    Upsert,
+    /// Only add: an existing message is left untouched.
+    OnlyNew,
+    /// Only replace: nothing happens for an unknown id.
+    OnlyExisting,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddRequest<'a> {
+    /// `None` lets the queue make a unique id.
+    pub id: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+    pub due_at: u64,
+    pub priority: i32,
+    pub mode: AddMode,
+    /// Per-message MAXATTEMPTS; `None` follows the queue and module.
+    pub max_attempts: Option<u32>,
+    /// Per-message BACKOFF; `None` follows the queue and module.
+    pub backoff: Option<Backoff>,
+    /// Unix ms by which the message must be acknowledged (ADD's TTL).
+    pub expire_at: Option<u64>,
+    /// ADD's GROUP: at most one message of a group is out at a time.
+    pub group: Option<&'a [u8]>,
+}
+
+/// One message handed to a consumer by POP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: Vec<u8>,
+    pub payload: Vec<u8>,
+    pub attempt: u32,
+}
+
+/// What NACK asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NackAction {
+    /// Retry after this delay, or after the message's backoff (`None`).
+    Retry(Option<u64>),
+    /// A permanent failure: dead now.
+    Dead,
+}
+
+/// Where a message went: delayed, ready, waiting or dead, due when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    pub state: State,
+    pub due_at: u64,
+}
+
+/// Which dead messages REDRIVE moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redrive<'a> {
+    /// The `n` that died first.
+    Oldest(usize),
+    Ids(&'a [&'a [u8]]),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stats {
+    pub delayed: u64,
+    pub ready: u64,
+    pub inflight: u64,
+    pub dead: u64,
+    pub counters: Counters,
+    /// Since when the earliest-due ready message has been waiting.
+    pub oldest_ready_since: Option<u64>,
+    /// Due time of the earliest delayed message.
+    pub next_due_at: Option<u64>,
+}
+
+/// How much timer work a tick did on one queue, phase by phase: replayed
+/// on a replica as exactly this much work, it makes the same changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TickWork {
+    pub ttl_expired: usize,
+    pub leases_expired: usize,
+    pub promoted: usize,
+}
+
+impl TickWork {
+    pub fn total(&self) -> usize {
+        self.ttl_expired + self.leases_expired + self.promoted
+    }
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Group {
+    /// The one message of the group that is out: ready, in flight, or
+    /// delayed for a retry of its delivery.
+    holder: Option<Slot>,
+    /// Due messages waiting for the group.
+    waiting: BTreeSet<TimeKey>,
+}
+
+/// Priorities looked at to find the oldest ready message.
+const MAX_PRIORITY_HEADS: usize = 1024;
+
+#[derive(Default)]
+pub struct Queue {
+    messages: Messages,
+    delayed: BTreeSet<TimeKey>,
+    ready: BTreeSet<ReadyKey>,
+    inflight: BTreeSet<TimeKey>,
+    dead: BTreeSet<TimeKey>,
+    expiry: BTreeSet<TimeKey>,
+    /// Ordered, so that PEEK and SCAN list waiting messages the same way
+    /// on every server.
+    groups: BTreeMap<Box<[u8]>, Group>,
+    waiting_len: usize,
+    config: QueueConfig,
+    counters: Counters,
+    /// What the current command did; taken by the caller (not stored).
+    events: Events,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("messages", &self.messages.len())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The ids in the order given, each once: a command naming an id twice acts
+/// on it once. A set, because one command may name thousands.
+fn distinct<T: AsRef<[u8]>>(ids: &[T]) -> Vec<&[u8]> {
+    let mut seen = HashSet::with_capacity(ids.len());
+    ids.iter()
+        .map(AsRef::as_ref)
+        .filter(|id| seen.insert(*id))
+        .collect()
+}
+
+fn stale(id: &[u8], attempt: u32) -> DqError {
+    DqError::StaleDelivery {
+        id: printable(id),
+        attempt,
+    }
+}
+
+impl Queue {
+    pub fn new() -> Queue {
+        Queue::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: QueueConfig) {
+        self.config = config;
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The transitions made since the last call.
+    pub fn take_events(&mut self) -> Events {
+        std::mem::take(&mut self.events)
+    }
+
+    pub fn get(&self, id: &[u8]) -> Option<&Record> {
+        self.messages.find(id).map(|slot| self.messages.at(slot))
+    }
+
+    /// Adds or replaces a message. Returns its id, or `None` when the mode
+    /// said to leave things as they are.
+    pub fn add(&mut self, now: u64, req: &AddRequest) -> Option<Vec<u8>> {
+        let existing = req.id.and_then(|id| self.messages.find(id));
+        match (req.mode, existing) {
+            (AddMode::OnlyNew, Some(_)) | (AddMode::OnlyExisting, None) => return None,
+            _ => {}
+        }
+        let mut seq = self.counters.bump(Counter::Added, 1);
+        let id = match req.id {
+            Some(id) => id.to_vec(),
+            None => loop {
+                // Time first makes ids readable and unique even if the
+                // counter is ever reset; the loop only matters if a client
+                // chose an id of the same shape.
+                let candidate = format!("{now}-{seq}").into_bytes();
+                if self.messages.find(&candidate).is_none() {
+                    break candidate;
+                }
+                seq = self.counters.bump(Counter::Added, 1);
+            },
+        };
+        let fresh = Version {
+            priority: req.priority,
+            seq,
+            due_at: req.due_at,
+            added_at: now,
+            max_attempts: req.max_attempts,
+            backoff: req.backoff.clone(),
+            expire_at: req.expire_at,
+            group: req.group.map(Into::into),
+            payload: req.payload.into(),
+        };
+        match existing {
+            Some(slot) if self.messages.at(slot).state == State::Inflight => {
+                let newer = Box::new(fresh);
+                self.messages
+                    .at_mut(slot)
+                    .update_extra(|e| e.replacement = Some(newer));
+            }
+            Some(slot) => {
+                self.unindex(slot);
+                // The new version queues up in its group like a new
+                // message; a group the old one held goes to the earliest
+                // due of the new version and the group's waiting messages.
+                let freed = self.free_group(slot);
+                self.install(slot, now, fresh);
+                if let Some(group) = freed {
+                    self.hand_on(&group, now);
+                }
+            }
+            None => {
+                let slot = self.messages.insert(Record::new(&id, fresh));
+                self.place(slot, now);
+            }
+        }
+        self.events.add(Event::Add);
+        Some(id)
+    }
+
+    /// Takes up to `count` ready messages, leasing each until
+    /// `lease_deadline`.
+    pub fn pop(&mut self, count: usize, lease_deadline: u64) -> Vec<Delivery> {
+        let mut taken = Vec::new();
+        while taken.len() < count {
+            let Some(&(.., slot)) = self.ready.first() else {
+                break;
+            };
+            taken.push(self.lease(slot, lease_deadline));
+        }
+        self.count_deliveries(taken.len());
+        taken
+    }
+
+    /// Leases the named messages that are ready, in the order given: how a
+    /// replica or the AOF replays a POP (as XCLAIM replays XREADGROUP).
+    pub fn claim(&mut self, ids: &[&[u8]], lease_deadline: u64) -> Vec<Delivery> {
+        let mut taken = Vec::new();
+        for id in distinct(ids) {
+            if let Some(slot) = self.messages.find(id) {
+                if self.messages.at(slot).state == State::Ready {
+                    taken.push(self.lease(slot, lease_deadline));
+                }
+            }
+        }
+        self.count_deliveries(taken.len());
+        taken
+    }
+
+    fn lease(&mut self, slot: Slot, lease_deadline: u64) -> Delivery {
+        self.unindex(slot);
+        let record = self.messages.at_mut(slot);
+        record.state = State::Inflight;
+        record.attempt = record.attempt.saturating_add(1);
+        record.lease_deadline = lease_deadline;
+        let delivery = Delivery {
+            id: record.id().to_vec(),
+            payload: record.payload().to_vec(),
+            attempt: record.attempt,
+        };
+        self.index(slot);
+        delivery
+    }
+
+    fn count_deliveries(&mut self, n: usize) {
+        if n > 0 {
+            self.counters.bump(Counter::Delivered, n as u64);
+            self.events.add(Event::Pop);
+        }
+    }
+
+    /// Ends deliveries successfully. Returns how many of the ids were in
+    /// flight.
+    pub fn ack(&mut self, now: u64, ids: &[&[u8]]) -> u64 {
+        let inflight: Vec<Slot> = distinct(ids)
+            .into_iter()
+            .filter_map(|id| self.messages.find(id))
+            .filter(|&slot| self.messages.at(slot).state == State::Inflight)
+            .collect();
+        for &slot in &inflight {
+            self.unindex(slot);
+            self.release_group(slot, now);
+            match self.take_replacement(slot) {
+                Some(newer) => {
+                    self.install(slot, now, newer);
+                }
+                None => {
+                    self.messages.remove(slot);
+                }
+            }
+        }
+        let count = inflight.len() as u64;
+        if count > 0 {
+            self.counters.bump(Counter::Acked, count);
+            self.events.add(Event::Ack);
+        }
+        count
+    }
+
+    /// Deletes messages in any state. Returns how many existed.
+    pub fn cancel(&mut self, now: u64, ids: &[&[u8]]) -> u64 {
+        let found: Vec<Slot> = distinct(ids)
+            .into_iter()
+            .filter_map(|id| self.messages.find(id))
+            .collect();
+        let freed = self.delete_all(&found);
+        // Only once all are gone, so that a freed group is not handed to a
+        // message this same command cancels.
+        for group in freed {
+            self.hand_on(&group, now);
+        }
+        let count = found.len() as u64;
+        if count > 0 {
+            self.counters.bump(Counter::Cancelled, count);
+            self.events.add(Event::Cancel);
+        }
+        count
+    }
+
+    /// Deletes records; returns the groups they held, to hand on.
+    fn delete_all(&mut self, slots: &[Slot]) -> Vec<Box<[u8]>> {
+        let mut freed = Vec::new();
+        for &slot in slots {
+            self.unindex(slot);
+            freed.extend(self.free_group(slot));
+            self.messages.remove(slot);
+        }
+        freed
+    }
+
+    /// NACK: the delivery failed. `Retry` schedules the next attempt after
+    /// the delay given or the message's backoff, or makes it dead when its
+    /// attempts are used up; `Dead` makes it dead now. With `attempt`, only
+    /// that delivery may be failed: any other gets a stale-delivery error
+    /// and nothing changes. Returns where the message went, or `None` when
+    /// the id was not in flight.
+    pub fn nack(
+        &mut self,
+        now: u64,
+        id: &[u8],
+        action: NackAction,
+        attempt: Option<u32>,
+        error: Option<&[u8]>,
+        policy: &Policy,
+    ) -> Result<Option<Placed>> {
+        let Some(slot) = self.delivery(id, attempt)? else {
+            return Ok(None);
+        };
+        self.unindex(slot);
+        if let Some(error) = error {
+            let error: Box<[u8]> = error.into();
+            self.messages
+                .at_mut(slot)
+                .update_extra(|e| e.last_error = Some(error));
+        }
+        let retry_at = match action {
+            NackAction::Dead => None,
+            NackAction::Retry(delay) => {
+                let record = self.messages.at(slot);
+                let wait = delay.unwrap_or_else(|| {
+                    policy
+                        .backoff_or(record.backoff())
+                        .0
+                        .delay(record.attempts_used())
+                });
+                Some(now.saturating_add(wait).min(MAX_TIME_MS))
+            }
+        };
+        let reason = match action {
+            NackAction::Dead => DeathReason::Permanent,
+            NackAction::Retry(_) => DeathReason::Nack,
+        };
+        let placed = self.fail_delivery(slot, now, reason, retry_at, policy);
+        self.counters.bump(Counter::Nacked, 1);
+        self.events.add(Event::Nack);
+        Ok(Some(placed))
+    }
+
+    /// The in-flight message `id`, checked against the delivery the caller
+    /// names. `None`: not in flight (and no delivery named).
+    fn delivery(&self, id: &[u8], attempt: Option<u32>) -> Result<Option<Slot>> {
+        let slot = self
+            .messages
+            .find(id)
+            .filter(|&slot| self.messages.at(slot).state == State::Inflight);
+        match (slot, attempt) {
+            (Some(slot), Some(n)) if self.messages.at(slot).attempt != n => Err(stale(id, n)),
+            (None, Some(n)) => Err(stale(id, n)),
+            (slot, _) => Ok(slot),
+        }
+    }
+
+    /// A delivery ended without ACK: a waiting newer version takes the
+    /// message's place; else it is retried at `retry_at`, or dies (now, or
+    /// when its attempts are used up).
+    fn fail_delivery(
+        &mut self,
+        slot: Slot,
+        now: u64,
+        reason: DeathReason,
+        retry_at: Option<u64>,
+        policy: &Policy,
+    ) -> Placed {
+        if let Some(newer) = self.take_replacement(slot) {
+            self.release_group(slot, now);
+            return self.install(slot, now, newer);
+        }
+        let record = self.messages.at(slot);
+        let (max_attempts, _) = policy.max_attempts_or(record.max_attempts());
+        match retry_at {
+            Some(at) if record.attempts_used() < max_attempts => {
+                // It keeps its group: the retry goes before the group's
+                // next message.
+                self.messages.at_mut(slot).due_at = at;
+                let placed = self.place(slot, now);
+                self.counters.bump(Counter::Retried, 1);
+                placed
+            }
+            _ => self.bury(slot, now, reason),
+        }
+    }
+
+    /// Makes a message, already out of its state's index, dead, freeing
+    /// its group.
+    fn bury(&mut self, slot: Slot, now: u64, reason: DeathReason) -> Placed {
+        let record = self.messages.at_mut(slot);
+        record.state = State::Dead;
+        record.lease_deadline = 0;
+        record.update_extra(|e| e.death = Some(Death { reason, at: now }));
+        let due_at = record.due_at;
+        self.index(slot);
+        self.release_group(slot, now);
+        self.counters.bump(Counter::DeadLettered, 1);
+        self.events.add(Event::Dead);
+        Placed {
+            state: State::Dead,
+            due_at,
+        }
+    }
+
+    /// Moves a lease deadline. With `attempt`, only that delivery's.
+    /// Returns the new deadline, or `None` when the id is not in flight.
+    pub fn touch(
+        &mut self,
+        id: &[u8],
+        lease_deadline: u64,
+        attempt: Option<u32>,
+    ) -> Result<Option<u64>> {
+        let Some(slot) = self.delivery(id, attempt)? else {
+            return Ok(None);
+        };
+        self.unindex(slot);
+        self.messages.at_mut(slot).lease_deadline = lease_deadline;
+        self.index(slot);
+        self.events.add(Event::Touch);
+        Ok(Some(lease_deadline))
+    }
+
+    /// Dead messages back to ready with a fresh attempt budget (their
+    /// delivery numbering goes on), as if added now. Returns how many moved.
+    pub fn redrive(&mut self, now: u64, which: Redrive) -> u64 {
+        let slots: Vec<Slot> = match which {
+            Redrive::Oldest(n) => self.dead.iter().take(n).map(|k| k.2).collect(),
+            Redrive::Ids(ids) => distinct(ids)
+                .into_iter()
+                .filter_map(|id| self.messages.find(id))
+                .filter(|&slot| self.messages.at(slot).state == State::Dead)
+                .collect(),
+        };
+        for &slot in &slots {
+            self.unindex(slot);
+            let record = self.messages.at_mut(slot);
+            record.attempt_base = record.attempt;
+            record.due_at = now;
+            // Its TTL counted from an ADD long past: a redriven message
+            // has none.
+            record.update_extra(|e| {
+                e.death = None;
+                e.expire_at = None;
+            });
+            self.place(slot, now);
+        }
+        let count = slots.len() as u64;
+        if count > 0 {
+            self.counters.bump(Counter::Redriven, count);
+            self.events.add(Event::Redrive);
+        }
+        count
+    }
+
+    /// Deletes every message of one state (`Delayed` includes those
+    /// waiting for their group), or of the whole queue. Counters and
+    /// settings stay. Returns how many messages were deleted.
+    pub fn purge(&mut self, now: u64, state: Option<State>) -> u64 {
+        let count = match state {
+            None => {
+                let count = self.messages.len() as u64;
+                *self = Queue {
+                    config: std::mem::take(&mut self.config),
+                    counters: self.counters,
+                    events: self.events,
+                    ..Queue::default()
+                };
+                count
+            }
+            Some(state) => {
+                let slots = self.slots_in(state);
+                let freed = self.delete_all(&slots);
+                // Groups whose holder went are handed on only now, so that
+                // what becomes ready is not purged with the rest.
+                for group in freed {
+                    self.hand_on(&group, now);
+                }
+                slots.len() as u64
+            }
+        };
+        if count > 0 {
+            self.counters.bump(Counter::Purged, count);
+            self.events.add(Event::Purge);
+        }
+        count
+    }
+
+    /// Every message reported in `state`, in leaving order.
+    fn slots_in(&self, state: State) -> Vec<Slot> {
+        self.iter_state(state).collect()
+    }
+
+    /// The messages reported in `state`, in the order they would leave it:
+    /// messages held back by their group are already due, so they come
+    /// before the delayed ones.
+    pub fn iter_state(&self, state: State) -> Box<dyn Iterator<Item = Slot> + '_> {
+        match state {
+            State::Delayed | State::Waiting => Box::new(
+                self.groups
+                    .values()
+                    .flat_map(|g| g.waiting.iter().map(|k| k.2))
+                    .chain(self.delayed.iter().map(|k| k.2)),
+            ),
+            State::Ready => Box::new(self.ready.iter().map(|k| k.3)),
+            State::Inflight => Box::new(self.inflight.iter().map(|k| k.2)),
+            State::Dead => Box::new(self.dead.iter().map(|k| k.2)),
+        }
+    }
+
+    /// Up to `count` messages of one state, in the order they would leave it.
+    pub fn peek(&self, state: State, count: usize) -> Vec<&Record> {
+        self.iter_state(state)
+            .take(count)
+            .map(|slot| self.messages.at(slot))
+            .collect()
+    }
+
+    /// One step of an iteration over every message (or those of one
+    /// reported state), as SCAN iterates a keyspace. Cursor 0 starts; the
+    /// reply's cursor is 0 when the iteration is over. A message stays in
+    /// its slot for its whole life, and slots are visited in order, so a
+    /// message present for the whole iteration is returned exactly once.
+    /// At most `count` messages are returned, and about ten times as many
+    /// slots looked at.
+    pub fn scan(&self, cursor: u64, state: Option<State>, count: usize) -> (u64, Vec<&Record>) {
+        let mut found = Vec::new();
+        let end = u64::from(self.messages.slot_end());
+        if cursor >= end {
+            return (0, found);
+        }
+        let budget = count.saturating_mul(10).max(count);
+        let mut next = end;
+        for (looked, (slot, record)) in self.messages.iter_from(cursor as Slot).enumerate() {
+            if found.len() == count || looked == budget {
+                next = u64::from(slot);
+                break;
+            }
+            if state.is_none_or(|s| s.name() == record.state.name()) {
+                found.push(record);
+            }
+        }
+        (if next >= end { 0 } else { next }, found)
+    }
+
+    /// Moves up to `limit` delayed messages whose time has come to ready.
+    /// Returns how many it moved.
+    pub fn promote_due(&mut self, now: u64, limit: usize) -> usize {
+        let mut moved = 0;
+        while moved < limit {
+            let Some(&(due, _, slot)) = self.delayed.first() else {
+                break;
+            };
+            if due > now {
+                break;
+            }
+            self.unindex(slot);
+            self.place(slot, now);
+            moved += 1;
+        }
+        moved
+    }
+
+    /// Ends up to `limit` leases that ran out. Each is a failed attempt: the
+    /// message is ready again at once, keeping its place among ready
+    /// messages, or dead when it has used its attempts; a newer version
+    /// written meanwhile takes its place instead.
+    pub fn expire_leases(&mut self, now: u64, limit: usize, policy: &Policy) -> usize {
+        let mut ended = 0;
+        while ended < limit {
+            let Some(&(deadline, _, slot)) = self.inflight.first() else {
+                break;
+            };
+            if deadline > now {
+                break;
+            }
+            self.unindex(slot);
+            let retry_at = self.messages.at(slot).due_at;
+            self.fail_delivery(slot, now, DeathReason::LeaseExpired, Some(retry_at), policy);
+            ended += 1;
+        }
+        if ended > 0 {
+            self.counters.bump(Counter::LeaseExpired, ended as u64);
+            self.events.add(Event::LeaseExpired);
+        }
+        ended
+    }
+
+    /// Dead-letters up to `limit` messages whose TTL ran out, in any state
+    /// but dead, with reason `expired`. A newer version waiting behind an
+    /// expired in-flight message takes its place instead.
+    pub fn expire_ttl(&mut self, now: u64, limit: usize) -> usize {
+        let mut ended = 0;
+        while ended < limit {
+            let Some(&(at, _, slot)) = self.expiry.first() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.unindex(slot);
+            match self.take_replacement(slot) {
+                Some(newer) => {
+                    self.release_group(slot, now);
+                    self.install(slot, now, newer);
+                }
+                None => {
+                    self.bury(slot, now, DeathReason::Expired);
+                    self.counters.bump(Counter::Expired, 1);
+                }
+            }
+            ended += 1;
+        }
+        ended
+    }
+
+    /// Timer work due at `now`, at most `budget` messages: TTLs first (a
+    /// message past its TTL must not be delivered again), then leases,
+    /// then promotion.
+    pub fn tick(&mut self, now: u64, budget: usize, policy: &Policy) -> TickWork {
+        let ttl_expired = self.expire_ttl(now, budget);
+        let leases_expired = self.expire_leases(now, budget - ttl_expired, policy);
+        let promoted = self.promote_due(now, budget - ttl_expired - leases_expired);
+        TickWork {
+            ttl_expired,
+            leases_expired,
+            promoted,
+        }
+    }
+
+    /// Replays a tick's work exactly (a replica, the AOF).
+    pub fn replay_tick(&mut self, now: u64, work: TickWork, policy: &Policy) -> TickWork {
+        TickWork {
+            ttl_expired: self.expire_ttl(now, work.ttl_expired),
+            leases_expired: self.expire_leases(now, work.leases_expired, policy),
+            promoted: self.promote_due(now, work.promoted),
+        }
+    }
+
+    /// The earliest time the timer has work here: a delayed message falling
+    /// due, a lease ending or a TTL running out.
+    pub fn next_due(&self) -> Option<u64> {
+        [&self.delayed, &self.inflight, &self.expiry]
+            .into_iter()
+            .filter_map(|set| set.first().map(|k| k.0))
+            .min()
+    }
+
+    pub fn stats(&self) -> Stats {
+        // The head of each priority is that priority's earliest-due message.
+        let mut oldest_ready_since: Option<u64> = None;
+        let mut head = self.ready.first();
+        for _ in 0..MAX_PRIORITY_HEADS {
+            let Some(&(Reverse(priority), .., slot)) = head else {
+                break;
+            };
+            let since = self.messages.at(slot).ready_since();
+            oldest_ready_since = Some(oldest_ready_since.map_or(since, |o| o.min(since)));
+            let after = (Reverse(priority), u64::MAX, u64::MAX, Slot::MAX);
+            head = self
+                .ready
+                .range((Bound::Excluded(after), Bound::Unbounded))
+                .next();
+        }
+        Stats {
+            delayed: (self.delayed.len() + self.waiting_len) as u64,
+            ready: self.ready.len() as u64,
+            inflight: self.inflight.len() as u64,
+            dead: self.dead.len() as u64,
+            counters: self.counters,
+            oldest_ready_since,
+            next_due_at: self.delayed.first().map(|k| k.0),
+        }
+    }
+
+    /// Puts a message that is out of every index where it belongs now:
+    /// delayed until due; then ready, unless another message holds its
+    /// group, in which case it waits.
+    fn place(&mut self, slot: Slot, now: u64) -> Placed {
+        let record = self.messages.at_mut(slot);
+        record.lease_deadline = 0;
+        if record.death().is_some() {
+            record.update_extra(|e| e.death = None);
+        }
+        let due_at = record.due_at;
+        let state = if due_at > now {
+            State::Delayed
+        } else if self.take_group(slot) {
+            State::Ready
+        } else {
+            State::Waiting
+        };
+        self.messages.at_mut(slot).state = state;
+        self.index(slot);
+        match state {
+            State::Ready => self.events.add(Event::Ready),
+            State::Waiting => {
+                // The group may have been free with others already waiting:
+                // the earliest of them (maybe this one) takes it.
+                if let Some(group) = self.messages.at(slot).group().map(Box::<[u8]>::from) {
+                    self.hand_on(&group, now);
+                }
+            }
+            _ => {}
+        }
+        let record = self.messages.at(slot);
+        Placed {
+            state: record.state,
+            due_at: record.due_at,
+        }
+    }
+
+    /// Makes the message the holder of its group if it may have it. True
+    /// when it may be ready (it has no group, or holds it now).
+    fn take_group(&mut self, slot: Slot) -> bool {
+        let record = self.messages.at(slot);
+        let Some(name) = record.group() else {
+            return true;
+        };
+        if record.holds_group {
+            return true;
+        }
+        // A free group goes to the earliest-due of those who want it: this
+        // message joins the line if others are already in it.
+        if let Some(group) = self.groups.get(name) {
+            if group.holder.is_some() || !group.waiting.is_empty() {
+                return false;
+            }
+        }
+        let name: Box<[u8]> = name.into();
+        self.groups.entry(name).or_default().holder = Some(slot);
+        self.messages.at_mut(slot).holds_group = true;
+        true
+    }
+
+    /// Frees the group the message holds, if any; returns it, for the
+    /// caller to hand on.
+    fn free_group(&mut self, slot: Slot) -> Option<Box<[u8]>> {
+        let record = self.messages.at_mut(slot);
+        if !record.holds_group {
+            return None;
+        }
+        record.holds_group = false;
+        let name: Box<[u8]> = record.group()?.into();
+        if let Some(group) = self.groups.get_mut(&name) {
+            group.holder = None;
+        }
+        Some(name)
+    }
+
+    /// The message leaves its group: if it held the group, the group's
+    /// first waiting message becomes ready and holds it.
+    fn release_group(&mut self, slot: Slot, now: u64) {
+        if let Some(group) = self.free_group(slot) {
+            self.hand_on(&group, now);
+        }
+    }
+
+    /// A free group goes to its earliest-due waiting message, which is
+    /// ready; a group nobody holds or waits for is forgotten.
+    fn hand_on(&mut self, name: &[u8], now: u64) {
+        let Some(group) = self.groups.get(name) else {
+            return;
+        };
+        if group.holder.is_some() {
+            return;
+        }
+        let Some(&(due_at, _, next)) = group.waiting.first() else {
+            self.groups.remove(name);
+            return;
+        };
+        // Held before it leaves the line, so the group is not forgotten.
+        if let Some(group) = self.groups.get_mut(name) {
+            group.holder = Some(next);
+        }
+        self.unindex(next);
+        self.messages.at_mut(next).holds_group = true;
+        // It was due when it began to wait, whatever the clock says now (a
+        // promoted replica's clock may be behind).
+        self.place(next, now.max(due_at));
+    }
+
+    fn take_replacement(&mut self, slot: Slot) -> Option<Version> {
+        let record = self.messages.at_mut(slot);
+        record.replacement()?;
+        let mut newer = None;
+        record.update_extra(|e| newer = e.replacement.take());
+        newer.map(|b| *b)
+    }
+
+    /// A version takes the place of the message at `slot`, which is out of
+    /// every index and holds no group.
+    fn install(&mut self, slot: Slot, now: u64, version: Version) -> Placed {
+        self.messages
+            .replace_data(slot, |record| record.install(version));
+        self.place(slot, now)
+    }
+
+    /// Takes a record's entries out of its state's index and the TTL index.
+    fn unindex(&mut self, slot: Slot) {
+        let record = self.messages.at(slot);
+        let seq = record.seq;
+        match record.state {
+            State::Delayed => {
+                self.delayed.remove(&(record.due_at, seq, slot));
+            }
+            State::Ready => {
+                self.ready
+                    .remove(&(Reverse(record.priority), record.due_at, seq, slot));
+            }
+            State::Inflight => {
+                self.inflight.remove(&(record.lease_deadline, seq, slot));
+            }
+            State::Dead => {
+                let died = record.death().map_or(0, |d| d.at);
+                self.dead.remove(&(died, seq, slot));
+            }
+            State::Waiting => {
+                let name = record.group().unwrap_or_default();
+                if let Some(group) = self.groups.get_mut(name) {
+                    if group.waiting.remove(&(record.due_at, seq, slot)) {
+                        self.waiting_len -= 1;
+                    }
+                    if group.holder.is_none() && group.waiting.is_empty() {
+                        self.groups.remove(name);
+                    }
+                }
+            }
+        }
+        if let Some(at) = record.live_expiry() {
+            self.expiry.remove(&(at, seq, slot));
+        }
+    }
+
+    /// Puts a record's entries into its state's index and the TTL index.
+    fn index(&mut self, slot: Slot) {
+        let record = self.messages.at(slot);
+        let seq = record.seq;
+        match record.state {
+            State::Delayed => {
+                self.delayed.insert((record.due_at, seq, slot));
+            }
+            State::Ready => {
+                self.ready
+                    .insert((Reverse(record.priority), record.due_at, seq, slot));
+            }
+            State::Inflight => {
+                self.inflight.insert((record.lease_deadline, seq, slot));
+            }
+            State::Dead => {
+                let died = record.death().map_or(0, |d| d.at);
+                self.dead.insert((died, seq, slot));
+            }
+            State::Waiting => {
+                let name: Box<[u8]> = record.group().unwrap_or_default().into();
+                let group = self.groups.entry(name).or_default();
+                if group.waiting.insert((record.due_at, seq, slot)) {
+                    self.waiting_len += 1;
+                }
+            }
+        }
+        if let Some(at) = record.live_expiry() {
+            self.expiry.insert((at, seq, slot));
+        }
+    }
+
+    /// Heap bytes this value holds, estimated from its shape (MEMORY
+    /// USAGE): slab chunks, id table, B-tree entries, and each record's
+    /// id-and-payload and option allocations rounded up as the allocator
+    /// does on average.
+    pub fn mem_usage(&self) -> usize {
+        use std::mem::size_of;
+        // B-tree nodes hold up to 11 keys and run about two-thirds full;
+        // each node also carries a header and (inner nodes) child links.
+        fn btree<K>(len: usize) -> usize {
+            len * (size_of::<K>() * 3 / 2 + 4)
+        }
+        let per_allocation_slack = 8;
+        let records = self.messages.capacity() * size_of::<Option<Record>>()
+            + self.messages.data_bytes()
+            + self.messages.len() * per_allocation_slack;
+        let ids = self.messages.id_table_capacity() * (size_of::<Slot>() + 1);
+        let extras: usize = self
+            .messages
+            .iter()
+            .filter_map(|(_, r)| r.extra())
+            .map(|e| {
+                size_of::<Extra>()
+                    + e.group.as_ref().map_or(0, |g| g.len())
+                    + e.last_error.as_ref().map_or(0, |t| t.len())
+                    + e.replacement
+                        .as_ref()
+                        .map_or(0, |v| size_of::<Version>() + v.payload.len())
+            })
+            .sum();
+        let indexes = btree::<TimeKey>(
+            self.delayed.len()
+                + self.inflight.len()
+                + self.dead.len()
+                + self.expiry.len()
+                + self.waiting_len,
+        ) + btree::<ReadyKey>(self.ready.len())
+            + self.groups.keys().map(|g| g.len() + 64).sum::<usize>();
+        size_of::<Queue>() + records + ids + extras + indexes
+    }
+
+    /// Checks every invariant that ties the indexes to the records: each
+    /// record is indexed once, where its fields say; ids are unique; a
+    /// group has at most one holder, which is the only message of the group
+    /// that may be ready or in flight; a group's line is empty when nobody
+    /// holds the group. A loaded value is checked with this before a key
+    /// gets it; the tests check it after every step.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let mut seen = 0usize;
+        let mut holders: BTreeMap<&[u8], Slot> = BTreeMap::new();
+        for (slot, record) in self.messages.iter() {
+            seen += 1;
+            if self.messages.find(record.id()) != Some(slot) {
+                return Err(format!("id '{}' is not unique", printable(record.id())));
+            }
+            let seq = record.seq;
+            let indexed = match record.state {
+                State::Delayed => self.delayed.contains(&(record.due_at, seq, slot)),
+                State::Ready => {
+                    self.ready
+                        .contains(&(Reverse(record.priority), record.due_at, seq, slot))
+                }
+                State::Inflight => self.inflight.contains(&(record.lease_deadline, seq, slot)),
+                State::Dead => record
+                    .death()
+                    .is_some_and(|d| self.dead.contains(&(d.at, seq, slot))),
+                State::Waiting => record.group().is_some_and(|g| {
+                    self.groups
+                        .get(g)
+                        .is_some_and(|g| g.waiting.contains(&(record.due_at, seq, slot)))
+                }),
+            };
+            if !indexed {
+                return Err(format!(
+                    "message '{}' is not indexed as {:?}",
+                    printable(record.id()),
+                    record.state
+                ));
+            }
+            if (record.state == State::Inflight) != (record.lease_deadline != 0) {
+                return Err(format!(
+                    "message '{}' has a stray lease",
+                    printable(record.id())
+                ));
+            }
+            if (record.state == State::Dead) != record.death().is_some() {
+                return Err(format!(
+                    "message '{}' has a stray death",
+                    printable(record.id())
+                ));
+            }
+            if record.attempt_base > record.attempt {
+                return Err(format!(
+                    "message '{}' has attempts below its base",
+                    printable(record.id())
+                ));
+            }
+            if let Some(at) = record.live_expiry() {
+                if !self.expiry.contains(&(at, seq, slot)) {
+                    return Err(format!(
+                        "message '{}' lacks its TTL entry",
+                        printable(record.id())
+                    ));
+                }
+            }
+            if record.replacement().is_some() && record.state != State::Inflight {
+                return Err(format!(
+                    "message '{}' has a stray replacement",
+                    printable(record.id())
+                ));
+            }
+            if record
+                .replacement()
+                .is_some_and(|v| v.payload.len() > MAX_PAYLOAD)
+            {
+                return Err("a replacement payload is too long".into());
+            }
+            match (record.group(), record.holds_group) {
+                (Some(group), true) => {
+                    if holders.insert(group, slot).is_some() {
+                        return Err(format!("group '{}' has two holders", printable(group)));
+                    }
+                    if self.groups.get(group).and_then(|g| g.holder) != Some(slot) {
+                        return Err(format!(
+                            "group '{}' does not know its holder",
+                            printable(group)
+                        ));
+                    }
+                    if record.state == State::Dead || record.state == State::Waiting {
+                        return Err(format!(
+                            "a {:?} message holds group '{}'",
+                            record.state,
+                            printable(group)
+                        ));
+                    }
+                }
+                (None, true) => return Err("a message without a group holds one".into()),
+                (Some(group), false) => {
+                    if matches!(record.state, State::Ready | State::Inflight) {
+                        return Err(format!(
+                            "message '{}' is out without holding group '{}'",
+                            printable(record.id()),
+                            printable(group)
+                        ));
+                    }
+                }
+                (None, false) => {}
+            }
+        }
+        let waiting: usize = self.groups.values().map(|g| g.waiting.len()).sum();
+        let indexed =
+            self.delayed.len() + self.ready.len() + self.inflight.len() + self.dead.len() + waiting;
+        if indexed != seen || seen != self.messages.len() || waiting != self.waiting_len {
+            return Err(format!("{indexed} index entries for {seen} messages"));
+        }
+        let live_ttls = self
+            .messages
+            .iter()
+            .filter(|(_, r)| r.live_expiry().is_some())
+            .count();
+        if live_ttls != self.expiry.len() {
+            return Err("stray TTL entries".into());
+        }
+        for (name, group) in &self.groups {
+            if group.holder.is_none() && !group.waiting.is_empty() {
+                return Err(format!(
+                    "group '{}' is free while messages wait",
+                    printable(name)
+                ));
+            }
+            if group.holder.is_none() && group.waiting.is_empty() {
+                return Err(format!("group '{}' is empty but kept", printable(name)));
+            }
+            if let Some(holder) = group.holder {
+                if holders.get(&name[..]) != Some(&holder) {
+                    return Err(format!("group '{}' names a stray holder", printable(name)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Longest payload a queue accepts or loads (the server's own bulk limit
+/// is lower by default).
+pub const MAX_PAYLOAD: usize = 512 * 1024 * 1024;

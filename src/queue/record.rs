@@ -1,0 +1,370 @@
+//! One message as the queue value holds it.
+//!
+//! The fields every message uses sit inline; the options few messages carry
+//! (their own retry policy, a TTL, a group, a death, a last error, a newer
+//! version waiting for the current delivery to end) sit behind one pointer,
+//! so a plain message costs one 80-byte slot and one allocation holding its
+//! id and payload together.
+
+use crate::backoff::Backoff;
+
+/// Where a message is in its life. The public states are the first four;
+/// `Waiting` is reported as `delayed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum State {
+    /// Waiting for `due_at`.
+    Delayed = 0,
+    /// Due and waiting for a consumer.
+    Ready = 1,
+    /// Handed to a consumer until `lease_deadline`.
+    Inflight = 2,
+    /// Out of attempts; kept until REDRIVE, CANCEL or PURGE.
+    Dead = 3,
+    /// Due, but another message of its GROUP holds the group (its delivery
+    /// is delayed by the group).
+    Waiting = 4,
+}
+
+impl State {
+    pub const ALL: [State; 5] = [
+        State::Delayed,
+        State::Ready,
+        State::Inflight,
+        State::Dead,
+        State::Waiting,
+    ];
+
+    /// The name clients see.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Delayed | State::Waiting => "delayed",
+            State::Ready => "ready",
+            State::Inflight => "inflight",
+            State::Dead => "dead",
+        }
+    }
+
+    pub fn from_u8(v: u8) -> Option<State> {
+        State::ALL.get(usize::from(v)).copied()
+    }
+}
+
+/// Why a message became dead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DeathReason {
+    /// NACK of its last allowed attempt.
+    Nack = 0,
+    /// The lease of its last allowed attempt ended without ACK.
+    LeaseExpired = 1,
+    /// Not acknowledged within the TTL of its ADD.
+    Expired = 2,
+    /// NACK DEAD: the consumer declared the failure permanent.
+    Permanent = 3,
+}
+
+impl DeathReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeathReason::Nack => "nack",
+            DeathReason::LeaseExpired => "lease-expired",
+            DeathReason::Expired => "expired",
+            DeathReason::Permanent => "permanent",
+        }
+    }
+
+    pub fn from_u8(v: u8) -> Option<DeathReason> {
+        [
+            DeathReason::Nack,
+            DeathReason::LeaseExpired,
+            DeathReason::Expired,
+            DeathReason::Permanent,
+        ]
+        .get(usize::from(v))
+        .copied()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Death {
+    pub reason: DeathReason,
+    /// Unix ms.
+    pub at: u64,
+}
+
+/// What an ADD writes: the part of a message a newer version replaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub priority: i32,
+    pub seq: u64,
+    pub due_at: u64,
+    pub added_at: u64,
+    pub max_attempts: Option<u32>,
+    pub backoff: Option<Backoff>,
+    pub expire_at: Option<u64>,
+    pub group: Option<Box<[u8]>>,
+    pub payload: Box<[u8]>,
+}
+
+/// The options few messages carry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Extra {
+    /// MAXATTEMPTS given on ADD; `None` follows the queue and module.
+    pub max_attempts: Option<u32>,
+    /// BACKOFF given on ADD; `None` follows the queue and module.
+    pub backoff: Option<Backoff>,
+    /// Unix ms by which it must be acknowledged (ADD's TTL), else it dies.
+    pub expire_at: Option<u64>,
+    /// GROUP given on ADD: at most one message of a group is out at a time.
+    pub group: Option<Box<[u8]>>,
+    /// Why and when it died, while dead.
+    pub death: Option<Death>,
+    /// The ERROR text of the last NACK.
+    pub last_error: Option<Box<[u8]>>,
+    /// A newer version written by ADD while this one was in flight; it takes
+    /// this one's place when the delivery ends, so the two never overlap.
+    pub replacement: Option<Box<Version>>,
+}
+
+impl Extra {
+    fn is_empty(&self) -> bool {
+        *self == Extra::default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The id, then the payload: one allocation.
+    data: Box<[u8]>,
+    id_len: u32,
+    pub state: State,
+    /// This message holds its group (see `groups.rs`): set while it is
+    /// ready, in flight, or delayed for a retry of its delivery.
+    pub holds_group: bool,
+    /// Higher pops first.
+    pub priority: i32,
+    /// Deliveries of this id so far; the first POP makes it 1. It only
+    /// grows while the id is in the queue, so (id, attempt) names one
+    /// delivery.
+    pub attempt: u32,
+    /// `attempt` when the message was last added, replaced or redriven:
+    /// MAXATTEMPTS and the backoff count from here.
+    pub attempt_base: u32,
+    /// Insertion order: the FIFO tie-break; unique among live messages.
+    pub seq: u64,
+    /// Unix ms at which the message is (or was) due.
+    pub due_at: u64,
+    /// Unix ms of the ADD that wrote this version.
+    pub added_at: u64,
+    /// Unix ms at which the current lease ends; 0 unless in flight.
+    pub lease_deadline: u64,
+    extra: Option<Box<Extra>>,
+}
+
+impl Record {
+    /// A fresh, undelivered message of `version`, not yet placed.
+    pub fn new(id: &[u8], version: Version) -> Record {
+        let mut record = Record {
+            data: Box::default(),
+            id_len: 0,
+            state: State::Delayed,
+            holds_group: false,
+            priority: 0,
+            attempt: 0,
+            attempt_base: 0,
+            seq: 0,
+            due_at: 0,
+            added_at: 0,
+            lease_deadline: 0,
+            extra: None,
+        };
+        record.set_data(id, &version.payload);
+        record.install(version);
+        record
+    }
+
+    /// Rebuilds a record from its stored fields (the codec).
+    pub fn from_parts(id: &[u8], payload: &[u8], extra: Extra) -> Record {
+        let mut record = Record::new(
+            id,
+            Version {
+                priority: 0,
+                seq: 0,
+                due_at: 0,
+                added_at: 0,
+                max_attempts: None,
+                backoff: None,
+                expire_at: None,
+                group: None,
+                payload: Box::default(),
+            },
+        );
+        record.set_data(id, payload);
+        record.set_extra(extra);
+        record
+    }
+
+    fn set_data(&mut self, id: &[u8], payload: &[u8]) {
+        let mut data = Vec::with_capacity(id.len() + payload.len());
+        data.extend_from_slice(id);
+        data.extend_from_slice(payload);
+        self.data = data.into_boxed_slice();
+        // Ids are bounded by the parser and the codec (`args::MAX_ID_LEN`).
+        self.id_len = id.len() as u32;
+    }
+
+    /// This record becomes `version` of itself: delivery numbering goes on,
+    /// the attempt budget starts again, a death or error is forgotten.
+    pub fn install(&mut self, version: Version) {
+        let Version {
+            priority,
+            seq,
+            due_at,
+            added_at,
+            max_attempts,
+            backoff,
+            expire_at,
+            group,
+            payload,
+        } = version;
+        if *payload != *self.payload() {
+            let id = self.id().to_vec();
+            self.set_data(&id, &payload);
+        }
+        self.priority = priority;
+        self.seq = seq;
+        self.due_at = due_at;
+        self.added_at = added_at;
+        self.lease_deadline = 0;
+        self.attempt_base = self.attempt;
+        self.set_extra(Extra {
+            max_attempts,
+            backoff,
+            expire_at,
+            group,
+            ..Extra::default()
+        });
+    }
+
+    pub fn id(&self) -> &[u8] {
+        &self.data[..self.id_len as usize]
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.data[self.id_len as usize..]
+    }
+
+    /// Bytes of the id-and-payload allocation.
+    pub fn data_len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn extra(&self) -> Option<&Extra> {
+        self.extra.as_deref()
+    }
+
+    /// Changes the rare options; an empty set frees its allocation.
+    pub fn update_extra(&mut self, change: impl FnOnce(&mut Extra)) {
+        let mut extra = self.extra.take().map(|b| *b).unwrap_or_default();
+        change(&mut extra);
+        self.set_extra(extra);
+    }
+
+    fn set_extra(&mut self, extra: Extra) {
+        self.extra = (!extra.is_empty()).then(|| Box::new(extra));
+    }
+
+    pub fn max_attempts(&self) -> Option<u32> {
+        self.extra().and_then(|e| e.max_attempts)
+    }
+    pub fn backoff(&self) -> Option<&Backoff> {
+        self.extra().and_then(|e| e.backoff.as_ref())
+    }
+    pub fn expire_at(&self) -> Option<u64> {
+        self.extra().and_then(|e| e.expire_at)
+    }
+    pub fn group(&self) -> Option<&[u8]> {
+        self.extra().and_then(|e| e.group.as_deref())
+    }
+    pub fn death(&self) -> Option<Death> {
+        self.extra().and_then(|e| e.death)
+    }
+    pub fn last_error(&self) -> Option<&[u8]> {
+        self.extra().and_then(|e| e.last_error.as_deref())
+    }
+    pub fn replacement(&self) -> Option<&Version> {
+        self.extra().and_then(|e| e.replacement.as_deref())
+    }
+
+    /// Deliveries since the last ADD, replacement or REDRIVE.
+    pub fn attempts_used(&self) -> u32 {
+        self.attempt.saturating_sub(self.attempt_base)
+    }
+
+    /// The TTL deadline the expiry index holds for this message: dead
+    /// messages have none.
+    pub fn live_expiry(&self) -> Option<u64> {
+        self.expire_at().filter(|_| self.state != State::Dead)
+    }
+
+    /// Since when a ready message has been waiting for a consumer: its due
+    /// time, or its ADD when it was added already due.
+    pub fn ready_since(&self) -> u64 {
+        self.due_at.max(self.added_at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(payload: &[u8]) -> Version {
+        Version {
+            priority: 3,
+            seq: 7,
+            due_at: 100,
+            added_at: 50,
+            max_attempts: None,
+            backoff: None,
+            expire_at: None,
+            group: None,
+            payload: payload.into(),
+        }
+    }
+
+    #[test]
+    fn a_plain_message_is_one_slot_and_one_allocation() {
+        assert!(std::mem::size_of::<Record>() <= 80);
+        let r = Record::new(b"id-1", version(b"hello"));
+        assert_eq!((r.id(), r.payload()), (&b"id-1"[..], &b"hello"[..]));
+        assert!(r.extra().is_none());
+        assert_eq!(r.data_len(), 9);
+    }
+
+    #[test]
+    fn install_keeps_numbering_and_restarts_the_budget() {
+        let mut r = Record::new(b"a", version(b"one"));
+        r.attempt = 4;
+        r.update_extra(|e| e.last_error = Some(b"boom".as_slice().into()));
+        assert_eq!(r.attempts_used(), 4);
+        let mut newer = version(b"two");
+        newer.group = Some(b"g".as_slice().into());
+        r.install(newer);
+        assert_eq!((r.attempt, r.attempts_used()), (4, 0));
+        assert_eq!((r.id(), r.payload()), (&b"a"[..], &b"two"[..]));
+        assert_eq!(r.last_error(), None);
+        assert_eq!(r.group(), Some(&b"g"[..]));
+    }
+
+    #[test]
+    fn emptied_extras_free_their_allocation() {
+        let mut r = Record::new(b"a", version(b""));
+        r.update_extra(|e| e.expire_at = Some(5));
+        assert_eq!(r.live_expiry(), Some(5));
+        r.state = State::Dead;
+        assert_eq!(r.live_expiry(), None);
+        r.update_extra(|e| e.expire_at = None);
+        assert!(r.extra().is_none());
+    }
+}
