@@ -10,6 +10,12 @@
 //! spec that parses back to the same value, key names that name their queue
 //! back.
 //!
+//! `queue`: whatever a DUMP payload or an RDB holds for a queue key, the
+//! loader returns a clean error or a queue that passes its own invariant
+//! check, and a loaded queue saves and loads back to the same value. The
+//! input is frames of a 2-byte little-endian length and that many bytes:
+//! the header, then record chunks.
+//!
 //! `envelope`: whatever bytes a messages hash holds (written by hand, by an
 //! older build, or damaged), decoding returns a message or a clean error,
 //! and a decoded message encodes and decodes back to itself. Each input is
@@ -26,6 +32,7 @@ use super::dq::error::{DqError, Result};
 use super::dq::keyed_queue::{AddMode, Redrive};
 use super::dq::keys::{key_name, parse_key_name, slot, Part};
 use super::dq::message::Message;
+use super::dq::queue::codec;
 use super::dq::settings::load_values;
 
 pub fn args(data: &[u8]) {
@@ -222,4 +229,40 @@ fn round_trip(bytes: &[u8]) {
         }
         let _ = backoff.to_string();
     }
+}
+
+/// The frames of a `queue` input: 2-byte little-endian length, bytes.
+pub fn frames(mut data: &[u8]) -> Vec<&[u8]> {
+    let mut frames = Vec::new();
+    while let [lo, hi, rest @ ..] = data {
+        let len = usize::from(u16::from_le_bytes([*lo, *hi])).min(rest.len());
+        frames.push(&rest[..len]);
+        data = &rest[len..];
+    }
+    frames
+}
+
+pub fn queue(data: &[u8]) {
+    let frames = frames(data);
+    let Some((header, chunks)) = frames.split_first() else {
+        return;
+    };
+    let Ok(queue) = codec::load(header, chunks.iter().copied()) else {
+        return;
+    };
+    if let Err(e) = queue.check() {
+        panic!("a loaded queue fails its check: {e}");
+    }
+    let saved_header = codec::header(&queue);
+    let mut saved = Vec::new();
+    codec::record_chunks(&queue, |c| saved.push(c.to_vec()));
+    let again =
+        codec::load(&saved_header, saved.iter().map(Vec::as_slice)).expect("a saved queue loads");
+    let digest = |q: &super::dq::queue::Queue| {
+        let mut items = Vec::new();
+        codec::digest_items(q, |b| items.push(b.to_vec()));
+        items.sort();
+        items
+    };
+    assert_eq!(digest(&again), digest(&queue));
 }

@@ -57,6 +57,34 @@ fn envelope_decoding_holds_on_seeds_and_findings() {
     );
 }
 
+#[test]
+fn queue_loading_holds_on_seeds_and_findings() {
+    assert!(
+        replay("queue", checks::queue) > 0,
+        "no seeds in fuzz/seeds/queue"
+    );
+}
+
+/// The `queue` seeds are saved queues in frames; this writes them again
+/// after a deliberate encoding change (`cargo test -- --ignored`).
+#[test]
+#[ignore]
+fn write_queue_seeds() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/queue");
+    std::fs::create_dir_all(&dir).expect("seed directory");
+    for (name, queue) in crate::queue::tests::sample_queues() {
+        let mut framed = Vec::new();
+        let mut frame = |bytes: &[u8]| {
+            let len = u16::try_from(bytes.len()).expect("a seed chunk fits a frame");
+            framed.extend_from_slice(&len.to_le_bytes());
+            framed.extend_from_slice(bytes);
+        };
+        frame(&crate::queue::codec::header(&queue));
+        crate::queue::codec::record_chunks(&queue, |c| frame(c));
+        std::fs::write(dir.join(name), framed).expect("write a seed");
+    }
+}
+
 /// What the fuzzer's "checksum fixed" mode reaches and the other unit tests
 /// do not: a record whose checksum is right but whose body has bytes after
 /// the message must be refused, not silently truncated.

@@ -35,7 +35,7 @@ mod messages;
 mod record;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashSet};

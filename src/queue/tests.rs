@@ -439,6 +439,22 @@ fn digest(q: &Queue) -> Vec<Vec<u8>> {
     items
 }
 
+/// Small queues of every shape, for the fuzz seeds.
+pub(crate) fn sample_queues() -> Vec<(&'static str, Queue)> {
+    let mut plain = Queue::new();
+    add(&mut plain, 0, "a", 0);
+    add(&mut plain, 0, "b", 500);
+    let mut groups = Queue::new();
+    add_grouped(&mut groups, 0, "x", 0, "g");
+    add_grouped(&mut groups, 0, "y", 0, "g");
+    vec![
+        ("empty", Queue::new()),
+        ("plain", plain),
+        ("groups", groups),
+        ("every-state", busy_queue()),
+    ]
+}
+
 /// A queue with a message in every state and every option.
 fn busy_queue() -> Queue {
     let mut q = Queue::new();
