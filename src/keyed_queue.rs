@@ -23,48 +23,14 @@
 use std::collections::HashSet;
 
 use crate::args::MAX_TIME_MS;
-use crate::backoff::Backoff;
 use crate::error::{DqError, Result};
 use crate::message::{Death, DeathReason, Message, State, Version};
 use crate::policy::Policy;
 use crate::store::{Counter, Event, Index, Store};
 
-/// What ADD does when the id already exists (or not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddMode {
-    /// Add, or replace an existing message (the default).
-    Upsert,
-    /// Only add: an existing message is left untouched.
-    OnlyNew,
-    /// Only replace: nothing happens for an unknown id.
-    OnlyExisting,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AddRequest<'a> {
-    /// `None` lets the queue make a unique id.
-    pub id: Option<&'a [u8]>,
-    pub payload: &'a [u8],
-    pub due_at: u64,
-    pub priority: i32,
-    pub mode: AddMode,
-    /// Per-message MAXATTEMPTS; `None` follows the queue and module.
-    pub max_attempts: Option<u32>,
-    /// Per-message BACKOFF; `None` follows the queue and module.
-    pub backoff: Option<Backoff>,
-    /// Unix ms by which the message must be acknowledged (ADD's TTL).
-    pub expire_at: Option<u64>,
-    /// ADD's GROUP: at most one message of a group is out at a time.
-    pub group: Option<&'a [u8]>,
-}
-
-/// One message handed to a consumer by POP.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    pub id: Vec<u8>,
-    pub payload: Vec<u8>,
-    pub attempt: u32,
-}
+// The request and reply types are the native queue's (`crate::queue`),
+// so the commands speak one language while they move over to it.
+pub use crate::queue::{AddMode, AddRequest, Delivery, Redrive};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Stats {
@@ -506,14 +472,6 @@ pub fn touch(store: &mut impl Store, id: &[u8], lease_deadline: u64) -> Result<O
     Ok(Some(lease_deadline))
 }
 
-/// Which dead messages REDRIVE moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Redrive<'a> {
-    /// The `n` that died first.
-    Oldest(usize),
-    Ids(&'a [&'a [u8]]),
-}
-
 /// Dead messages back to ready, with fresh attempts, as if added now.
 /// Returns how many moved.
 pub fn redrive(store: &mut impl Store, now: u64, which: Redrive) -> Result<u64> {
@@ -880,6 +838,7 @@ fn unindex(store: &mut impl Store, id: &[u8], message: &Message) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backoff::Backoff;
     use crate::store::MemoryStore;
 
     const LEASE: u64 = 30_000;
