@@ -253,16 +253,6 @@ pub fn queue(data: &[u8]) {
     if let Err(e) = queue.check() {
         panic!("a loaded queue fails its check: {e}");
     }
-    let saved_header = codec::header(&queue);
-    let mut saved = Vec::new();
-    codec::record_chunks(&queue, |c| saved.push(c.to_vec()));
-    let again =
-        codec::load(&saved_header, saved.iter().map(Vec::as_slice)).expect("a saved queue loads");
-    let digest = |q: &super::dq::queue::Queue| {
-        let mut items = Vec::new();
-        codec::digest_items(q, |b| items.push(b.to_vec()));
-        items.sort();
-        items
-    };
-    assert_eq!(digest(&again), digest(&queue));
+    let again = codec::reload(&queue).expect("a saved queue loads");
+    assert_eq!(codec::sorted_digest(&again), codec::sorted_digest(&queue));
 }

@@ -20,8 +20,6 @@
 //! here knows about Redis, clocks or replication: callers pass `now` and
 //! the policy in force, and the store records effects.
 
-use std::collections::HashSet;
-
 use crate::args::MAX_TIME_MS;
 use crate::error::{DqError, Result};
 use crate::message::{Death, DeathReason, Message, State, Version};
@@ -30,6 +28,7 @@ use crate::store::{Counter, Event, Index, Store};
 
 // The request and reply types are the native queue's (`crate::queue`),
 // so the commands speak one language while they move over to it.
+use crate::queue::distinct;
 pub use crate::queue::{AddMode, AddRequest, Delivery, Redrive};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -86,16 +85,6 @@ fn id_of_waiting_member(member: &[u8]) -> &[u8] {
         u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize
     });
     member.get(4 + group_len + 16..).unwrap_or_default()
-}
-
-/// The ids in the order given, each once: a command naming an id twice acts
-/// on it once. A set, because one command may name thousands.
-fn distinct<T: AsRef<[u8]>>(ids: &[T]) -> Vec<&[u8]> {
-    let mut seen = HashSet::with_capacity(ids.len());
-    ids.iter()
-        .map(AsRef::as_ref)
-        .filter(|id| seen.insert(*id))
-        .collect()
 }
 
 fn ready_score(priority: i32) -> f64 {

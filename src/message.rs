@@ -15,62 +15,11 @@ const FORMAT_V1: u8 = 1;
 const FORMAT_V2: u8 = 2;
 const HEADER_LEN: usize = 5;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum State {
-    /// Waiting for `due_at`; or ready, if the timer promoted it (which
-    /// moves the index entry and leaves the record as it was): the delayed
-    /// index tells which.
-    Delayed,
-    /// Due and waiting for a consumer.
-    Ready,
-    /// Handed to a consumer until `lease_deadline`.
-    Inflight,
-    /// Out of attempts; kept until REDRIVE, CANCEL or PURGE.
-    Dead,
-    /// Due, but another message of its GROUP holds the group. Reported as
-    /// `delayed` (its delivery is delayed by the group): the public states
-    /// are the four above.
-    Waiting,
-}
-
-impl State {
-    pub fn name(self) -> &'static str {
-        match self {
-            State::Delayed | State::Waiting => "delayed",
-            State::Ready => "ready",
-            State::Inflight => "inflight",
-            State::Dead => "dead",
-        }
-    }
-}
-
-/// Why a message became dead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DeathReason {
-    /// NACK of its last allowed attempt.
-    Nack,
-    /// The lease of its last allowed attempt ended without ACK.
-    LeaseExpired,
-    /// Not acknowledged within the TTL of its ADD.
-    Expired,
-}
-
-impl DeathReason {
-    pub fn name(self) -> &'static str {
-        match self {
-            DeathReason::Nack => "nack",
-            DeathReason::LeaseExpired => "lease-expired",
-            DeathReason::Expired => "expired",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Death {
-    pub reason: DeathReason,
-    /// Unix ms.
-    pub at: u64,
-}
+// The states and deaths are the native queue's: one vocabulary for both
+// formats; their serde form (variant order) is this format's. In this
+// format a record the timer promoted keeps state `Delayed`: the delayed
+// index tells that it is ready (see `keyed_queue::get`).
+pub use crate::queue::{Death, DeathReason, State};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {

@@ -2,7 +2,8 @@
 //! DEBUG DIGEST carry.
 //!
 //! A queue is a header (settings, counters, how many messages) and then its
-//! records, each self-delimiting, packed into chunks of at most
+//! records (delivery fields, id, payload, terms, then a mask of the rarer
+//! fields and those present), each self-delimiting, packed into chunks of at most
 //! [`CHUNK_BYTES`] so that neither side ever holds a whole big queue as one
 //! buffer. Only records are stored: every index, group and line is rebuilt
 //! from them on load and then checked, so a stored value cannot describe
@@ -13,11 +14,14 @@
 //! Encoding versions (the module type's encver):
 //! - 1: this layout.
 
-use super::{Extra, Queue, Record, State, Version, MAX_PAYLOAD};
+use super::{Counter, Death, DeathReason, Options, Queue, Record, State, Terms, Version};
 use crate::args::{MAX_ID_LEN, MAX_TIME_MS};
 use crate::backoff::{Backoff, MAX_STEPS};
 use crate::policy::QueueConfig;
-use crate::queue::{Counter, Death, DeathReason};
+
+/// Longest payload (or NACK error text) a load accepts: the server's own
+/// bulk limit is lower unless raised.
+pub const MAX_PAYLOAD: usize = 512 * 1024 * 1024;
 
 /// The encoding this build writes.
 pub const ENCODING_VERSION: i32 = 1;
@@ -102,77 +106,83 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     out
 }
 
-fn put_version_fields(out: &mut Vec<u8>, v: &Version) {
-    put_i32(out, v.priority);
-    put_uint(out, v.seq);
-    put_uint(out, v.due_at);
-    put_uint(out, v.added_at);
-    let mask = u8::from(v.max_attempts.is_some())
-        | u8::from(v.backoff.is_some()) << 1
-        | u8::from(v.expire_at.is_some()) << 2
-        | u8::from(v.group.is_some()) << 3;
+/// A message's own options: a presence mask, then each one present.
+fn put_options(out: &mut Vec<u8>, o: &Options) {
+    let mask = u8::from(o.max_attempts.is_some())
+        | u8::from(o.backoff.is_some()) << 1
+        | u8::from(o.expire_at.is_some()) << 2
+        | u8::from(o.group.is_some()) << 3;
     out.push(mask);
-    if let Some(n) = v.max_attempts {
+    if let Some(n) = o.max_attempts {
         put_uint(out, n.into());
     }
-    if let Some(b) = &v.backoff {
+    if let Some(b) = &o.backoff {
         put_backoff(out, b);
     }
-    if let Some(at) = v.expire_at {
+    if let Some(at) = o.expire_at {
         put_uint(out, at);
     }
-    if let Some(g) = &v.group {
+    if let Some(g) = &o.group {
         put_bytes(out, g);
     }
-    put_bytes(out, &v.payload);
 }
 
-/// Appends one record.
+/// What a version sets: priority, sequence, due and add times, options.
+fn put_terms(
+    out: &mut Vec<u8>,
+    priority: i32,
+    seq: u64,
+    due_at: u64,
+    added_at: u64,
+    options: &Options,
+) {
+    put_i32(out, priority);
+    put_uint(out, seq);
+    put_uint(out, due_at);
+    put_uint(out, added_at);
+    put_options(out, options);
+}
+
+const NO_OPTIONS: Options = Options {
+    max_attempts: None,
+    backoff: None,
+    expire_at: None,
+    group: None,
+};
+
+/// Appends one record: its delivery fields, id and payload, its terms, and
+/// then whichever of a death, a last error and a pending replacement it has.
 pub fn put_record(out: &mut Vec<u8>, r: &Record) {
     out.push(r.state as u8);
-    let extra = r.extra();
-    out.push(u8::from(r.holds_group) | u8::from(extra.is_some()) << 1);
-    put_i32(out, r.priority);
+    out.push(u8::from(r.holds_group));
     put_uint(out, r.attempt.into());
     put_uint(out, r.attempt_base.into());
-    put_uint(out, r.seq);
-    put_uint(out, r.due_at);
-    put_uint(out, r.added_at);
     put_uint(out, r.lease_deadline);
     put_bytes(out, r.id());
     put_bytes(out, r.payload());
-    let Some(e) = extra else {
-        return;
+    let extra = r.extra();
+    let options = extra.map_or(&NO_OPTIONS, |e| &e.options);
+    put_terms(out, r.priority, r.seq, r.due_at, r.added_at, options);
+    let (death, last_error, replacement) = match extra {
+        Some(e) => (e.death, e.last_error.as_deref(), e.replacement.as_deref()),
+        None => (None, None, None),
     };
-    let mask = u8::from(e.max_attempts.is_some())
-        | u8::from(e.backoff.is_some()) << 1
-        | u8::from(e.expire_at.is_some()) << 2
-        | u8::from(e.group.is_some()) << 3
-        | u8::from(e.death.is_some()) << 4
-        | u8::from(e.last_error.is_some()) << 5
-        | u8::from(e.replacement.is_some()) << 6;
-    out.push(mask);
-    if let Some(n) = e.max_attempts {
-        put_uint(out, n.into());
-    }
-    if let Some(b) = &e.backoff {
-        put_backoff(out, b);
-    }
-    if let Some(at) = e.expire_at {
-        put_uint(out, at);
-    }
-    if let Some(g) = &e.group {
-        put_bytes(out, g);
-    }
-    if let Some(d) = e.death {
+    out.push(
+        u8::from(death.is_some())
+            | u8::from(last_error.is_some()) << 1
+            | u8::from(replacement.is_some()) << 2,
+    );
+    if let Some(d) = death {
         out.push(d.reason as u8);
         put_uint(out, d.at);
     }
-    if let Some(text) = &e.last_error {
+    if let Some(text) = last_error {
         put_bytes(out, text);
     }
-    if let Some(v) = &e.replacement {
-        put_version_fields(out, v);
+    if let Some(v) = replacement {
+        let t = &v.terms;
+        put_terms(out, t.priority, t.seq, t.due_at, t.added_at, &t.options);
+        put_bytes(out, &v.payload);
     }
 }
 
@@ -300,93 +310,79 @@ impl<'a> Reader<'a> {
         Ok(n as u32)
     }
 
-    fn version(&mut self) -> Decoded<Version> {
-        let priority = self.i32("priority")?;
-        let seq = self.uint("seq")?;
-        let due_at = self.time("due time")?;
-        let added_at = self.time("add time")?;
-        let mask = self.byte("version options")?;
+    fn options(&mut self) -> Decoded<Options> {
+        let mask = self.byte("options")?;
         if mask & !0x0f != 0 {
-            return Err(bad("unknown version options"));
+            return Err(bad("unknown options"));
         }
-        let max_attempts = (mask & 1 != 0).then(|| self.max_attempts()).transpose()?;
-        let backoff = (mask & 2 != 0).then(|| self.backoff()).transpose()?;
-        let expire_at = (mask & 4 != 0).then(|| self.time("TTL")).transpose()?;
-        let group = (mask & 8 != 0)
-            .then(|| self.name("group").map(Into::into))
-            .transpose()?;
-        let payload = self.bytes("payload", MAX_PAYLOAD)?.into();
-        Ok(Version {
-            priority,
-            seq,
-            due_at,
-            added_at,
-            max_attempts,
-            backoff,
-            expire_at,
-            group,
-            payload,
+        Ok(Options {
+            max_attempts: (mask & 1 != 0).then(|| self.max_attempts()).transpose()?,
+            backoff: (mask & 2 != 0).then(|| self.backoff()).transpose()?,
+            expire_at: (mask & 4 != 0).then(|| self.time("TTL")).transpose()?,
+            group: (mask & 8 != 0)
+                .then(|| self.name("group").map(Into::into))
+                .transpose()?,
+        })
+    }
+
+    fn terms(&mut self) -> Decoded<Terms> {
+        Ok(Terms {
+            priority: self.i32("priority")?,
+            seq: self.uint("seq")?,
+            due_at: self.time("due time")?,
+            added_at: self.time("add time")?,
+            options: self.options()?,
         })
     }
 
     fn record(&mut self) -> Decoded<Record> {
         let state = self.byte("state")?;
         let state = State::from_u8(state).ok_or_else(|| bad(format!("unknown state {state}")))?;
-        let flags = self.byte("flags")?;
-        if flags & !0x03 != 0 {
-            return Err(bad("unknown record flags"));
-        }
-        let priority = self.i32("priority")?;
+        let holds_group = match self.byte("group flag")? {
+            flag @ (0 | 1) => flag == 1,
+            _ => return Err(bad("bad group flag")),
+        };
         let attempt = self.u32("attempt")?;
         let attempt_base = self.u32("attempt base")?;
-        let seq = self.uint("seq")?;
-        let due_at = self.time("due time")?;
-        let added_at = self.time("add time")?;
         let lease_deadline = self.time("lease deadline")?;
         let id = self.name("id")?;
         let payload = self.bytes("payload", MAX_PAYLOAD)?;
-        let mut extra = Extra::default();
-        if flags & 2 != 0 {
-            let mask = self.byte("options")?;
-            if mask & 0x80 != 0 || mask == 0 {
-                return Err(bad("bad record options"));
-            }
-            if mask & 1 != 0 {
-                extra.max_attempts = Some(self.max_attempts()?);
-            }
-            if mask & 2 != 0 {
-                extra.backoff = Some(self.backoff()?);
-            }
-            if mask & 4 != 0 {
-                extra.expire_at = Some(self.time("TTL")?);
-            }
-            if mask & 8 != 0 {
-                extra.group = Some(self.name("group")?.into());
-            }
-            if mask & 16 != 0 {
-                let reason = self.byte("death reason")?;
-                let reason = DeathReason::from_u8(reason)
-                    .ok_or_else(|| bad(format!("unknown death reason {reason}")))?;
-                let at = self.time("time of death")?;
-                extra.death = Some(Death { reason, at });
-            }
-            if mask & 32 != 0 {
-                extra.last_error = Some(self.bytes("last error", MAX_PAYLOAD)?.into());
-            }
-            if mask & 64 != 0 {
-                extra.replacement = Some(Box::new(self.version()?));
-            }
-        }
-        let mut record = Record::from_parts(id, payload, extra);
+        let mut record = Record::new(id, payload, self.terms()?);
         record.state = state;
-        record.holds_group = flags & 1 != 0;
-        record.priority = priority;
+        record.holds_group = holds_group;
         record.attempt = attempt;
         record.attempt_base = attempt_base;
-        record.seq = seq;
-        record.due_at = due_at;
-        record.added_at = added_at;
         record.lease_deadline = lease_deadline;
+        let mask = self.byte("record fields")?;
+        if mask & !0x07 != 0 {
+            return Err(bad("unknown record fields"));
+        }
+        let death = if mask & 1 != 0 {
+            let reason = self.byte("death reason")?;
+            let reason = DeathReason::from_u8(reason)
+                .ok_or_else(|| bad(format!("unknown death reason {reason}")))?;
+            let at = self.time("time of death")?;
+            Some(Death { reason, at })
+        } else {
+            None
+        };
+        let last_error = (mask & 2 != 0)
+            .then(|| self.bytes("last error", MAX_PAYLOAD).map(Into::into))
+            .transpose()?;
+        let replacement = if mask & 4 != 0 {
+            let terms = self.terms()?;
+            let payload = self.bytes("payload", MAX_PAYLOAD)?.into();
+            Some(Box::new(Version { terms, payload }))
+        } else {
+            None
+        };
+        if mask != 0 {
+            record.update_extra(|e| {
+                e.death = death;
+                e.last_error = last_error;
+                e.replacement = replacement;
+            });
+        }
         Ok(record)
     }
 }
@@ -405,17 +401,13 @@ impl Loader {
         if mask & !0x07 != 0 {
             return Err(bad("unknown settings"));
         }
-        let lease_ms = (mask & 1 != 0)
-            .then(|| {
-                r.time("lease").and_then(|ms| {
-                    if ms == 0 {
-                        Err(bad("lease is 0"))
-                    } else {
-                        Ok(ms)
-                    }
-                })
-            })
-            .transpose()?;
+        let lease_ms = match mask & 1 != 0 {
+            true => match r.time("lease")? {
+                0 => return Err(bad("lease is 0")),
+                ms => Some(ms),
+            },
+            false => None,
+        };
         let max_attempts = (mask & 2 != 0).then(|| r.max_attempts()).transpose()?;
         let backoff = (mask & 4 != 0).then(|| r.backoff()).transpose()?;
         let n = r.uint("counter count")?;
@@ -509,4 +501,23 @@ pub fn digest_items(queue: &Queue, mut item: impl FnMut(&[u8])) {
         put_record(&mut buf, record);
         item(&buf);
     }
+}
+
+/// Saves a queue and loads it back, as a restart or a replica's full sync
+/// does (tests and the fuzz target).
+#[cfg(any(test, fuzzing))]
+pub fn reload(queue: &Queue) -> Decoded<Queue> {
+    let mut chunks = Vec::new();
+    record_chunks(queue, |c| chunks.push(c.to_vec()));
+    load(&header(queue), chunks.iter().map(Vec::as_slice))
+}
+
+/// The digest items in a canonical order, to compare two queues (tests
+/// and the fuzz target; the server combines them without an order).
+#[cfg(any(test, fuzzing))]
+pub fn sorted_digest(queue: &Queue) -> Vec<Vec<u8>> {
+    let mut items = Vec::new();
+    digest_items(queue, |b| items.push(b.to_vec()));
+    items.sort();
+    items
 }

@@ -86,22 +86,6 @@ impl Event {
     }
 }
 
-impl Event {
-    pub const ALL: [Event; 11] = [
-        Event::Add,
-        Event::Ready,
-        Event::Pop,
-        Event::Ack,
-        Event::Nack,
-        Event::Touch,
-        Event::LeaseExpired,
-        Event::Dead,
-        Event::Redrive,
-        Event::Cancel,
-        Event::Purge,
-    ];
-}
-
 /// The kinds of transition one command or tick made: each is announced
 /// once, however many messages it moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -114,14 +98,6 @@ impl Events {
 
     pub fn contains(self, event: Event) -> bool {
         self.0 & (1 << event as u16) != 0
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    pub fn iter(self) -> impl Iterator<Item = Event> {
-        Event::ALL.into_iter().filter(move |e| self.contains(*e))
     }
 }
 

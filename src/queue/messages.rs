@@ -56,31 +56,17 @@ impl Messages {
         hasher.hash_one(id)
     }
 
-    pub fn get(&self, slot: Slot) -> Option<&Record> {
-        self.chunks
-            .get((slot >> CHUNK_BITS) as usize)?
-            .get(slot as usize & (CHUNK - 1))?
-            .as_ref()
-    }
-
     /// The record at a slot an index holds: present by the queue's
     /// invariants (every index entry points at a live record).
     pub fn at(&self, slot: Slot) -> &Record {
-        match self.get(slot) {
-            Some(record) => record,
-            None => unreachable!("index entry for empty slot {slot}"),
-        }
+        record_in(&self.chunks, slot)
     }
 
     pub fn at_mut(&mut self, slot: Slot) -> &mut Record {
-        let record = self
-            .chunks
-            .get_mut((slot >> CHUNK_BITS) as usize)
-            .and_then(|chunk| chunk.get_mut(slot as usize & (CHUNK - 1)))
-            .and_then(Option::as_mut);
-        match record {
-            Some(record) => record,
-            None => unreachable!("index entry for empty slot {slot}"),
+        let (chunk, index) = position(slot);
+        match self.chunks.get_mut(chunk).and_then(|c| c.get_mut(index)) {
+            Some(Some(record)) => record,
+            _ => unreachable!("no record in slot {slot}"),
         }
     }
 
@@ -98,11 +84,8 @@ impl Messages {
         self.data_bytes += record.data_len();
         let slot = match self.free.pop() {
             Some(slot) => {
-                let place =
-                    self.chunks[(slot >> CHUNK_BITS) as usize].get_mut(slot as usize & (CHUNK - 1));
-                if let Some(place) = place {
-                    *place = Some(record);
-                }
+                let (chunk, index) = position(slot);
+                self.chunks[chunk][index] = Some(record);
                 slot
             }
             None => {
@@ -129,9 +112,9 @@ impl Messages {
         if let Ok(entry) = self.ids.find_entry(hash, |&s| s == slot) {
             entry.remove();
         }
-        let record = self.chunks[(slot >> CHUNK_BITS) as usize][slot as usize & (CHUNK - 1)].take();
-        let Some(record) = record else {
-            unreachable!("removing empty slot {slot}");
+        let (chunk, index) = position(slot);
+        let Some(record) = self.chunks[chunk][index].take() else {
+            unreachable!("no record in slot {slot}");
         };
         self.data_bytes -= record.data_len();
         self.len -= 1;
@@ -156,28 +139,18 @@ impl Messages {
 
     /// Every record with its slot, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (Slot, &Record)> {
-        self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
-            chunk
-                .iter()
-                .enumerate()
-                .filter_map(move |(i, r)| Some((((c << CHUNK_BITS) + i) as Slot, r.as_ref()?)))
-        })
+        self.iter_from(0)
     }
 
-    /// Records from slot `from` on, for SCAN: the next slot to look at is
-    /// returned with each.
+    /// The records from slot `from` on, in slot order (SCAN's cursor).
     pub fn iter_from(&self, from: Slot) -> impl Iterator<Item = (Slot, &Record)> {
-        let start = from as usize;
+        let (first_chunk, first_index) = position(from);
         self.chunks
             .iter()
             .enumerate()
-            .skip(start >> CHUNK_BITS)
+            .skip(first_chunk)
             .flat_map(move |(c, chunk)| {
-                let skip = if c == start >> CHUNK_BITS {
-                    start & (CHUNK - 1)
-                } else {
-                    0
-                };
+                let skip = if c == first_chunk { first_index } else { 0 };
                 chunk
                     .iter()
                     .enumerate()
@@ -194,37 +167,35 @@ impl Messages {
     }
 }
 
+/// A slot's chunk and its place in that chunk.
+fn position(slot: Slot) -> (usize, usize) {
+    ((slot >> CHUNK_BITS) as usize, slot as usize & (CHUNK - 1))
+}
+
+/// The record in `slot`, which the caller knows to be used (an index or
+/// the id table holds it).
 fn record_in(chunks: &[Vec<Option<Record>>], slot: Slot) -> &Record {
-    match chunks
-        .get((slot >> CHUNK_BITS) as usize)
-        .and_then(|c| c.get(slot as usize & (CHUNK - 1)))
-        .and_then(Option::as_ref)
-    {
-        Some(record) => record,
-        None => unreachable!("id table entry for empty slot {slot}"),
+    let (chunk, index) = position(slot);
+    match chunks.get(chunk).and_then(|c| c.get(index)) {
+        Some(Some(record)) => record,
+        _ => unreachable!("no record in slot {slot}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::Version;
+    use super::super::record::{Options, Terms};
     use super::*;
 
     fn record(id: &str) -> Record {
-        Record::new(
-            id.as_bytes(),
-            Version {
-                priority: 0,
-                seq: 0,
-                due_at: 0,
-                added_at: 0,
-                max_attempts: None,
-                backoff: None,
-                expire_at: None,
-                group: None,
-                payload: b"payload".as_slice().into(),
-            },
-        )
+        let terms = Terms {
+            priority: 0,
+            seq: 0,
+            due_at: 0,
+            added_at: 0,
+            options: Options::default(),
+        };
+        Record::new(id.as_bytes(), b"payload", terms)
     }
 
     #[test]

@@ -49,7 +49,7 @@ use crate::policy::{Policy, QueueConfig};
 pub use events::{Counter, Counters, Event, Events};
 use messages::Messages;
 pub use messages::Slot;
-pub use record::{Death, DeathReason, Extra, Record, State, Version};
+pub use record::{Death, DeathReason, Extra, Options, Record, State, Terms, Version};
 
 /// (time, seq, slot): delayed by due time, in flight by lease deadline,
 /// dead by time of death, TTLs by deadline, a group's waiting line by due
@@ -143,12 +143,6 @@ pub struct TickWork {
     pub promoted: usize,
 }
 
-impl TickWork {
-    pub fn total(&self) -> usize {
-        self.ttl_expired + self.leases_expired + self.promoted
-    }
-}
-
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Group {
     /// The one message of the group that is out: ready, in flight, or
@@ -190,7 +184,7 @@ impl std::fmt::Debug for Queue {
 
 /// The ids in the order given, each once: a command naming an id twice acts
 /// on it once. A set, because one command may name thousands.
-fn distinct<T: AsRef<[u8]>>(ids: &[T]) -> Vec<&[u8]> {
+pub(crate) fn distinct<T: AsRef<[u8]>>(ids: &[T]) -> Vec<&[u8]> {
     let mut seen = HashSet::with_capacity(ids.len());
     ids.iter()
         .map(AsRef::as_ref)
@@ -261,20 +255,24 @@ impl Queue {
                 seq = self.counters.bump(Counter::Added, 1);
             },
         };
-        let fresh = Version {
+        let terms = Terms {
             priority: req.priority,
             seq,
             due_at: req.due_at,
             added_at: now,
-            max_attempts: req.max_attempts,
-            backoff: req.backoff.clone(),
-            expire_at: req.expire_at,
-            group: req.group.map(Into::into),
-            payload: req.payload.into(),
+            options: Options {
+                max_attempts: req.max_attempts,
+                backoff: req.backoff.clone(),
+                expire_at: req.expire_at,
+                group: req.group.map(Into::into),
+            },
         };
         match existing {
             Some(slot) if self.messages.at(slot).state == State::Inflight => {
-                let newer = Box::new(fresh);
+                let newer = Box::new(Version {
+                    terms,
+                    payload: req.payload.into(),
+                });
                 self.messages
                     .at_mut(slot)
                     .update_extra(|e| e.replacement = Some(newer));
@@ -285,13 +283,13 @@ impl Queue {
                 // message; a group the old one held goes to the earliest
                 // due of the new version and the group's waiting messages.
                 let freed = self.free_group(slot);
-                self.install(slot, now, fresh);
+                self.install(slot, now, req.payload, terms);
                 if let Some(group) = freed {
                     self.hand_on(&group, now);
                 }
             }
             None => {
-                let slot = self.messages.insert(Record::new(&id, fresh));
+                let slot = self.messages.insert(Record::new(&id, req.payload, terms));
                 self.place(slot, now);
             }
         }
@@ -363,7 +361,7 @@ impl Queue {
             self.release_group(slot, now);
             match self.take_replacement(slot) {
                 Some(newer) => {
-                    self.install(slot, now, newer);
+                    self.install(slot, now, &newer.payload, newer.terms);
                 }
                 None => {
                     self.messages.remove(slot);
@@ -384,12 +382,7 @@ impl Queue {
             .into_iter()
             .filter_map(|id| self.messages.find(id))
             .collect();
-        let freed = self.delete_all(&found);
-        // Only once all are gone, so that a freed group is not handed to a
-        // message this same command cancels.
-        for group in freed {
-            self.hand_on(&group, now);
-        }
+        self.delete(&found, now);
         let count = found.len() as u64;
         if count > 0 {
             self.counters.bump(Counter::Cancelled, count);
@@ -398,15 +391,19 @@ impl Queue {
         count
     }
 
-    /// Deletes records; returns the groups they held, to hand on.
-    fn delete_all(&mut self, slots: &[Slot]) -> Vec<Box<[u8]>> {
+    /// Deletes records. The groups they held are handed on only once all
+    /// are gone, so that a group is not handed to a message the same
+    /// command deletes.
+    fn delete(&mut self, slots: &[Slot], now: u64) {
         let mut freed = Vec::new();
         for &slot in slots {
             self.unindex(slot);
             freed.extend(self.free_group(slot));
             self.messages.remove(slot);
         }
-        freed
+        for group in freed {
+            self.hand_on(&group, now);
+        }
     }
 
     /// NACK: the delivery failed. `Retry` schedules the next attempt after
@@ -434,8 +431,8 @@ impl Queue {
                 .at_mut(slot)
                 .update_extra(|e| e.last_error = Some(error));
         }
-        let retry_at = match action {
-            NackAction::Dead => None,
+        let (retry_at, reason) = match action {
+            NackAction::Dead => (None, DeathReason::Permanent),
             NackAction::Retry(delay) => {
                 let record = self.messages.at(slot);
                 let wait = delay.unwrap_or_else(|| {
@@ -444,12 +441,11 @@ impl Queue {
                         .0
                         .delay(record.attempts_used())
                 });
-                Some(now.saturating_add(wait).min(MAX_TIME_MS))
+                (
+                    Some(now.saturating_add(wait).min(MAX_TIME_MS)),
+                    DeathReason::Nack,
+                )
             }
-        };
-        let reason = match action {
-            NackAction::Dead => DeathReason::Permanent,
-            NackAction::Retry(_) => DeathReason::Nack,
         };
         let placed = self.fail_delivery(slot, now, reason, retry_at, policy);
         self.counters.bump(Counter::Nacked, 1);
@@ -484,7 +480,7 @@ impl Queue {
     ) -> Placed {
         if let Some(newer) = self.take_replacement(slot) {
             self.release_group(slot, now);
-            return self.install(slot, now, newer);
+            return self.install(slot, now, &newer.payload, newer.terms);
         }
         let record = self.messages.at(slot);
         let (max_attempts, _) = policy.max_attempts_or(record.max_attempts());
@@ -557,7 +553,7 @@ impl Queue {
             // has none.
             record.update_extra(|e| {
                 e.death = None;
-                e.expire_at = None;
+                e.options.expire_at = None;
             });
             self.place(slot, now);
         }
@@ -585,13 +581,8 @@ impl Queue {
                 count
             }
             Some(state) => {
-                let slots = self.slots_in(state);
-                let freed = self.delete_all(&slots);
-                // Groups whose holder went are handed on only now, so that
-                // what becomes ready is not purged with the rest.
-                for group in freed {
-                    self.hand_on(&group, now);
-                }
+                let slots: Vec<Slot> = self.iter_state(state).collect();
+                self.delete(&slots, now);
                 slots.len() as u64
             }
         };
@@ -600,11 +591,6 @@ impl Queue {
             self.events.add(Event::Purge);
         }
         count
-    }
-
-    /// Every message reported in `state`, in leaving order.
-    fn slots_in(&self, state: State) -> Vec<Slot> {
-        self.iter_state(state).collect()
     }
 
     /// The messages reported in `state`, in the order they would leave it:
@@ -645,14 +631,16 @@ impl Queue {
         if cursor >= end {
             return (0, found);
         }
-        let budget = count.saturating_mul(10).max(count);
+        // At least one message a call, or a COUNT of 0 would never end.
+        let count = count.max(1);
+        let budget = count.saturating_mul(10);
         let mut next = end;
         for (looked, (slot, record)) in self.messages.iter_from(cursor as Slot).enumerate() {
             if found.len() == count || looked == budget {
                 next = u64::from(slot);
                 break;
             }
-            if state.is_none_or(|s| s.name() == record.state.name()) {
+            if state.is_none_or(|s| s.reported() == record.state.reported()) {
                 found.push(record);
             }
         }
@@ -718,7 +706,7 @@ impl Queue {
             match self.take_replacement(slot) {
                 Some(newer) => {
                     self.release_group(slot, now);
-                    self.install(slot, now, newer);
+                    self.install(slot, now, &newer.payload, newer.terms);
                 }
                 None => {
                     self.bury(slot, now, DeathReason::Expired);
@@ -795,9 +783,6 @@ impl Queue {
     fn place(&mut self, slot: Slot, now: u64) -> Placed {
         let record = self.messages.at_mut(slot);
         record.lease_deadline = 0;
-        if record.death().is_some() {
-            record.update_extra(|e| e.death = None);
-        }
         let due_at = record.due_at;
         let state = if due_at > now {
             State::Delayed
@@ -904,11 +889,11 @@ impl Queue {
         newer.map(|b| *b)
     }
 
-    /// A version takes the place of the message at `slot`, which is out of
-    /// every index and holds no group.
-    fn install(&mut self, slot: Slot, now: u64, version: Version) -> Placed {
+    /// A newer version takes the place of the message at `slot`, which is
+    /// out of every index and holds no group.
+    fn install(&mut self, slot: Slot, now: u64, payload: &[u8], terms: Terms) -> Placed {
         self.messages
-            .replace_data(slot, |record| record.install(version));
+            .replace_data(slot, |record| record.install(payload, terms));
         self.place(slot, now)
     }
 
@@ -933,12 +918,11 @@ impl Queue {
             }
             State::Waiting => {
                 let name = record.group().unwrap_or_default();
+                // A line left empty keeps its group until `hand_on`
+                // forgets it: whoever freed the holder hands the group on.
                 if let Some(group) = self.groups.get_mut(name) {
                     if group.waiting.remove(&(record.due_at, seq, slot)) {
                         self.waiting_len -= 1;
-                    }
-                    if group.holder.is_none() && group.waiting.is_empty() {
-                        self.groups.remove(name);
                     }
                 }
             }
@@ -1002,7 +986,7 @@ impl Queue {
             .filter_map(|(_, r)| r.extra())
             .map(|e| {
                 size_of::<Extra>()
-                    + e.group.as_ref().map_or(0, |g| g.len())
+                    + e.options.group.as_ref().map_or(0, |g| g.len())
                     + e.last_error.as_ref().map_or(0, |t| t.len())
                     + e.replacement
                         .as_ref()
@@ -1027,12 +1011,11 @@ impl Queue {
     /// holds the group. A loaded value is checked with this before a key
     /// gets it; the tests check it after every step.
     pub fn check(&self) -> std::result::Result<(), String> {
-        let mut seen = 0usize;
         let mut holders: BTreeMap<&[u8], Slot> = BTreeMap::new();
         for (slot, record) in self.messages.iter() {
-            seen += 1;
+            let fail = |what: &str| Err(format!("message '{}' {what}", printable(record.id())));
             if self.messages.find(record.id()) != Some(slot) {
-                return Err(format!("id '{}' is not unique", printable(record.id())));
+                return fail("is not unique");
             }
             let seq = record.seq;
             let indexed = match record.state {
@@ -1052,87 +1035,56 @@ impl Queue {
                 }),
             };
             if !indexed {
-                return Err(format!(
-                    "message '{}' is not indexed as {:?}",
-                    printable(record.id()),
-                    record.state
-                ));
+                return fail(&format!("is not indexed as {:?}", record.state));
             }
             if (record.state == State::Inflight) != (record.lease_deadline != 0) {
-                return Err(format!(
-                    "message '{}' has a stray lease",
-                    printable(record.id())
-                ));
+                return fail("has a stray lease");
             }
             if (record.state == State::Dead) != record.death().is_some() {
-                return Err(format!(
-                    "message '{}' has a stray death",
-                    printable(record.id())
-                ));
+                return fail("has a stray death");
             }
             if record.attempt_base > record.attempt {
-                return Err(format!(
-                    "message '{}' has attempts below its base",
-                    printable(record.id())
-                ));
-            }
-            if let Some(at) = record.live_expiry() {
-                if !self.expiry.contains(&(at, seq, slot)) {
-                    return Err(format!(
-                        "message '{}' lacks its TTL entry",
-                        printable(record.id())
-                    ));
-                }
-            }
-            if record.replacement().is_some() && record.state != State::Inflight {
-                return Err(format!(
-                    "message '{}' has a stray replacement",
-                    printable(record.id())
-                ));
+                return fail("has attempts below its base");
             }
             if record
-                .replacement()
-                .is_some_and(|v| v.payload.len() > MAX_PAYLOAD)
+                .live_expiry()
+                .is_some_and(|at| !self.expiry.contains(&(at, seq, slot)))
             {
-                return Err("a replacement payload is too long".into());
+                return fail("lacks its TTL entry");
+            }
+            if record.replacement().is_some() && record.state != State::Inflight {
+                return fail("has a stray replacement");
             }
             match (record.group(), record.holds_group) {
                 (Some(group), true) => {
                     if holders.insert(group, slot).is_some() {
-                        return Err(format!("group '{}' has two holders", printable(group)));
+                        return fail("holds a group that has another holder");
                     }
                     if self.groups.get(group).and_then(|g| g.holder) != Some(slot) {
-                        return Err(format!(
-                            "group '{}' does not know its holder",
-                            printable(group)
-                        ));
+                        return fail("holds a group that does not know it");
                     }
-                    if record.state == State::Dead || record.state == State::Waiting {
-                        return Err(format!(
-                            "a {:?} message holds group '{}'",
-                            record.state,
-                            printable(group)
-                        ));
+                    if matches!(record.state, State::Dead | State::Waiting) {
+                        return fail(&format!("holds its group while {:?}", record.state));
                     }
                 }
-                (None, true) => return Err("a message without a group holds one".into()),
-                (Some(group), false) => {
-                    if matches!(record.state, State::Ready | State::Inflight) {
-                        return Err(format!(
-                            "message '{}' is out without holding group '{}'",
-                            printable(record.id()),
-                            printable(group)
-                        ));
-                    }
+                (None, true) => return fail("holds a group without having one"),
+                (Some(group), false) if matches!(record.state, State::Ready | State::Inflight) => {
+                    return fail(&format!(
+                        "is out without holding group '{}'",
+                        printable(group)
+                    ));
                 }
-                (None, false) => {}
+                _ => {}
             }
         }
         let waiting: usize = self.groups.values().map(|g| g.waiting.len()).sum();
         let indexed =
             self.delayed.len() + self.ready.len() + self.inflight.len() + self.dead.len() + waiting;
-        if indexed != seen || seen != self.messages.len() || waiting != self.waiting_len {
-            return Err(format!("{indexed} index entries for {seen} messages"));
+        if indexed != self.messages.len() || waiting != self.waiting_len {
+            return Err(format!(
+                "{indexed} index entries for {} messages",
+                self.messages.len()
+            ));
         }
         let live_ttls = self
             .messages
@@ -1143,25 +1095,14 @@ impl Queue {
             return Err("stray TTL entries".into());
         }
         for (name, group) in &self.groups {
-            if group.holder.is_none() && !group.waiting.is_empty() {
-                return Err(format!(
-                    "group '{}' is free while messages wait",
-                    printable(name)
-                ));
-            }
-            if group.holder.is_none() && group.waiting.is_empty() {
-                return Err(format!("group '{}' is empty but kept", printable(name)));
-            }
-            if let Some(holder) = group.holder {
-                if holders.get(&name[..]) != Some(&holder) {
-                    return Err(format!("group '{}' names a stray holder", printable(name)));
-                }
+            // Nobody holds it: free while messages wait, or kept empty.
+            let Some(holder) = group.holder else {
+                return Err(format!("group '{}' has no holder", printable(name)));
+            };
+            if holders.get(&name[..]) != Some(&holder) {
+                return Err(format!("group '{}' names a stray holder", printable(name)));
             }
         }
         Ok(())
     }
 }
-
-/// Longest payload a queue accepts or loads (the server's own bulk limit
-/// is lower by default).
-pub const MAX_PAYLOAD: usize = 512 * 1024 * 1024;

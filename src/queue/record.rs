@@ -6,11 +6,14 @@
 //! so a plain message costs one 80-byte slot and one allocation holding its
 //! id and payload together.
 
+use serde::{Deserialize, Serialize};
+
 use crate::backoff::Backoff;
 
 /// Where a message is in its life. The public states are the first four;
 /// `Waiting` is reported as `delayed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// (Serde: the round-1 record format, `message.rs`, stores these too.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[repr(u8)]
 pub enum State {
     /// Waiting for `due_at`.
@@ -48,10 +51,18 @@ impl State {
     pub fn from_u8(v: u8) -> Option<State> {
         State::ALL.get(usize::from(v)).copied()
     }
+
+    /// The state clients are told: waiting for a group is delayed.
+    pub fn reported(self) -> State {
+        match self {
+            State::Waiting => State::Delayed,
+            state => state,
+        }
+    }
 }
 
 /// Why a message became dead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[repr(u8)]
 pub enum DeathReason {
     /// NACK of its last allowed attempt.
@@ -86,30 +97,17 @@ impl DeathReason {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Death {
     pub reason: DeathReason,
     /// Unix ms.
     pub at: u64,
 }
 
-/// What an ADD writes: the part of a message a newer version replaces.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Version {
-    pub priority: i32,
-    pub seq: u64,
-    pub due_at: u64,
-    pub added_at: u64,
-    pub max_attempts: Option<u32>,
-    pub backoff: Option<Backoff>,
-    pub expire_at: Option<u64>,
-    pub group: Option<Box<[u8]>>,
-    pub payload: Box<[u8]>,
-}
-
-/// The options few messages carry.
+/// A message's own retry policy, TTL and group: what ADD may set besides
+/// its time, priority and payload.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Extra {
+pub struct Options {
     /// MAXATTEMPTS given on ADD; `None` follows the queue and module.
     pub max_attempts: Option<u32>,
     /// BACKOFF given on ADD; `None` follows the queue and module.
@@ -118,12 +116,36 @@ pub struct Extra {
     pub expire_at: Option<u64>,
     /// GROUP given on ADD: at most one message of a group is out at a time.
     pub group: Option<Box<[u8]>>,
+}
+
+/// What an ADD sets besides the payload: the part of a message a newer
+/// version replaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terms {
+    pub priority: i32,
+    pub seq: u64,
+    pub due_at: u64,
+    pub added_at: u64,
+    pub options: Options,
+}
+
+/// A newer version written by ADD while the message was in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    pub terms: Terms,
+    pub payload: Box<[u8]>,
+}
+
+/// The fields few messages carry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Extra {
+    pub options: Options,
     /// Why and when it died, while dead.
     pub death: Option<Death>,
     /// The ERROR text of the last NACK.
     pub last_error: Option<Box<[u8]>>,
-    /// A newer version written by ADD while this one was in flight; it takes
-    /// this one's place when the delivery ends, so the two never overlap.
+    /// A newer version that takes this one's place when the delivery ends,
+    /// so the two never overlap.
     pub replacement: Option<Box<Version>>,
 }
 
@@ -139,7 +161,7 @@ pub struct Record {
     data: Box<[u8]>,
     id_len: u32,
     pub state: State,
-    /// This message holds its group (see `groups.rs`): set while it is
+    /// This message holds its group (see `Queue::take_group`): set while it is
     /// ready, in flight, or delayed for a retry of its delivery.
     pub holds_group: bool,
     /// Higher pops first.
@@ -162,12 +184,21 @@ pub struct Record {
     extra: Option<Box<Extra>>,
 }
 
+/// The id and payload as one allocation.
+fn joined(id: &[u8], payload: &[u8]) -> Box<[u8]> {
+    let mut data = Vec::with_capacity(id.len() + payload.len());
+    data.extend_from_slice(id);
+    data.extend_from_slice(payload);
+    data.into_boxed_slice()
+}
+
 impl Record {
-    /// A fresh, undelivered message of `version`, not yet placed.
-    pub fn new(id: &[u8], version: Version) -> Record {
+    /// A fresh, undelivered message, not yet placed.
+    pub fn new(id: &[u8], payload: &[u8], terms: Terms) -> Record {
         let mut record = Record {
-            data: Box::default(),
-            id_len: 0,
+            data: joined(id, payload),
+            // Ids are bounded by the parser and the codec (`args::MAX_ID_LEN`).
+            id_len: id.len() as u32,
             state: State::Delayed,
             holds_group: false,
             priority: 0,
@@ -179,72 +210,37 @@ impl Record {
             lease_deadline: 0,
             extra: None,
         };
-        record.set_data(id, &version.payload);
-        record.install(version);
+        record.set_terms(terms);
         record
     }
 
-    /// Rebuilds a record from its stored fields (the codec).
-    pub fn from_parts(id: &[u8], payload: &[u8], extra: Extra) -> Record {
-        let mut record = Record::new(
-            id,
-            Version {
-                priority: 0,
-                seq: 0,
-                due_at: 0,
-                added_at: 0,
-                max_attempts: None,
-                backoff: None,
-                expire_at: None,
-                group: None,
-                payload: Box::default(),
-            },
-        );
-        record.set_data(id, payload);
-        record.set_extra(extra);
-        record
+    /// This record becomes a newer version of itself: delivery numbering
+    /// goes on, the attempt budget starts again, a death or error is
+    /// forgotten.
+    pub fn install(&mut self, payload: &[u8], terms: Terms) {
+        self.data = joined(self.id(), payload);
+        self.lease_deadline = 0;
+        self.attempt_base = self.attempt;
+        self.set_terms(terms);
     }
 
-    fn set_data(&mut self, id: &[u8], payload: &[u8]) {
-        let mut data = Vec::with_capacity(id.len() + payload.len());
-        data.extend_from_slice(id);
-        data.extend_from_slice(payload);
-        self.data = data.into_boxed_slice();
-        // Ids are bounded by the parser and the codec (`args::MAX_ID_LEN`).
-        self.id_len = id.len() as u32;
-    }
-
-    /// This record becomes `version` of itself: delivery numbering goes on,
-    /// the attempt budget starts again, a death or error is forgotten.
-    pub fn install(&mut self, version: Version) {
-        let Version {
+    fn set_terms(&mut self, terms: Terms) {
+        let Terms {
             priority,
             seq,
             due_at,
             added_at,
-            max_attempts,
-            backoff,
-            expire_at,
-            group,
-            payload,
-        } = version;
-        if *payload != *self.payload() {
-            let id = self.id().to_vec();
-            self.set_data(&id, &payload);
-        }
+            options,
+        } = terms;
         self.priority = priority;
         self.seq = seq;
         self.due_at = due_at;
         self.added_at = added_at;
-        self.lease_deadline = 0;
-        self.attempt_base = self.attempt;
-        self.set_extra(Extra {
-            max_attempts,
-            backoff,
-            expire_at,
-            group,
+        let extra = Extra {
+            options,
             ..Extra::default()
-        });
+        };
+        self.extra = (!extra.is_empty()).then(|| Box::new(extra));
     }
 
     pub fn id(&self) -> &[u8] {
@@ -264,28 +260,30 @@ impl Record {
         self.extra.as_deref()
     }
 
-    /// Changes the rare options; an empty set frees its allocation.
+    /// Changes the rare fields; an emptied set frees its allocation.
     pub fn update_extra(&mut self, change: impl FnOnce(&mut Extra)) {
-        let mut extra = self.extra.take().map(|b| *b).unwrap_or_default();
-        change(&mut extra);
-        self.set_extra(extra);
+        let extra = self.extra.get_or_insert_with(Box::default);
+        change(extra);
+        if extra.is_empty() {
+            self.extra = None;
+        }
     }
 
-    fn set_extra(&mut self, extra: Extra) {
-        self.extra = (!extra.is_empty()).then(|| Box::new(extra));
+    fn options(&self) -> Option<&Options> {
+        self.extra().map(|e| &e.options)
     }
 
     pub fn max_attempts(&self) -> Option<u32> {
-        self.extra().and_then(|e| e.max_attempts)
+        self.options().and_then(|o| o.max_attempts)
     }
     pub fn backoff(&self) -> Option<&Backoff> {
-        self.extra().and_then(|e| e.backoff.as_ref())
+        self.options().and_then(|o| o.backoff.as_ref())
     }
     pub fn expire_at(&self) -> Option<u64> {
-        self.extra().and_then(|e| e.expire_at)
+        self.options().and_then(|o| o.expire_at)
     }
     pub fn group(&self) -> Option<&[u8]> {
-        self.extra().and_then(|e| e.group.as_deref())
+        self.options().and_then(|o| o.group.as_deref())
     }
     pub fn death(&self) -> Option<Death> {
         self.extra().and_then(|e| e.death)
@@ -319,24 +317,20 @@ impl Record {
 mod tests {
     use super::*;
 
-    fn version(payload: &[u8]) -> Version {
-        Version {
+    fn terms() -> Terms {
+        Terms {
             priority: 3,
             seq: 7,
             due_at: 100,
             added_at: 50,
-            max_attempts: None,
-            backoff: None,
-            expire_at: None,
-            group: None,
-            payload: payload.into(),
+            options: Options::default(),
         }
     }
 
     #[test]
     fn a_plain_message_is_one_slot_and_one_allocation() {
         assert!(std::mem::size_of::<Record>() <= 80);
-        let r = Record::new(b"id-1", version(b"hello"));
+        let r = Record::new(b"id-1", b"hello", terms());
         assert_eq!((r.id(), r.payload()), (&b"id-1"[..], &b"hello"[..]));
         assert!(r.extra().is_none());
         assert_eq!(r.data_len(), 9);
@@ -344,13 +338,13 @@ mod tests {
 
     #[test]
     fn install_keeps_numbering_and_restarts_the_budget() {
-        let mut r = Record::new(b"a", version(b"one"));
+        let mut r = Record::new(b"a", b"one", terms());
         r.attempt = 4;
         r.update_extra(|e| e.last_error = Some(b"boom".as_slice().into()));
         assert_eq!(r.attempts_used(), 4);
-        let mut newer = version(b"two");
-        newer.group = Some(b"g".as_slice().into());
-        r.install(newer);
+        let mut newer = terms();
+        newer.options.group = Some(b"g".as_slice().into());
+        r.install(b"two", newer);
         assert_eq!((r.attempt, r.attempts_used()), (4, 0));
         assert_eq!((r.id(), r.payload()), (&b"a"[..], &b"two"[..]));
         assert_eq!(r.last_error(), None);
@@ -359,12 +353,12 @@ mod tests {
 
     #[test]
     fn emptied_extras_free_their_allocation() {
-        let mut r = Record::new(b"a", version(b""));
-        r.update_extra(|e| e.expire_at = Some(5));
+        let mut r = Record::new(b"a", b"", terms());
+        r.update_extra(|e| e.options.expire_at = Some(5));
         assert_eq!(r.live_expiry(), Some(5));
         r.state = State::Dead;
         assert_eq!(r.live_expiry(), None);
-        r.update_extra(|e| e.expire_at = None);
+        r.update_extra(|e| e.options.expire_at = None);
         assert!(r.extra().is_none());
     }
 }
