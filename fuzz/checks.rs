@@ -29,10 +29,10 @@ use super::dq::args::{parse_queue_and_ids, MAX_COUNT, MAX_ID_LEN, MAX_TIME_MS};
 use super::dq::backoff::{parse_duration, Backoff, MAX_STEPS};
 use super::dq::commands::{add, config, nack, peek, pop, purge, redrive, touch};
 use super::dq::error::{DqError, Result};
-use super::dq::keyed_queue::{AddMode, Redrive};
 use super::dq::keys::{key_name, parse_key_name, slot, Part};
 use super::dq::message::Message;
 use super::dq::queue::codec;
+use super::dq::queue::{AddMode, Redrive};
 use super::dq::settings::load_values;
 
 pub fn args(data: &[u8]) {
@@ -253,6 +253,6 @@ pub fn queue(data: &[u8]) {
     if let Err(e) = queue.check() {
         panic!("a loaded queue fails its check: {e}");
     }
-    let again = codec::reload(&queue).expect("a saved queue loads");
+    let again = codec::copy(&queue).expect("a saved queue loads");
     assert_eq!(codec::sorted_digest(&again), codec::sorted_digest(&queue));
 }

@@ -161,8 +161,8 @@ pub const MAX_COUNT: usize = 10_000;
 const COUNT_EXPECTED: &str = "an integer from 1 to 10000";
 
 /// A state name, as PEEK and PURGE take it.
-pub fn parse_state(arg: &[u8]) -> Result<crate::message::State> {
-    use crate::message::State;
+pub fn parse_state(arg: &[u8]) -> Result<crate::queue::State> {
+    use crate::queue::State;
     [State::Delayed, State::Ready, State::Inflight, State::Dead]
         .into_iter()
         .find(|s| is_keyword(arg, s.name()))

@@ -1,8 +1,8 @@
 //! How many queues this node holds and how many messages are in each state,
 //! for INFO. Derived state, like the schedule: rebuilt from the keys on
-//! load and promotion, updated by every command and tick that writes a
-//! queue, and by keyspace events when a queue's keys change any other way
-//! (replicated writes on a replica, DEL, EXPIRE, RESTORE, ...).
+//! load and promotion, updated by every command, replay and tick that
+//! writes a queue, and by keyspace events when a queue's key changes any
+//! other way (DEL, EXPIRE, RENAME, RESTORE, ...).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -38,6 +38,10 @@ impl Census {
         }
     }
 
+    pub fn knows(&self, db: i32, name: &[u8]) -> bool {
+        self.queues.get(&db).is_some_and(|q| q.contains_key(name))
+    }
+
     /// Forgets one database, or all of them (`None`).
     pub fn clear(&mut self, db: Option<i32>) {
         match db {
@@ -69,6 +73,10 @@ thread_local! {
 
 pub fn set(db: i32, name: &[u8], counts: Option<Counts>) {
     CENSUS.with(|c| c.borrow_mut().set(db, name, counts));
+}
+
+pub fn knows(db: i32, name: &[u8]) -> bool {
+    CENSUS.with(|c| c.borrow().knows(db, name))
 }
 
 pub fn clear(db: Option<i32>) {

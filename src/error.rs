@@ -49,16 +49,23 @@ pub enum DqError {
     #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS or BACKOFF")]
     UnknownField(String),
 
-    #[error("WRONGTYPE key '{0}' of the queue holds the wrong kind of value")]
+    #[error("WRONGTYPE key '{0}' holds the wrong kind of value: not a dq queue")]
     WrongType(String),
 
     #[error("ERR message '{id}' is corrupt: {why}")]
     Corrupt { id: String, why: String },
 
-    /// Cluster clients retry TRYAGAIN, as for a multi-key command whose
-    /// keys are split between two nodes during a slot migration.
-    #[error("TRYAGAIN queue '{0}' is moving to another cluster node; try again shortly")]
-    Migrating(String),
+    /// The loss guard (see `eviction.rs`).
+    #[error("ERR maxmemory-policy is {0}: the server may evict a whole queue, so DQ.ADD is refused; use noeviction or a volatile-* policy")]
+    EvictionPolicy(String),
+
+    /// DQ.APPLY from an ordinary client.
+    #[error("ERR DQ.APPLY carries replication and the AOF; clients use the other DQ commands")]
+    NotForClients,
+
+    /// A DQ.APPLY that does not say what to do.
+    #[error("ERR DQ.APPLY cannot be replayed: {0}")]
+    BadApply(String),
 
     /// NACK or TOUCH with ATTEMPT n, when delivery n is no longer the
     /// message's current one: another consumer may hold it now.

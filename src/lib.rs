@@ -1,10 +1,13 @@
 //! dq: a reliable delay queue inside Redis.
 //!
-//! Pure logic: `args` (grammar), `keys` (key naming), `message` (envelope),
-//! `queue` (state machine over the `store` trait), `effects` (what to
-//! replicate), `schedule` (when the timer is needed). Redis glue: `rkey`
-//! (raw key access), `redis_store`, `timer`, `command_info` (publishes the
-//! `docs` each command declares), and `commands`, one file per command.
+//! Pure logic: `queue` (the value: state machine, indexes, codec), `args`
+//! (grammar), `backoff`, `policy`, `schedule` (when the timer is needed),
+//! `census`. Redis glue: `qtype` (the data type: RDB, AOF, digest, memory,
+//! copy, free), `qkey` (opening a queue's key and announcing writes),
+//! `propagate` (what replicas and the AOF get), `timer`, `eviction`,
+//! `command_info` (publishes the `docs` each command declares), and
+//! `commands`, one file per command. `keys`, `message` and `rkey` read the
+//! round-1 layout (a queue in ZSET and HASH keys).
 
 // In unit tests and fuzz builds the module entry point is not built, so the
 // handlers it registers look unused.
@@ -16,21 +19,20 @@ pub mod census;
 pub mod command_info;
 pub mod commands;
 pub mod docs;
-pub mod effects;
 pub mod error;
+pub mod eviction;
 pub mod guard;
 pub mod info;
-pub mod keyed_queue;
 pub mod keys;
 pub mod message;
-pub mod migration;
 pub mod policy;
+pub mod propagate;
+pub mod qkey;
+pub mod qtype;
 pub mod queue;
-pub mod redis_store;
 pub mod rkey;
 pub mod schedule;
 pub mod settings;
-pub mod store;
 pub mod timer;
 
 // Fuzz findings and seeds, replayed on stable (see fuzz/).
@@ -43,6 +45,7 @@ mod module {
 
     use crate::commands;
     use crate::guard;
+    use crate::qtype::QUEUE_TYPE;
     use crate::settings;
 
     /// Registers `dq.lease-ms`, `dq.max-attempts` and `dq.backoff`, starting
@@ -64,14 +67,15 @@ mod module {
             crate::guard::warn(Some(ctx), &format!("dq: {e}"));
             return Status::Err;
         }
-        if let Err(e) = crate::migration::start(ctx) {
-            crate::guard::warn(Some(ctx), &format!("dq: {e}"));
-            return Status::Err;
-        }
         // COMMAND DOCS, key specs and arity checks, where the server can.
         crate::command_info::publish(ctx);
-        // Keys are signalled as modified only when really written.
-        ctx.set_module_options(ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
+        // Keys are signalled as modified only when really written; a short
+        // or bad read while loading a queue is an error we handle (RESTORE
+        // answers it), not the end of the server. One call: each replaces
+        // the options set before.
+        ctx.set_module_options(
+            ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED | ModuleOptions::HANDLE_IO_ERRORS,
+        );
         // Replaces the crate's default INFO handler, which has nothing to say.
         redis_module::raw::register_info_function(ctx.ctx, Some(crate::info::dq_info));
         match crate::timer::start(ctx) {
@@ -87,7 +91,7 @@ mod module {
         name: "dq",
         version: 1,
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-        data_types: [],
+        data_types: [QUEUE_TYPE],
         init: init,
         commands: [
             ["dq.add", guard::command("dq.add", commands::add::command), "write deny-oom", 1, 1, 1, ""],
@@ -107,6 +111,9 @@ mod module {
             // memory is full.
             ["dq.config", guard::command("dq.config", commands::config::command), "write", 1, 1, 1, ""],
             ["dq.queues", guard::command("dq.queues", commands::queues::command), "readonly", 0, 0, 0, ""],
+            ["dq.scan", guard::command("dq.scan", commands::scan::command), "readonly", 1, 1, 1, ""],
+            // Replication and the AOF only (it refuses clients).
+            ["dq.apply", guard::command("dq.apply", commands::apply::command), "write", 1, 1, 1, ""],
         ],
     }
 }

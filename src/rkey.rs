@@ -296,21 +296,25 @@ pub fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
 }
 
-/// Calls `visit` with the name of every key in the selected database.
-pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8])) {
+/// Calls `visit` with the name of every key in the selected database and,
+/// when the server could open it, its read-only handle (valid during the
+/// call only).
+pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8], Option<*mut raw::RedisModuleKey>)) {
+    type Visit<'a> = &'a mut dyn FnMut(&[u8], Option<*mut raw::RedisModuleKey>);
     extern "C" fn on_key(
         _ctx: *mut raw::RedisModuleCtx,
         name: *mut raw::RedisModuleString,
-        _key: *mut raw::RedisModuleKey,
+        key: *mut raw::RedisModuleKey,
         visit: *mut c_void,
     ) {
         // SAFETY: `visit` is the closure passed to RedisModule_Scan below,
         // alive for the whole scan; `name` is valid during the callback.
-        let visit = unsafe { &mut *(visit as *mut &mut dyn FnMut(&[u8])) };
+        let visit = unsafe { &mut *(visit as *mut Visit) };
+        let key = (!key.is_null()).then_some(key);
         // No unwinding through the server's scan.
-        crate::guard::catch("scan", || visit(RedisString::string_as_slice(name)));
+        crate::guard::catch("scan", || visit(RedisString::string_as_slice(name), key));
     }
-    let mut visit: &mut dyn FnMut(&[u8]) = &mut visit;
+    let mut visit: Visit = &mut visit;
     // SAFETY: main thread; the cursor is destroyed after the last call.
     unsafe {
         let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
@@ -318,7 +322,7 @@ pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8])) {
             ctx.ctx,
             cursor,
             Some(on_key),
-            &mut visit as *mut &mut dyn FnMut(&[u8]) as *mut c_void,
+            &mut visit as *mut Visit as *mut c_void,
         ) != 0
         {}
         raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);

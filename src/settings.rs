@@ -146,6 +146,16 @@ pub fn register(ctx: &Context, start: &LoadValues) -> Result<(), String> {
     Ok(())
 }
 
+/// `dq.lease-ms` now.
+pub fn lease_ms() -> u64 {
+    u64::try_from(LEASE_MS.load(Ordering::Relaxed)).unwrap_or(DEFAULT_LEASE_MS)
+}
+
+/// `dq.max-attempts` now: what a replay of NACK or of a tick decides by.
+pub fn max_attempts() -> u32 {
+    u32::try_from(MAX_ATTEMPTS.load(Ordering::Relaxed)).unwrap_or(DEFAULT_MAX_ATTEMPTS)
+}
+
 /// The module defaults in force now.
 pub fn current() -> Settings {
     let lease = LEASE_MS.load(Ordering::Relaxed);

@@ -13,26 +13,23 @@
 //! the server may hold queues it has not seen: module load, the end of an
 //! RDB/AOF load, promotion from replica to master, and SWAPDB. Queue keys
 //! that arrive one by one (RESTORE, as slot migration does; MOVE; COPY)
-//! put their queue on the schedule as they come. A queue whose cluster slot
-//! is moving is skipped and looked at again shortly (see `migration.rs`).
+//! put their queue on the schedule as they come.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
+use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID, RedisString};
 
 use crate::census;
-use crate::error::DqError;
 use crate::guard;
-use crate::keyed_queue as queue;
-use crate::keys::{parse_key_name, Part};
-use crate::migration;
-use crate::redis_store::RedisStore;
-use crate::rkey::{scan_keys, selected_db};
+use crate::propagate::Apply;
+use crate::qkey::{self, scan_queues, QueueKey};
+use crate::queue::TickWork;
+use crate::rkey::selected_db;
 use crate::schedule::{QueueRef, Schedule};
+use crate::settings;
 
 /// The time a tick may take: the main-thread pause. A message costs more to
 /// move as its queue grows, so a count alone would not bound the pause
@@ -327,8 +324,10 @@ fn run_tick(ctx: &Context) {
     });
 }
 
-/// Expires leases and promotes due messages of one queue within `budget`
-/// and before `deadline`; returns when the queue next needs the timer.
+/// Expires TTLs and leases and promotes due messages of one queue within
+/// `budget` and before `deadline`; propagates what it did as one
+/// `DQ.APPLY queue now max-attempts TICK ...`; returns when the queue next
+/// needs the timer.
 fn serve(
     ctx: &Context,
     (db, name): &QueueRef,
@@ -339,49 +338,45 @@ fn serve(
     if !select_db(ctx, *db) {
         return None;
     }
-    let mut store = match RedisStore::open(ctx, name, true) {
-        Ok(store) => store,
-        Err(DqError::Migrating(_)) => return Some(now + migration::RETRY_MS),
-        Err(e) => {
-            crate::guard::warn(Some(ctx), &format!("dq: skipping a queue: {e}"));
-            return None;
-        }
+    let name = RedisString::create_from_slice(ctx.ctx, name);
+    let mut key = match QueueKey::open(ctx, &name) {
+        Ok(key) => key,
+        // Not a queue any more: it leaves the schedule.
+        Err(_) => return None,
     };
-    let result = (|| {
-        let policy = store.policy();
-        loop {
-            let chunk = CHUNK.min(*budget);
-            let ttl_expired = queue::expire_ttl(&mut store, now, chunk)?;
-            let left = chunk - ttl_expired;
-            let expired = queue::expire_leases(&mut store, now, left, &policy)?;
-            let left = left - expired;
-            let promoted = queue::promote_due(&mut store, now, left)?;
-            let left = left - promoted;
-            *budget -= chunk - left;
-            TIMER.with(|t| {
-                let work = &mut t.borrow_mut().work;
-                work.ttl_expired += ttl_expired as u64;
-                work.leases_expired += expired as u64;
-                work.promoted += promoted as u64;
-            });
-            // Less done than asked: nothing more is due here.
-            if left > 0 || *budget == 0 || std::time::Instant::now() >= deadline {
-                break;
-            }
-        }
-        queue::next_due(&mut store)
-    })();
-    store.finish();
-    match result {
-        Ok(next) => next,
-        Err(e) => {
-            crate::guard::warn(
-                Some(ctx),
-                &format!("dq: timer could not serve a queue: {e}"),
-            );
-            None
+    let queue = key.queue()?;
+    let policy = crate::commands::policy(queue);
+    let mut work = TickWork::default();
+    loop {
+        let chunk = CHUNK.min(*budget);
+        let done = queue.tick(now, chunk, &policy);
+        work.ttl_expired += done.ttl_expired;
+        work.leases_expired += done.leases_expired;
+        work.promoted += done.promoted;
+        let did = done.ttl_expired + done.leases_expired + done.promoted;
+        *budget -= did;
+        // Less done than asked: nothing more is due here.
+        if did < chunk || *budget == 0 || std::time::Instant::now() >= deadline {
+            break;
         }
     }
+    let next = queue.next_due();
+    if work != TickWork::default() {
+        TIMER.with(|t| {
+            let total = &mut t.borrow_mut().work;
+            total.ttl_expired += work.ttl_expired as u64;
+            total.leases_expired += work.leases_expired as u64;
+            total.promoted += work.promoted as u64;
+        });
+        Apply::new(ctx, &name, now, settings::max_attempts(), "TICK")
+            .number(work.ttl_expired as u64)
+            .number(work.leases_expired as u64)
+            .number(work.promoted as u64)
+            .send();
+        // The schedule is set by the caller from `next`.
+        key.announce(None);
+    }
+    next
 }
 
 /// Rebuilds the schedule (on a master) and the census from the keys of
@@ -393,38 +388,16 @@ pub fn discover(ctx: &Context) {
     let original_db = selected_db(ctx);
     let mut db = 0;
     while select_db(ctx, db) {
-        for name in queues_in_db(ctx) {
-            let mut store = match RedisStore::open(ctx, &name, false) {
-                Ok(store) => store,
-                Err(DqError::Migrating(_)) if master => {
-                    let at = now_ms() + migration::RETRY_MS;
-                    TIMER.with(|t| t.borrow_mut().schedule.note((db, name), at));
-                    continue;
-                }
-                Err(_) => continue,
-            };
-            store.update_census();
-            if master {
-                if let Ok(Some(at)) = queue::next_due(&mut store) {
-                    TIMER.with(|t| t.borrow_mut().schedule.note((db, name), at));
-                }
+        scan_queues(ctx, |name, queue| {
+            census::set(db, name, Some(queue.counts()));
+            if let Some(at) = queue.next_due().filter(|_| master) {
+                TIMER.with(|t| t.borrow_mut().schedule.note((db, name.to_vec()), at));
             }
-        }
+        });
         db += 1;
     }
     select_db(ctx, original_db);
     arm(ctx);
-}
-
-/// Names of the queues in the selected database.
-fn queues_in_db(ctx: &Context) -> HashSet<Vec<u8>> {
-    let mut found = HashSet::new();
-    scan_keys(ctx, |name| {
-        if let Some((queue, _)) = parse_key_name(name) {
-            found.insert(queue);
-        }
-    });
-    found
 }
 
 extern "C" fn on_role_changed(
@@ -450,11 +423,12 @@ extern "C" fn on_swapdb(
     guard::catch("swapdb", || discover(&Context::new(ctx)));
 }
 
-/// A queue's key changed without a DQ command: a replicated write on a
-/// replica, DEL, EXPIRE, RENAME, RESTORE (as slot migration does), MOVE,
-/// COPY... (The module's own writes raise no events.) The census counts the
-/// queue again and, on a master, the queue's place in the schedule is
-/// computed again from its keys.
+/// A key changed without a DQ command: DEL, UNLINK, EXPIRE, RENAME, MOVE,
+/// COPY, RESTORE (as slot migration does)... (The module's own writes
+/// announce `dq.*` events and keep census and schedule themselves.) If the
+/// key is a queue, the census counts it again and, on a master, its place
+/// in the schedule is computed again; if it is not (any more), both forget
+/// it.
 extern "C" fn on_key_event(
     ctx: *mut raw::RedisModuleCtx,
     _type: c_int,
@@ -470,34 +444,29 @@ fn key_event(
     event: *const c_char,
     key: *mut raw::RedisModuleString,
 ) {
-    let name = redis_module::RedisString::string_as_slice(key);
-    let Some((queue, part)) = parse_key_name(name) else {
-        return;
-    };
     // SAFETY: Redis passes a NUL-terminated event name, valid for the call.
     let event = unsafe { CStr::from_ptr(event) }.to_bytes();
     if event.starts_with(b"dq.") {
         return; // our own announcements
     }
     let ctx = Context::new(ctx);
-    let timed = matches!(part, Part::Delayed | Part::Inflight | Part::Expiry);
-    match RedisStore::open(&ctx, &queue, false) {
-        Ok(mut store) => {
-            store.update_census();
-            if timed && is_master() {
-                // Exact from the keys: arrived work is served, and work
-                // that left (DEL, EXPIRE, RENAME) leaves no stale entry.
-                let next = queue::next_due(&mut store).ok().flatten();
-                let db = selected_db(&ctx);
-                TIMER.with(|t| t.borrow_mut().schedule.set((db, queue), next));
-                arm(&ctx);
-            }
-        }
-        Err(DqError::Migrating(_)) if timed => {
-            note_due(&ctx, &queue, now_ms() + migration::RETRY_MS);
-        }
-        Err(_) => {}
+    let name = RedisString::new(std::ptr::NonNull::new(ctx.ctx), key);
+    let db = selected_db(&ctx);
+    let handle = qkey::open_read(&ctx, &name);
+    let (counts, next) = match qkey::read(&handle, &name) {
+        Ok(Some(queue)) => (Some(queue.counts()), queue.next_due()),
+        // Some other key: only interesting if it was a queue we knew.
+        _ => (None, None),
     };
+    let name = name.as_slice();
+    if counts.is_none() && !census::knows(db, name) {
+        return; // not a queue, and never was
+    }
+    census::set(db, name, counts);
+    if is_master() {
+        TIMER.with(|t| t.borrow_mut().schedule.set((db, name.to_vec()), next));
+        arm(&ctx);
+    }
 }
 
 extern "C" fn on_flush(
@@ -567,8 +536,6 @@ pub fn start(ctx: &Context) -> Result<(), String> {
         raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
             ctx.ctx,
             raw::REDISMODULE_NOTIFY_GENERIC
-                | raw::REDISMODULE_NOTIFY_ZSET
-                | raw::REDISMODULE_NOTIFY_HASH
                 | raw::REDISMODULE_NOTIFY_EXPIRED
                 | raw::REDISMODULE_NOTIFY_EVICTED,
             Some(on_key_event),

@@ -30,6 +30,7 @@ fn every_command_has_docs_with_the_queue_as_its_key() {
         [
             "dq.ack",
             "dq.add",
+            "dq.apply",
             "dq.cancel",
             "dq.config",
             "dq.get",
@@ -39,6 +40,7 @@ fn every_command_has_docs_with_the_queue_as_its_key() {
             "dq.purge",
             "dq.queues",
             "dq.redrive",
+            "dq.scan",
             "dq.stats",
             "dq.touch"
         ]

@@ -6,15 +6,11 @@
 //! left as it is. A newer version added while the message was in flight
 //! now takes its place, as attempt 1.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString};
 
-use crate::args::parse_queue_and_ids;
-use crate::commands::{bytes, int, reply};
+use crate::commands::{for_ids, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::Result;
-use crate::keyed_queue as queue;
-use crate::redis_store::RedisStore;
-use crate::timer::now_ms;
+use crate::queue::Queue;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.ack",
@@ -26,15 +22,5 @@ pub const DOC: CommandDoc = CommandDoc {
 };
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(ack(ctx, &argv[1..]))
-}
-
-fn ack(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let (name, ids) = parse_queue_and_ids("dq.ack", args)?;
-    let now = now_ms();
-    let mut store = RedisStore::open(ctx, name, true)?;
-    let acked = queue::ack(&mut store, now, ids);
-    store.finish();
-    Ok(int(acked?))
+    reply(for_ids(ctx, &args, "dq.ack", "ACK", Queue::ack).map(int))
 }

@@ -10,7 +10,7 @@
 //! message's retry policy over the queue's and the module's. TTL: a message
 //! not acknowledged within TTL ms of this ADD becomes dead with reason
 //! `expired`, whatever its state. GROUP: at most one message of group `g`
-//! is ready or in flight at a time, in due order (see `queue.rs`).
+//! is ready or in flight at a time, in due order (see `queue/mod.rs`).
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -22,8 +22,10 @@ use crate::backoff::Backoff;
 use crate::commands::{bytes, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
-use crate::keyed_queue::{self as queue, AddMode, AddRequest};
-use crate::redis_store::RedisStore;
+use crate::propagate::Apply;
+use crate::qkey::QueueKey;
+use crate::queue::{AddMode, AddRequest, Queue};
+use crate::settings;
 use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -180,35 +182,53 @@ const PRIORITY: &str = "an integer from -2147483648 to 2147483647";
 const POSITIVE_MS: &str = "a positive integer number of milliseconds";
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(add(ctx, &argv[1..]))
+    reply(add(ctx, &args))
 }
 
-fn add(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let parsed = parse(args)?;
+impl AddArgs<'_> {
+    fn request(&self, now: u64) -> Result<AddRequest<'_>> {
+        Ok(AddRequest {
+            id: self.id,
+            payload: self.payload,
+            due_at: self.when.due_at(now)?,
+            priority: self.priority,
+            mode: self.mode,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff.clone(),
+            expire_at: self.ttl_ms.map(|ttl| add_ms("TTL", now, ttl)).transpose()?,
+            group: self.group,
+        })
+    }
+}
+
+fn add(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let parsed = parse(&argv[1..])?;
+    crate::eviction::check(ctx)?;
     let now = now_ms();
-    let due_at = parsed.when.due_at(now)?;
-    let mut store = RedisStore::open(ctx, parsed.queue, true)?;
-    let request = AddRequest {
-        id: parsed.id,
-        payload: parsed.payload,
-        due_at,
-        priority: parsed.priority,
-        mode: parsed.mode,
-        max_attempts: parsed.max_attempts,
-        backoff: parsed.backoff.clone(),
-        expire_at: parsed
-            .ttl_ms
-            .map(|ttl| add_ms("TTL", now, ttl))
-            .transpose()?,
-        group: parsed.group,
-    };
-    let added = queue::add(&mut store, now, &request);
-    store.finish();
-    let Some(id) = added? else {
+    let request = parsed.request(now)?;
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    let queue = key.queue_or_create()?;
+    let due_before = queue.next_due();
+    let Some(id) = queue.add(now, &request) else {
         return Ok(RedisValue::Null);
     };
+    // Replayed with the master's clock; a generated id travels as ID.
+    let mut apply = Apply::new(ctx, &args[1], now, settings::max_attempts(), "ADD");
+    apply.args(&args[2..]);
+    if parsed.id.is_none() {
+        apply.bytes(b"ID").bytes(&id);
+    }
+    apply.send();
+    key.announce(due_before);
     Ok(RedisValue::StringBuffer(id))
+}
+
+/// Replays `DQ.APPLY queue now max-attempts ADD payload [options]`.
+pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+    let parsed = parse(args)?;
+    queue.add(now, &parsed.request(now)?);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,15 +5,11 @@
 //! the ids existed. A cancelled message that held its GROUP hands the group
 //! to the group's next due message.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString};
 
-use crate::args::parse_queue_and_ids;
-use crate::commands::{bytes, int, reply};
+use crate::commands::{for_ids, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::Result;
-use crate::keyed_queue as queue;
-use crate::redis_store::RedisStore;
-use crate::timer::now_ms;
+use crate::queue::Queue;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.cancel",
@@ -25,14 +21,5 @@ pub const DOC: CommandDoc = CommandDoc {
 };
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(cancel(ctx, &argv[1..]))
-}
-
-fn cancel(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let (name, ids) = parse_queue_and_ids("dq.cancel", args)?;
-    let mut store = RedisStore::open(ctx, name, true)?;
-    let cancelled = queue::cancel(&mut store, now_ms(), ids);
-    store.finish();
-    Ok(int(cancelled?))
+    reply(for_ids(ctx, &args, "dq.cancel", "CANCEL", Queue::cancel).map(int))
 }

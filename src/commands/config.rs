@@ -19,8 +19,8 @@ use crate::commands::{bytes, int, reply, reply_record};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
-use crate::redis_store::RedisStore;
-use crate::store::Store;
+use crate::qkey::{open_read, read, QueueKey};
+use crate::settings;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.config",
@@ -119,15 +119,18 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
 }
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(config(ctx, &argv[1..]))
+    reply(config(ctx, &args))
 }
 
-fn config(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let (name, changes) = parse(args)?;
+fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let (_, changes) = parse(&argv[1..])?;
     if changes.is_empty() {
-        let mut store = RedisStore::open(ctx, name, false)?;
-        let p = store.policy();
+        let key = open_read(ctx, &args[1]);
+        let queue_config = read(&key, &args[1])?.map(|q| q.config().clone());
+        let p = queue_config
+            .unwrap_or_default()
+            .resolve(&settings::current());
         return Ok(reply_record(
             ctx,
             vec![
@@ -152,15 +155,16 @@ fn config(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
             ],
         ));
     }
-    let mut store = RedisStore::open(ctx, name, true)?;
-    // An unreadable stored config is replaced: this is how it is repaired.
-    let mut config = store.queue_config().unwrap_or_default();
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    let queue = key.queue_or_create()?;
+    let mut config = queue.config().clone();
     for change in changes {
         change.apply(&mut config);
     }
-    let written = store.set_queue_config(&config);
-    store.finish();
-    written?;
+    queue.set_config(config);
+    // No clock, no setting: a replica runs the command as it is.
+    ctx.replicate_verbatim();
+    key.changed();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 

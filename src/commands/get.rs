@@ -28,13 +28,11 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::check_id;
-use crate::commands::{bytes, int, reply, reply_record};
+use crate::commands::{int, policy, reply, reply_record};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
-use crate::keyed_queue as queue;
-use crate::message::State;
-use crate::redis_store::RedisStore;
-use crate::store::Store;
+use crate::qkey::{open_read, read};
+use crate::queue::State;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.get",
@@ -46,55 +44,62 @@ pub const DOC: CommandDoc = CommandDoc {
 };
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(get(ctx, &argv[1..]))
+    reply(get(ctx, &args))
 }
 
-fn get(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let [name, id] = args else {
+fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let [_, name, id] = args else {
         return Err(DqError::WrongArity("dq.get"));
     };
-    let id = check_id(id)?;
-    let mut store = RedisStore::open(ctx, name, false)?;
-    let Some(m) = queue::get(&mut store, id)? else {
+    let id = check_id(id.as_slice())?;
+    let key = open_read(ctx, name);
+    let Some(queue) = read(&key, name)? else {
         return Ok(RedisValue::Null);
     };
-    let policy = store.policy();
-    let (max_attempts, max_attempts_from) = policy.max_attempts_for(&m);
-    let (backoff, backoff_from) = policy.backoff_for(&m);
+    let Some(m) = queue.get(id) else {
+        return Ok(RedisValue::Null);
+    };
+    let policy = policy(queue);
+    let (max_attempts, max_attempts_from) = policy.max_attempts_or(m.max_attempts());
+    let (backoff, backoff_from) = policy.backoff_or(m.backoff());
     let backoff = backoff.to_string();
     let text = |s: &'static str| RedisValue::SimpleStringStatic(s);
-    let waiting_for = match (&m.group, m.state) {
-        (Some(group), State::Waiting) => store.group_holder(group)?,
+    let waiting_for = match (m.group(), m.state) {
+        (Some(group), State::Waiting) => queue.group_holder(group).map(|h| h.id()),
         _ => None,
     };
-    let bulk = |v: Option<Vec<u8>>| v.map_or(RedisValue::Null, RedisValue::StringBuffer);
+    let bulk =
+        |v: Option<&[u8]>| v.map_or(RedisValue::Null, |b| RedisValue::StringBuffer(b.to_vec()));
+    let death = m.death();
     Ok(reply_record(
         ctx,
         vec![
             ("id", RedisValue::StringBuffer(id.to_vec())),
-            ("state", RedisValue::SimpleStringStatic(m.state.name())),
-            ("payload", RedisValue::StringBuffer(m.payload)),
+            ("state", text(m.state.reported().name())),
+            ("payload", RedisValue::StringBuffer(m.payload().to_vec())),
             ("priority", RedisValue::Integer(m.priority.into())),
             ("attempt", int(m.attempt.into())),
             ("due-at", int(m.due_at)),
             (
                 "lease-deadline",
-                m.lease_deadline.map_or(RedisValue::Null, int),
+                match m.state {
+                    State::Inflight => int(m.lease_deadline),
+                    _ => RedisValue::Null,
+                },
             ),
             ("added-at", int(m.added_at)),
-            ("replacement-pending", int(m.replacement.is_some().into())),
+            ("replacement-pending", int(m.replacement().is_some().into())),
             ("max-attempts", int(max_attempts.into())),
             ("max-attempts-from", text(max_attempts_from.name())),
             ("backoff", RedisValue::BulkString(backoff)),
             ("backoff-from", text(backoff_from.name())),
             (
                 "dead-reason",
-                m.death.map_or(RedisValue::Null, |d| text(d.reason.name())),
+                death.map_or(RedisValue::Null, |d| text(d.reason.name())),
             ),
-            ("died-at", m.death.map_or(RedisValue::Null, |d| int(d.at))),
-            ("expires-at", m.expire_at.map_or(RedisValue::Null, int)),
-            ("group", bulk(m.group)),
+            ("died-at", death.map_or(RedisValue::Null, |d| int(d.at))),
+            ("expires-at", m.expire_at().map_or(RedisValue::Null, int)),
+            ("group", bulk(m.group())),
             ("waiting-for", bulk(waiting_for)),
         ],
     ))

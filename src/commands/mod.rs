@@ -1,8 +1,11 @@
-//! One file per command: its grammar (pure, unit-tested), then the handler
-//! that wires it to the queue's keys. Helpers shared by the handlers live here.
+//! One file per command: its grammar (pure, unit-tested), the handler that
+//! opens the queue's key, calls the queue, propagates and replies, and how
+//! a replica replays what it propagated. Helpers shared by the handlers
+//! live here; `apply.rs` is the replay entry point.
 
 pub mod ack;
 pub mod add;
+pub mod apply;
 pub mod cancel;
 pub mod config;
 pub mod get;
@@ -12,16 +15,24 @@ pub mod pop;
 pub mod purge;
 pub mod queues;
 pub mod redrive;
+pub mod scan;
 pub mod stats;
 pub mod touch;
 
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
+use crate::args::parse_queue_and_ids;
 use crate::docs::CommandDoc;
 use crate::error::Result;
+use crate::policy::Policy;
+use crate::propagate::Apply;
+use crate::qkey::QueueKey;
+use crate::queue::Queue;
+use crate::settings;
+use crate::timer::now_ms;
 
 /// Every command's COMMAND DOCS entry.
-pub const DOCS: [CommandDoc; 13] = [
+pub const DOCS: [CommandDoc; 15] = [
     add::DOC,
     pop::DOC,
     ack::DOC,
@@ -35,6 +46,8 @@ pub const DOCS: [CommandDoc; 13] = [
     stats::DOC,
     config::DOC,
     queues::DOC,
+    scan::DOC,
+    apply::DOC,
 ];
 
 /// The raw bytes of every argument.
@@ -60,4 +73,36 @@ pub fn reply_record(ctx: &Context, fields: Vec<(&'static str, RedisValue)>) -> R
 
 pub fn int(v: u64) -> RedisValue {
     RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+/// `queue id [id ...]` (ACK, CANCEL): `op` on an existing queue; replies
+/// how many ids it acted on, and propagates `VERB id...` when any.
+pub fn for_ids(
+    ctx: &Context,
+    args: &[RedisString],
+    command: &'static str,
+    verb: &str,
+    op: fn(&mut Queue, u64, &[&[u8]]) -> u64,
+) -> Result<u64> {
+    let argv = bytes(args);
+    let (_, ids) = parse_queue_and_ids(command, &argv[1..])?;
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    let Some(queue) = key.queue() else {
+        return Ok(0);
+    };
+    let now = now_ms();
+    let due_before = queue.next_due();
+    let done = op(queue, now, ids);
+    if done > 0 {
+        Apply::new(ctx, &args[1], now, settings::max_attempts(), verb)
+            .args(&args[2..])
+            .send();
+        key.announce(due_before);
+    }
+    Ok(done)
+}
+
+/// The lease, attempts and backoff in force for a queue now.
+pub fn policy(queue: &Queue) -> Policy {
+    queue.config().resolve(&settings::current())
 }

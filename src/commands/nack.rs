@@ -11,12 +11,15 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{add_ms, parse_id_and_option, parse_ms};
-use crate::commands::{bytes, reply};
+use crate::args::{add_ms, is_keyword, parse_id_and_option, parse_ms};
+use crate::commands::{bytes, policy, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::Result;
-use crate::keyed_queue as queue;
-use crate::redis_store::RedisStore;
+use crate::error::{DqError, Result};
+use crate::policy::Policy;
+use crate::propagate::Apply;
+use crate::qkey::QueueKey;
+use crate::queue::{NackAction, Queue, State};
+use crate::settings;
 use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -40,25 +43,62 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64
 }
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(nack(ctx, &argv[1..]))
+    reply(nack(ctx, &args))
 }
 
-fn nack(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let (name, id, delay) = parse(args)?;
+fn nack(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let (_, id, delay) = parse(&argv[1..])?;
     let now = now_ms();
     if let Some(delay) = delay {
         // Refused like DQ.ADD's DELAY, rather than capped.
         add_ms("DELAY", now, delay)?;
     }
-    let mut store = RedisStore::open(ctx, name, true)?;
-    let policy = store.policy();
-    let outcome = queue::nack(&mut store, now, id, delay, &policy);
-    store.finish();
-    let Some(placed) = outcome? else {
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    let Some(queue) = key.queue() else {
         return Ok(RedisValue::Null);
     };
-    Ok(RedisValue::SimpleStringStatic(placed.state.name()))
+    let policy = policy(queue);
+    let due_before = queue.next_due();
+    let action = NackAction::Retry(delay);
+    let Some(placed) = queue.nack(now, id, action, None, None, &policy)? else {
+        return Ok(RedisValue::Null);
+    };
+    // The delay the backoff chose travels as a value; with the master's
+    // dq.max-attempts, the replica makes the same retry-or-die decision.
+    let delay = match placed.state {
+        State::Dead => 0,
+        _ => placed.due_at.saturating_sub(now),
+    };
+    Apply::new(ctx, &args[1], now, settings::max_attempts(), "NACK")
+        .arg(&args[2])
+        .bytes(b"DELAY")
+        .number(delay)
+        .send();
+    key.announce(due_before);
+    Ok(RedisValue::SimpleStringStatic(
+        placed.state.reported().name(),
+    ))
+}
+
+/// Replays `NACK id (DELAY ms | DEAD) [ERROR text]`.
+pub fn replay(queue: &mut Queue, now: u64, policy: &Policy, args: &[&[u8]]) -> Result<()> {
+    let bad = || DqError::BadApply("NACK needs id, then DELAY ms or DEAD".into());
+    let (id, action, rest) = match args {
+        [id, dead, rest @ ..] if is_keyword(dead, "DEAD") => (*id, NackAction::Dead, rest),
+        [id, delay, ms, rest @ ..] if is_keyword(delay, "DELAY") => {
+            let ms = parse_ms("DELAY", MS, ms)?;
+            (*id, NackAction::Retry(Some(ms)), rest)
+        }
+        _ => return Err(bad()),
+    };
+    let error = match rest {
+        [] => None,
+        [keyword, text] if is_keyword(keyword, "ERROR") => Some(*text),
+        _ => return Err(bad()),
+    };
+    queue.nack(now, id, action, None, error, policy)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,9 +14,8 @@ use crate::args::{is_keyword, parse_count, parse_state, unknown_option, ArgCurso
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::error::{DqError, Result};
-use crate::keyed_queue as queue;
-use crate::message::State;
-use crate::redis_store::RedisStore;
+use crate::qkey::{open_read, read};
+use crate::queue::{Record, State};
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.peek",
@@ -54,30 +53,36 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], State, usize)> {
 }
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(peek(ctx, &argv[1..]))
+    reply(peek(ctx, &args))
 }
 
-fn peek(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let (name, state, count) = parse(args)?;
-    let mut store = RedisStore::open(ctx, name, false)?;
-    let entries = queue::peek(&mut store, state, count)?
-        .into_iter()
-        .map(|(id, m)| {
-            let time = match state {
-                State::Inflight => m.lease_deadline.unwrap_or(m.due_at),
-                State::Dead => m.death.map_or(m.due_at, |d| d.at),
-                State::Delayed | State::Waiting | State::Ready => m.due_at,
-            };
-            RedisValue::Array(vec![
-                RedisValue::StringBuffer(id),
-                RedisValue::StringBuffer(m.payload),
-                int(m.attempt.into()),
-                int(time),
-            ])
-        })
-        .collect();
-    Ok(RedisValue::Array(entries))
+fn peek(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let (_, state, count) = parse(&argv[1..])?;
+    let key = open_read(ctx, &args[1]);
+    let Some(queue) = read(&key, &args[1])? else {
+        return Ok(RedisValue::Array(Vec::new()));
+    };
+    Ok(RedisValue::Array(
+        queue.peek(state, count).into_iter().map(entry).collect(),
+    ))
+}
+
+/// `[id, payload, attempt, time]`: the time that matters in its state —
+/// the lease deadline in flight, the time of death when dead, else the due
+/// time. (DQ.SCAN's entries too.)
+pub fn entry(m: &Record) -> RedisValue {
+    let time = match m.state {
+        State::Inflight => m.lease_deadline,
+        State::Dead => m.death().map_or(m.due_at, |d| d.at),
+        State::Delayed | State::Waiting | State::Ready => m.due_at,
+    };
+    RedisValue::Array(vec![
+        RedisValue::StringBuffer(m.id().to_vec()),
+        RedisValue::StringBuffer(m.payload().to_vec()),
+        int(m.attempt.into()),
+        int(time),
+    ])
 }
 
 #[cfg(test)]

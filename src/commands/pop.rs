@@ -18,9 +18,10 @@ use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::guard;
-use crate::keyed_queue as queue;
-use crate::keys::{key_name, Part};
-use crate::redis_store::RedisStore;
+use crate::propagate::Apply;
+use crate::qkey::QueueKey;
+use crate::queue::Queue;
+use crate::settings;
 use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -80,19 +81,19 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<PopArgs<'a>> {
 const MS: &str = "a non-negative integer number of milliseconds";
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(pop_or_block(ctx, &argv[1..]))
+    reply(pop_or_block(ctx, &args))
 }
 
-fn pop_or_block(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let parsed = parse(args)?;
-    if let Some(entries) = try_pop(ctx, parsed.queue, parsed.count, parsed.lease_ms)? {
+fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let parsed = parse(&argv[1..])?;
+    if let Some(entries) = try_pop(ctx, &args[1], parsed.count, parsed.lease_ms)? {
         return Ok(entries);
     }
     let no_blocking = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
     match parsed.block {
         Some(timeout) if !ctx.get_flags().intersects(no_blocking) => {
-            block(ctx, &parsed, timeout);
+            block(ctx, &args[1], &parsed, timeout);
             Ok(RedisValue::NoReply)
         }
         _ => Ok(RedisValue::Null),
@@ -102,20 +103,32 @@ fn pop_or_block(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
 /// Pops now; `None` when nothing is ready.
 fn try_pop(
     ctx: &Context,
-    name: &[u8],
+    name: &RedisString,
     count: usize,
     lease_ms: Option<u64>,
 ) -> Result<Option<RedisValue>> {
+    let mut key = QueueKey::open(ctx, name)?;
+    let Some(queue) = key.queue() else {
+        return Ok(None);
+    };
     let now = now_ms();
-    let mut store = RedisStore::open(ctx, name, true)?;
-    let lease_ms = lease_ms.unwrap_or_else(|| store.policy().lease_ms.0);
-    let lease_deadline = lease_deadline(now, lease_ms);
-    let popped = queue::pop(&mut store, count, lease_deadline);
-    store.finish();
-    let popped = popped?;
+    let lease_ms = lease_ms
+        .or(queue.config().lease_ms)
+        .unwrap_or_else(settings::lease_ms);
+    let deadline = lease_deadline(now, lease_ms);
+    let due_before = queue.next_due();
+    let popped = queue.pop(count, deadline);
     if popped.is_empty() {
         return Ok(None);
     }
+    // As XREADGROUP propagates XCLAIM: which ids, leased until when.
+    let mut apply = Apply::new(ctx, name, now, settings::max_attempts(), "CLAIM");
+    apply.number(deadline);
+    for delivery in &popped {
+        apply.bytes(&delivery.id);
+    }
+    apply.send();
+    key.announce(due_before);
     let entries = popped
         .into_iter()
         .map(|d| {
@@ -129,6 +142,16 @@ fn try_pop(
     Ok(Some(RedisValue::Array(entries)))
 }
 
+/// Replays `CLAIM lease-deadline id...`: leases exactly those messages.
+pub fn replay(queue: &mut Queue, args: &[&[u8]]) -> Result<()> {
+    let [deadline, ids @ ..] = args else {
+        return Err(DqError::BadApply("CLAIM needs a deadline".into()));
+    };
+    let deadline = parse_ms("deadline", MS, deadline)?;
+    queue.claim(ids, deadline);
+    Ok(())
+}
+
 /// What a blocked DQ.POP is waiting for.
 struct Waiting {
     queue: Vec<u8>,
@@ -136,17 +159,17 @@ struct Waiting {
     lease_ms: Option<u64>,
 }
 
-/// Parks the client on the queue's ready key. Redis calls `on_ready` each
-/// time that key is signalled (by ADD, the timer, or an expired lease) and
-/// `on_timeout` when BLOCK runs out.
-fn block(ctx: &Context, parsed: &PopArgs, timeout_ms: u64) {
-    let ready_key = RedisString::create_from_slice(ctx.ctx, &key_name(parsed.queue, Part::Ready));
+/// Parks the client on the queue's key. Redis calls `on_ready` each time
+/// the key is signalled (a message became ready: ADD, the timer, an
+/// expired lease, a NACK, a group handed on) and `on_timeout` when BLOCK
+/// runs out.
+fn block(ctx: &Context, name: &RedisString, parsed: &PopArgs, timeout_ms: u64) {
     let waiting = Box::into_raw(Box::new(Waiting {
         queue: parsed.queue.to_vec(),
         count: parsed.count,
         lease_ms: parsed.lease_ms,
     }));
-    let mut keys = [ready_key.inner];
+    let mut keys = [name.inner];
     // SAFETY: called from the command's own context. Ownership of `waiting`
     // passes to Redis, which hands it back to `free_waiting` exactly once.
     // Redis copies the key names it keeps.
@@ -176,7 +199,8 @@ extern "C" fn on_ready(
         &*(raw::RedisModule_GetBlockedClientPrivateData.unwrap()(ctx.ctx) as *const Waiting)
     };
     let outcome = guard::catch("pop wake", || {
-        try_pop(&ctx, &waiting.queue, waiting.count, waiting.lease_ms)
+        let name = RedisString::create_from_slice(ctx.ctx, &waiting.queue);
+        try_pop(&ctx, &name, waiting.count, waiting.lease_ms)
     })
     .unwrap_or(Err(DqError::Internal));
     match outcome {

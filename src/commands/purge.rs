@@ -11,9 +11,10 @@ use crate::args::parse_state;
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::error::{DqError, Result};
-use crate::keyed_queue as queue;
-use crate::message::State;
-use crate::redis_store::RedisStore;
+use crate::propagate::Apply;
+use crate::qkey::QueueKey;
+use crate::queue::{Queue, State};
+use crate::settings;
 use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -34,16 +35,33 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Option<State>)> {
 }
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(purge(ctx, &argv[1..]))
+    reply(purge(ctx, &args))
 }
 
-fn purge(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let (name, state) = parse(args)?;
-    let mut store = RedisStore::open(ctx, name, true)?;
-    let purged = queue::purge(&mut store, now_ms(), state);
-    store.finish();
-    Ok(int(purged?))
+fn purge(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let (_, state) = parse(&argv[1..])?;
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    let Some(queue) = key.queue() else {
+        return Ok(int(0));
+    };
+    let now = now_ms();
+    let due_before = queue.next_due();
+    let purged = queue.purge(now, state);
+    if purged > 0 {
+        Apply::new(ctx, &args[1], now, settings::max_attempts(), "PURGE")
+            .args(&args[2..])
+            .send();
+        key.announce(due_before);
+    }
+    Ok(int(purged))
+}
+
+/// Replays `PURGE [state]`.
+pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+    let (_, state) = parse(args)?;
+    queue.purge(now, state);
+    Ok(())
 }
 
 #[cfg(test)]

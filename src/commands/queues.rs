@@ -1,8 +1,8 @@
 //! DQ.QUEUES
 //!
-//! The queues this node holds in the selected database: every name that
-//! has at least one dq key (messages, counters or settings), sorted by
-//! bytes. It walks the keyspace, O(N) in the keys of the database, like
+//! The queues this node holds in the selected database: every key of the
+//! dq queue type, sorted by bytes (`SCAN 0 TYPE dq--queue` pages the same
+//! names). It walks the keyspace, O(N) in the keys of the database, like
 //! KEYS: meant for operators, not for a hot path.
 
 use std::collections::BTreeSet;
@@ -12,8 +12,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::reply;
 use crate::docs::CommandDoc;
 use crate::error::DqError;
-use crate::keys::parse_key_name;
-use crate::rkey::scan_keys;
+use crate::qkey::scan_queues;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.queues",
@@ -29,10 +28,8 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return reply(Err(DqError::WrongArity("dq.queues")));
     }
     let mut names = BTreeSet::new();
-    scan_keys(ctx, |key| {
-        if let Some((queue, _)) = parse_key_name(key) {
-            names.insert(queue);
-        }
+    scan_queues(ctx, |name, _| {
+        names.insert(name.to_vec());
     });
     Ok(RedisValue::Array(
         names.into_iter().map(RedisValue::StringBuffer).collect(),

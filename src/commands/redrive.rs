@@ -12,8 +12,10 @@ use crate::args::{check_id, is_keyword, parse_count, unknown_option, MAX_COUNT};
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
-use crate::keyed_queue::{self as queue, Redrive};
-use crate::redis_store::RedisStore;
+use crate::propagate::Apply;
+use crate::qkey::QueueKey;
+use crate::queue::{Queue, Redrive};
+use crate::settings;
 use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -66,16 +68,35 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Redrive<'a>)> {
 }
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(redrive(ctx, &argv[1..]))
+    reply(redrive(ctx, &args))
 }
 
-fn redrive(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let (name, which) = parse(args)?;
-    let mut store = RedisStore::open(ctx, name, true)?;
-    let moved = queue::redrive(&mut store, now_ms(), which);
-    store.finish();
-    Ok(int(moved?))
+fn redrive(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let (_, which) = parse(&argv[1..])?;
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    let Some(queue) = key.queue() else {
+        return Ok(int(0));
+    };
+    let now = now_ms();
+    let due_before = queue.next_due();
+    let moved = queue.redrive(now, which);
+    if moved > 0 {
+        // Deterministic as it stands: the dead are ordered by time of
+        // death and then by a sequence number every server shares.
+        Apply::new(ctx, &args[1], now, settings::max_attempts(), "REDRIVE")
+            .args(&args[2..])
+            .send();
+        key.announce(due_before);
+    }
+    Ok(int(moved))
+}
+
+/// Replays `REDRIVE [COUNT n | ID id...]`.
+pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+    let (_, which) = parse(args)?;
+    queue.redrive(now, which);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,11 +12,11 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::commands::{bytes, int, reply, reply_record};
+use crate::commands::{int, reply, reply_record};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
-use crate::keyed_queue as queue;
-use crate::redis_store::RedisStore;
+use crate::qkey::{open_read, read};
+use crate::queue::Queue;
 use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -29,16 +29,16 @@ pub const DOC: CommandDoc = CommandDoc {
 };
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(stats(ctx, &argv[1..]))
+    reply(stats(ctx, &args))
 }
 
-fn stats(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let [name] = args else {
+fn stats(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let [_, name] = args else {
         return Err(DqError::WrongArity("dq.stats"));
     };
-    let mut store = RedisStore::open(ctx, name, false)?;
-    let stats = queue::stats(&mut store)?;
+    let key = open_read(ctx, name);
+    // An absent queue is an empty one: all zeros.
+    let stats = read(&key, name)?.map(Queue::stats).unwrap_or_default();
     let now = now_ms();
     let mut fields = vec![
         ("delayed", int(stats.delayed)),
@@ -46,7 +46,7 @@ fn stats(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
         ("inflight", int(stats.inflight)),
         ("dead", int(stats.dead)),
     ];
-    fields.extend(stats.counters.iter().map(|(c, v)| (c.name(), int(*v))));
+    fields.extend(stats.counters.iter().map(|(c, v)| (c.name(), int(v))));
     let age = stats
         .oldest_ready_since
         .map(|since| now.saturating_sub(since));

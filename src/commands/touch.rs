@@ -7,12 +7,14 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{lease_deadline, parse_id_and_option, parse_lease};
+use crate::args::{lease_deadline, parse_id_and_option, parse_lease, parse_ms};
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::Result;
-use crate::keyed_queue as queue;
-use crate::redis_store::RedisStore;
+use crate::error::{DqError, Result};
+use crate::propagate::Apply;
+use crate::qkey::QueueKey;
+use crate::queue::Queue;
+use crate::settings;
 use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -34,19 +36,42 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64
 }
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let argv = bytes(&args);
-    reply(touch(ctx, &argv[1..]))
+    reply(touch(ctx, &args))
 }
 
-fn touch(ctx: &Context, args: &[&[u8]]) -> Result<RedisValue> {
-    let (name, id, lease) = parse(args)?;
+fn touch(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let (_, id, lease) = parse(&argv[1..])?;
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    let Some(queue) = key.queue() else {
+        return Ok(RedisValue::Null);
+    };
     let now = now_ms();
-    let mut store = RedisStore::open(ctx, name, true)?;
-    let lease = lease.unwrap_or_else(|| store.policy().lease_ms.0);
+    let lease = lease
+        .or(queue.config().lease_ms)
+        .unwrap_or_else(settings::lease_ms);
     let deadline = lease_deadline(now, lease);
-    let touched = queue::touch(&mut store, id, deadline);
-    store.finish();
-    Ok(touched?.map_or(RedisValue::Null, int))
+    let due_before = queue.next_due();
+    let Some(deadline) = queue.touch(id, deadline, None)? else {
+        return Ok(RedisValue::Null);
+    };
+    // The lease's length, resolved: the replica's settings may differ.
+    Apply::new(ctx, &args[1], now, settings::max_attempts(), "TOUCH")
+        .arg(&args[2])
+        .number(deadline)
+        .send();
+    key.announce(due_before);
+    Ok(int(deadline))
+}
+
+/// Replays `TOUCH id lease-deadline`.
+pub fn replay(queue: &mut Queue, args: &[&[u8]]) -> Result<()> {
+    let [id, deadline] = args else {
+        return Err(DqError::BadApply("TOUCH needs id and deadline".into()));
+    };
+    let deadline = parse_ms("deadline", "a time", deadline)?;
+    queue.touch(id, deadline, None)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -504,9 +504,8 @@ pub fn digest_items(queue: &Queue, mut item: impl FnMut(&[u8])) {
 }
 
 /// Saves a queue and loads it back, as a restart or a replica's full sync
-/// does (tests and the fuzz target).
-#[cfg(any(test, fuzzing))]
-pub fn reload(queue: &Queue) -> Decoded<Queue> {
+/// does: COPY, and the tests.
+pub fn copy(queue: &Queue) -> Decoded<Queue> {
     let mut chunks = Vec::new();
     record_chunks(queue, |c| chunks.push(c.to_vec()));
     load(&header(queue), chunks.iter().map(Vec::as_slice))

@@ -68,6 +68,20 @@ pub enum Event {
 }
 
 impl Event {
+    pub const ALL: [Event; 11] = [
+        Event::Add,
+        Event::Ready,
+        Event::Pop,
+        Event::Ack,
+        Event::Nack,
+        Event::Touch,
+        Event::LeaseExpired,
+        Event::Dead,
+        Event::Redrive,
+        Event::Cancel,
+        Event::Purge,
+    ];
+
     /// The event name, NUL-terminated for the notification API.
     pub fn name(self) -> &'static std::ffi::CStr {
         match self {
@@ -99,6 +113,15 @@ impl Events {
     pub fn contains(self, event: Event) -> bool {
         self.0 & (1 << event as u16) != 0
     }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Each kind once, in a fixed order.
+    pub fn iter(self) -> impl Iterator<Item = Event> {
+        Event::ALL.into_iter().filter(move |e| self.contains(*e))
+    }
 }
 
 /// The lifetime counters of one queue.
@@ -108,6 +131,11 @@ pub struct Counters(pub [u64; Counter::ALL.len()]);
 impl Counters {
     pub fn get(&self, counter: Counter) -> u64 {
         self.0[counter as usize]
+    }
+
+    /// Every counter with its value, in `Counter::ALL` order.
+    pub fn iter(&self) -> impl Iterator<Item = (Counter, u64)> + '_ {
+        Counter::ALL.into_iter().map(|c| (c, self.get(c)))
     }
 
     /// Adds `n`; returns the new value.

@@ -233,6 +233,23 @@ impl Queue {
         self.messages.find(id).map(|slot| self.messages.at(slot))
     }
 
+    /// The message that holds `group`, if any.
+    pub fn group_holder(&self, group: &[u8]) -> Option<&Record> {
+        let slot = self.groups.get(group)?.holder?;
+        Some(self.messages.at(slot))
+    }
+
+    /// Messages per reported state: delayed (with those waiting for their
+    /// group), ready, in flight, dead.
+    pub fn counts(&self) -> [u64; 4] {
+        [
+            (self.delayed.len() + self.waiting_len) as u64,
+            self.ready.len() as u64,
+            self.inflight.len() as u64,
+            self.dead.len() as u64,
+        ]
+    }
+
     /// Adds or replaces a message. Returns its id, or `None` when the mode
     /// said to leave things as they are.
     pub fn add(&mut self, now: u64, req: &AddRequest) -> Option<Vec<u8>> {
@@ -766,11 +783,12 @@ impl Queue {
                 .range((Bound::Excluded(after), Bound::Unbounded))
                 .next();
         }
+        let [delayed, ready, inflight, dead] = self.counts();
         Stats {
-            delayed: (self.delayed.len() + self.waiting_len) as u64,
-            ready: self.ready.len() as u64,
-            inflight: self.inflight.len() as u64,
-            dead: self.dead.len() as u64,
+            delayed,
+            ready,
+            inflight,
+            dead,
             counters: self.counters,
             oldest_ready_since,
             next_due_at: self.delayed.first().map(|k| k.0),

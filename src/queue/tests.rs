@@ -367,7 +367,7 @@ fn claims_and_replayed_ticks_reach_the_masters_state() {
     }
     add_grouped(&mut master, 0, "g1", 0, "g");
     add_grouped(&mut master, 0, "g2", 0, "g");
-    let mut replica = codec::reload(&master).unwrap();
+    let mut replica = codec::copy(&master).unwrap();
     let taken = master.pop(3, 50);
     let ids: Vec<&[u8]> = taken.iter().map(|d| d.id.as_slice()).collect();
     assert_eq!(replica.claim(&ids, 50), taken);
@@ -405,7 +405,7 @@ fn stats_report_counts_and_oldest_ready() {
 #[test]
 fn codec_round_trips_every_kind_of_record() {
     let q = busy_queue();
-    let back = codec::reload(&q).unwrap();
+    let back = codec::copy(&q).unwrap();
     back.check().unwrap();
     assert_eq!(codec::sorted_digest(&back), codec::sorted_digest(&q));
     assert_eq!(back.stats(), q.stats());
@@ -601,7 +601,7 @@ fn run_random(seed: u64, steps: usize) {
             _ => {
                 // A replayed copy must reach the same state (what a replica
                 // or a restart does).
-                let copy = codec::reload(&q).unwrap();
+                let copy = codec::copy(&q).unwrap();
                 assert_eq!(codec::sorted_digest(&copy), codec::sorted_digest(&q));
             }
         }

@@ -408,6 +408,15 @@ pub fn info_field(c: &mut redis::Connection, name: &str) -> i64 {
         .unwrap_or_else(|| panic!("no {name} in INFO dq:\n{info}"))
 }
 
+/// `used_memory` of `INFO memory`.
+pub fn used_memory(c: &mut redis::Connection) -> i64 {
+    let info = text(&cmd(c, "INFO memory"));
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory in INFO")
+}
+
 pub fn digest(con: &mut redis::Connection) -> String {
     text(&cmd(con, "DEBUG DIGEST"))
 }

@@ -1,0 +1,141 @@
+//! DQ.APPLY queue now max-attempts VERB args...
+//!
+//! How a replica and the AOF replay a write (see `propagate.rs`, which
+//! builds it): `now` is the master's clock at the write, `max-attempts`
+//! its `dq.max-attempts`. Only the master's replication stream and the
+//! AOF may send it; a client gets an error. The verbs, each replayed by
+//! its command's file:
+//!
+//! | verb | from | arguments |
+//! |---|---|---|
+//! | `ADD` | DQ.ADD | DQ.ADD's, after the queue, with a generated id as `ID` |
+//! | `CLAIM` | DQ.POP | lease deadline, then the ids leased |
+//! | `ACK`, `CANCEL` | DQ.ACK, DQ.CANCEL | the ids |
+//! | `NACK` | DQ.NACK | id, `DELAY ms` or `DEAD`, optional `ERROR text` |
+//! | `TOUCH` | DQ.TOUCH | id, lease deadline |
+//! | `REDRIVE`, `PURGE` | DQ.REDRIVE, DQ.PURGE | theirs |
+//! | `TICK` | the timer | TTLs expired, leases expired, messages promoted |
+//! | `LOAD` | AOF rewrite | the encoded value: header, then record chunks |
+//!
+//! Replayed, the write is propagated again as it is, so a replica's own
+//! AOF and its replicas get it too.
+
+use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+
+use crate::args::{is_keyword, parse_in_range};
+use crate::commands::{add, bytes, nack, pop, purge, redrive, reply, touch};
+use crate::docs::{Arg, CommandDoc, KeyUse};
+use crate::error::{DqError, Result};
+use crate::policy::Settings;
+use crate::qkey::QueueKey;
+use crate::queue::{codec, Queue, TickWork};
+use crate::settings;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.apply",
+    summary: "Replays a write on a replica or from the AOF (not for clients)",
+    complexity: "That of the write it replays",
+    arity: -5,
+    key: Some(KeyUse::Update),
+    args: &[
+        Arg::key("queue"),
+        Arg::integer("now"),
+        Arg::integer("max-attempts"),
+        Arg::string("verb"),
+        Arg::string("arg").optional().multiple(),
+    ],
+};
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    reply(apply(ctx, &args))
+}
+
+fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    if !ctx
+        .get_flags()
+        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
+    {
+        return Err(DqError::NotForClients);
+    }
+    let argv = bytes(args);
+    let [_, queue_name, now, max_attempts, verb, rest @ ..] = &argv[..] else {
+        return Err(DqError::WrongArity("dq.apply"));
+    };
+    let now = parse_in_range("now", "a Unix time in ms", now, 0, i64::MAX)? as u64;
+    let max_attempts = parse_in_range(
+        "max-attempts",
+        "a positive integer",
+        max_attempts,
+        1,
+        i32::MAX.into(),
+    )? as u32;
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    if is_keyword(verb, "LOAD") {
+        let [header, chunks @ ..] = rest else {
+            return Err(DqError::BadApply("LOAD needs a header".into()));
+        };
+        let queue = codec::load(header, chunks.iter().copied())
+            .map_err(|e| DqError::BadApply(e.to_string()))?;
+        key.replace(queue)?;
+        key.changed();
+        ctx.replicate_verbatim();
+        return Ok(RedisValue::SimpleStringStatic("OK"));
+    }
+    let queue = key.queue_or_create()?;
+    let due_before = queue.next_due();
+    // The command grammars start with the queue name.
+    let with_queue: Vec<&[u8]> = std::iter::once(*queue_name)
+        .chain(rest.iter().copied())
+        .collect();
+    replay(queue, now, max_attempts, verb, rest, &with_queue)?;
+    key.announce(due_before);
+    ctx.replicate_verbatim();
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+fn replay(
+    queue: &mut Queue,
+    now: u64,
+    max_attempts: u32,
+    verb: &[u8],
+    rest: &[&[u8]],
+    with_queue: &[&[u8]],
+) -> Result<()> {
+    let policy = queue.config().resolve(&Settings {
+        max_attempts,
+        ..settings::current()
+    });
+    match verb.to_ascii_uppercase().as_slice() {
+        b"ADD" => add::replay(queue, now, with_queue),
+        b"CLAIM" => pop::replay(queue, rest),
+        b"ACK" => {
+            queue.ack(now, rest);
+            Ok(())
+        }
+        b"CANCEL" => {
+            queue.cancel(now, rest);
+            Ok(())
+        }
+        b"NACK" => nack::replay(queue, now, &policy, rest),
+        b"TOUCH" => touch::replay(queue, rest),
+        b"REDRIVE" => redrive::replay(queue, now, with_queue),
+        b"PURGE" => purge::replay(queue, now, with_queue),
+        b"TICK" => {
+            let [ttl, leases, promoted] = rest else {
+                return Err(DqError::BadApply("TICK needs three counts".into()));
+            };
+            let count = |v: &[u8]| parse_in_range("count", "a count", v, 0, i64::MAX);
+            let work = TickWork {
+                ttl_expired: count(ttl)? as usize,
+                leases_expired: count(leases)? as usize,
+                promoted: count(promoted)? as usize,
+            };
+            queue.replay_tick(now, work, &policy);
+            Ok(())
+        }
+        _ => Err(DqError::BadApply(format!(
+            "unknown verb '{}'",
+            crate::error::printable(verb)
+        ))),
+    }
+}

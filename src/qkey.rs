@@ -1,0 +1,151 @@
+//! A queue's key: opening it as the module type (WRONGTYPE for any other),
+//! and what every write owes the rest of the server afterwards — WATCH and
+//! client tracking, keyspace notifications, blocked consumers, INFO's
+//! census and the timer's schedule. Replication is each command's own
+//! business (see `propagate.rs`).
+
+use redis_module::key::{RedisKey, RedisKeyWritable};
+use redis_module::{raw, Context, NotifyEvent, RedisString};
+
+use crate::census;
+use crate::error::{printable, DqError, Result};
+use crate::qtype::QUEUE_TYPE;
+use crate::queue::{Event, Queue};
+use crate::rkey::{selected_db, signal_modified, signal_ready};
+use crate::timer;
+
+fn wrong_type(name: &RedisString) -> DqError {
+    DqError::WrongType(printable(name.as_slice()))
+}
+
+/// The queue under `name` for reading: `None` when the key is absent.
+/// The queue borrows the open key.
+pub fn read<'k>(key: &'k RedisKey, name: &RedisString) -> Result<Option<&'k Queue>> {
+    key.get_value::<Queue>(&QUEUE_TYPE)
+        .map_err(|_| wrong_type(name))
+}
+
+pub fn open_read(ctx: &Context, name: &RedisString) -> RedisKey {
+    ctx.open_key(name)
+}
+
+/// A queue key opened for writing.
+pub struct QueueKey<'c> {
+    ctx: &'c Context,
+    name: &'c RedisString,
+    key: RedisKeyWritable,
+}
+
+impl<'c> QueueKey<'c> {
+    /// Opens `name` for writing; a key of another type is refused before
+    /// anything changes.
+    pub fn open(ctx: &'c Context, name: &'c RedisString) -> Result<QueueKey<'c>> {
+        let key = ctx.open_key_writable(name);
+        key.get_value::<Queue>(&QUEUE_TYPE)
+            .map_err(|_| wrong_type(name))?;
+        Ok(QueueKey { ctx, name, key })
+    }
+
+    pub fn name(&self) -> &'c RedisString {
+        self.name
+    }
+
+    /// The queue, or `None` when the key does not exist.
+    pub fn queue(&mut self) -> Option<&mut Queue> {
+        // Type checked on open; the borrow is tied to the open key.
+        self.key.get_value::<Queue>(&QUEUE_TYPE).ok().flatten()
+    }
+
+    /// The queue, created empty if the key does not exist.
+    pub fn queue_or_create(&mut self) -> Result<&mut Queue> {
+        if self.queue().is_none() {
+            self.key
+                .set_value(&QUEUE_TYPE, Queue::new())
+                .map_err(|_| wrong_type(self.name))?;
+        }
+        self.queue().ok_or(DqError::Internal)
+    }
+
+    /// Replaces the value (the AOF rewrite's LOAD).
+    pub fn replace(&mut self, queue: Queue) -> Result<()> {
+        if self.queue().is_some() {
+            let _ = self.key.delete();
+        }
+        self.key
+            .set_value(&QUEUE_TYPE, queue)
+            .map_err(|_| wrong_type(self.name))
+    }
+
+    /// The value changed without a transition (settings): WATCH and INFO
+    /// must know.
+    pub fn changed(&mut self) {
+        let (ctx, name) = (self.ctx, self.name);
+        signal_modified(ctx, name);
+        if let Some(queue) = self.queue() {
+            census::set(selected_db(ctx), name.as_slice(), Some(queue.counts()));
+        }
+    }
+
+    /// Tells the server what the last operation changed; nothing when it
+    /// changed nothing. `due_before`: the queue's next timed work before
+    /// the operation, so the timer learns only of earlier work.
+    pub fn announce(&mut self, due_before: Option<u64>) {
+        let (ctx, name) = (self.ctx, self.name);
+        let Some(queue) = self.queue() else {
+            return;
+        };
+        let events = queue.take_events();
+        if events.is_empty() {
+            return;
+        }
+        let counts = queue.counts();
+        let due = queue.next_due();
+        signal_modified(ctx, name);
+        for event in events.iter() {
+            notify(ctx, name, event);
+        }
+        if events.contains(Event::Ready) {
+            signal_ready(ctx, name);
+        }
+        census::set(selected_db(ctx), name.as_slice(), Some(counts));
+        if let Some(at) = due.filter(|&at| due_before.is_none_or(|before| at < before)) {
+            timer::note_due(ctx, name.as_slice(), at);
+        }
+    }
+}
+
+fn notify(ctx: &Context, name: &RedisString, event: Event) {
+    // SAFETY: main thread, live context; the event name is a C string and
+    // the key name outlives the call.
+    unsafe {
+        raw::RedisModule_NotifyKeyspaceEvent.unwrap()(
+            ctx.ctx,
+            NotifyEvent::GENERIC.bits(),
+            event.name().as_ptr(),
+            name.inner,
+        );
+    }
+}
+
+/// Calls `visit` with the name and value of every queue in the selected
+/// database.
+pub fn scan_queues(ctx: &Context, mut visit: impl FnMut(&[u8], &Queue)) {
+    crate::rkey::scan_keys(ctx, |name, key| {
+        let Some(key) = key else {
+            return;
+        };
+        // SAFETY: `key` is the open handle the scan passes for this key,
+        // valid during the callback.
+        unsafe {
+            if raw::RedisModule_KeyType.unwrap()(key) != raw::REDISMODULE_KEYTYPE_MODULE as i32
+                || raw::RedisModule_ModuleTypeGetType.unwrap()(key) != *QUEUE_TYPE.raw_type.borrow()
+            {
+                return;
+            }
+            let value = raw::RedisModule_ModuleTypeGetValue.unwrap()(key).cast::<Queue>();
+            if let Some(queue) = value.as_ref() {
+                visit(name, queue);
+            }
+        }
+    });
+}
