@@ -6,8 +6,8 @@
 //! copy, free), `qkey` (opening a queue's key and announcing writes),
 //! `propagate` (what replicas and the AOF get), `timer`, `eviction`,
 //! `command_info` (publishes the `docs` each command declares), and
-//! `commands`, one file per command. `keys`, `message` and `rkey` read the
-//! round-1 layout (a queue in ZSET and HASH keys).
+//! `commands`, one file per command. `upgrade` converts queues of the
+//! round-1 layout (ZSET and HASH keys, read with `keys` and `message`).
 
 // In unit tests and fuzz builds the module entry point is not built, so the
 // handlers it registers look unused.
@@ -34,6 +34,7 @@ pub mod rkey;
 pub mod schedule;
 pub mod settings;
 pub mod timer;
+pub mod upgrade;
 
 // Fuzz findings and seeds, replayed on stable (see fuzz/).
 #[cfg(test)]

@@ -127,25 +127,29 @@ fn notify(ctx: &Context, name: &RedisString, event: Event) {
     }
 }
 
-/// Calls `visit` with the name and value of every queue in the selected
-/// database.
-pub fn scan_queues(ctx: &Context, mut visit: impl FnMut(&[u8], &Queue)) {
+/// The queue behind a key handle the server opened (a scan's), if it is
+/// one.
+///
+/// # Safety
+/// `key` must be an open key handle, valid for the borrow.
+pub unsafe fn queue_of<'k>(key: *mut raw::RedisModuleKey) -> Option<&'k Queue> {
+    if raw::RedisModule_KeyType.unwrap()(key) != raw::REDISMODULE_KEYTYPE_MODULE as i32
+        || raw::RedisModule_ModuleTypeGetType.unwrap()(key) != *QUEUE_TYPE.raw_type.borrow()
+    {
+        return None;
+    }
+    raw::RedisModule_ModuleTypeGetValue.unwrap()(key)
+        .cast::<Queue>()
+        .as_ref()
+}
+
+/// Calls `visit` with the name of every key in the selected database and
+/// the queue it holds, if it is one.
+pub fn scan_queues(ctx: &Context, mut visit: impl FnMut(&[u8], Option<&Queue>)) {
     crate::rkey::scan_keys(ctx, |name, key| {
-        let Some(key) = key else {
-            return;
-        };
         // SAFETY: `key` is the open handle the scan passes for this key,
         // valid during the callback.
-        unsafe {
-            if raw::RedisModule_KeyType.unwrap()(key) != raw::REDISMODULE_KEYTYPE_MODULE as i32
-                || raw::RedisModule_ModuleTypeGetType.unwrap()(key) != *QUEUE_TYPE.raw_type.borrow()
-            {
-                return;
-            }
-            let value = raw::RedisModule_ModuleTypeGetValue.unwrap()(key).cast::<Queue>();
-            if let Some(queue) = value.as_ref() {
-                visit(name, queue);
-            }
-        }
+        let queue = key.and_then(|key| unsafe { queue_of(key) });
+        visit(name, queue);
     });
 }

@@ -16,6 +16,7 @@
 //! put their queue on the schedule as they come.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -26,10 +27,11 @@ use crate::census;
 use crate::guard;
 use crate::propagate::Apply;
 use crate::qkey::{self, scan_queues, QueueKey};
-use crate::queue::TickWork;
+use crate::queue::{Queue, TickWork};
 use crate::rkey::selected_db;
 use crate::schedule::{QueueRef, Schedule};
 use crate::settings;
+use crate::upgrade;
 
 /// The time a tick may take: the main-thread pause. A message costs more to
 /// move as its queue grows, so a count alone would not bound the pause
@@ -380,7 +382,8 @@ fn serve(
 }
 
 /// Rebuilds the schedule (on a master) and the census from the keys of
-/// every database.
+/// every database; a master converts the queues it finds in round 1's
+/// layout first (see `upgrade.rs`).
 pub fn discover(ctx: &Context) {
     TIMER.with(|t| t.borrow_mut().schedule.clear());
     census::clear(None);
@@ -388,12 +391,31 @@ pub fn discover(ctx: &Context) {
     let original_db = selected_db(ctx);
     let mut db = 0;
     while select_db(ctx, db) {
-        scan_queues(ctx, |name, queue| {
-            census::set(db, name, Some(queue.counts()));
-            if let Some(at) = queue.next_due().filter(|_| master) {
-                TIMER.with(|t| t.borrow_mut().schedule.note((db, name.to_vec()), at));
+        let mut round1 = BTreeSet::new();
+        let mut count = |name: &[u8], queue: Option<&Queue>| match queue {
+            Some(queue) => {
+                census::set(db, name, Some(queue.counts()));
+                if let Some(at) = queue.next_due().filter(|_| master) {
+                    TIMER.with(|t| t.borrow_mut().schedule.note((db, name.to_vec()), at));
+                }
             }
-        });
+            None => round1.extend(upgrade::is_round1_key(name)),
+        };
+        scan_queues(ctx, &mut count);
+        // Not while scanning: converting writes the keyspace.
+        if master && !round1.is_empty() {
+            for name in &round1 {
+                upgrade::convert(ctx, db, name);
+            }
+            scan_queues(ctx, |name, queue| {
+                if let Some(queue) = queue.filter(|_| round1.contains(name)) {
+                    census::set(db, name, Some(queue.counts()));
+                    if let Some(at) = queue.next_due() {
+                        TIMER.with(|t| t.borrow_mut().schedule.note((db, name.to_vec()), at));
+                    }
+                }
+            });
+        }
         db += 1;
     }
     select_db(ctx, original_db);

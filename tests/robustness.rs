@@ -2,7 +2,6 @@
 
 mod support;
 
-
 use support::*;
 
 #[test]

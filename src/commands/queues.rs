@@ -28,8 +28,10 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         return reply(Err(DqError::WrongArity("dq.queues")));
     }
     let mut names = BTreeSet::new();
-    scan_queues(ctx, |name, _| {
-        names.insert(name.to_vec());
+    scan_queues(ctx, |name, queue| {
+        if queue.is_some() {
+            names.insert(name.to_vec());
+        }
     });
     Ok(RedisValue::Array(
         names.into_iter().map(RedisValue::StringBuffer).collect(),

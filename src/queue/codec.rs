@@ -481,6 +481,30 @@ impl Loader {
     }
 }
 
+/// Builds a queue from records made elsewhere (the round-1 conversion),
+/// indexed and checked exactly as a loaded one.
+pub fn assemble(
+    config: QueueConfig,
+    counters: super::Counters,
+    records: Vec<Record>,
+) -> Decoded<Queue> {
+    let mut loader = Loader {
+        queue: Queue {
+            config,
+            counters,
+            ..Queue::default()
+        },
+        expected: records.len() as u64,
+    };
+    for record in records {
+        if loader.queue.messages.find(record.id()).is_some() {
+            return Err(bad("an id appears twice"));
+        }
+        loader.queue.messages.insert(record);
+    }
+    loader.finish()
+}
+
 /// Decodes a whole value from its header and chunks.
 pub fn load<'a>(header: &[u8], chunks: impl IntoIterator<Item = &'a [u8]>) -> Decoded<Queue> {
     let mut loader = Loader::new(header)?;

@@ -196,6 +196,16 @@ impl Server {
         Server::spawn_in(fresh_dir(), owned(extra), owned(module_args), Vec::new())
     }
 
+    /// Starts a server whose directory holds `rdb` as its `dump.rdb`, so it
+    /// loads that at startup.
+    pub fn start_from_rdb(rdb: &std::path::Path, extra: &[&str]) -> Server {
+        let dir = fresh_dir();
+        std::fs::copy(rdb, dir.join("dump.rdb")).expect("copy the RDB fixture");
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        Server::spawn_in(dir, extra, Vec::new(), Vec::new())
+            .unwrap_or_else(|log| panic!("the server did not start; its log:\n{log}"))
+    }
+
     /// Starts a server with a debug build's fault switch set: each entry
     /// point named in `faults` (see src/guard.rs) panics when entered.
     pub fn start_with_faults(faults: &str) -> Server {
