@@ -12,7 +12,7 @@ QUICK   ?=
 FUZZ_SECS    ?= 60
 DQ_SOAK_SECS ?= 180
 
-.PHONY: all deps valkey build release install run test examples bench fuzz soak clippy fmt clean
+.PHONY: all deps valkey build release install run test examples bench instructions fuzz soak clippy fmt clean
 
 all: release
 
@@ -93,6 +93,14 @@ examples: build
 # target/bench/results.md and target/bench/lateness.svg.
 bench: release
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench --bench dq
+
+# Instructions per DQ.ADD, ZADD and POP+ACK message, counted by callgrind.
+instructions: release
+	@command -v valgrind >/dev/null 2>&1 || { \
+		echo "make: installing valgrind"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
+	DQ_SERVER=$(SERVER) scripts/instructions target/release/libdq.so
 
 # Each cargo-fuzz target for FUZZ_SECS seconds; non-zero on a crash.
 # (make test runs them for 10 s, and the 8-second soak in both test runs.)

@@ -10,6 +10,8 @@
 
 use std::any::Any;
 use std::ffi::CString;
+use std::mem::ManuallyDrop;
+use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
@@ -35,14 +37,41 @@ pub fn catch<T>(point: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
-/// A command handler that answers an error instead of panicking.
-pub fn command(
+/// A command's handler.
+pub type Handler = fn(&Context, &[RedisString]) -> RedisResult;
+
+/// Runs a command for the server: the arguments are borrowed as they are
+/// (no copy, no reference counting), and a panic answers an error.
+///
+/// # Safety
+/// `ctx`, `argv` and `argc` must be what the server passed to a command
+/// callback, which is running now.
+pub unsafe fn dispatch(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
     name: &'static str,
-    handler: fn(&Context, Vec<RedisString>) -> RedisResult,
-) -> impl Fn(&Context, Vec<RedisString>) -> RedisResult {
-    move |ctx, args| {
-        catch(name, || handler(ctx, args)).unwrap_or_else(|| Err(DqError::Internal.into_redis()))
-    }
+    handler: Handler,
+) -> c_int {
+    let context = Context::new(ctx);
+    let argc = usize::try_from(argc).unwrap_or(0);
+    // Views of the server's strings that never free them.
+    let args: Vec<ManuallyDrop<RedisString>> = (0..argc)
+        // SAFETY: the caller's contract: `argc` valid strings, alive for the call.
+        .map(|i| {
+            ManuallyDrop::new(RedisString::from_redis_module_string(ctx, unsafe {
+                *argv.add(i)
+            }))
+        })
+        .collect();
+    // SAFETY: ManuallyDrop<T> has T's layout (repr(transparent)); the
+    // views outlive the borrow and are never dropped as strings.
+    let args = unsafe {
+        &*(args.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
+    };
+    let response = catch(name, || handler(&context, args))
+        .unwrap_or_else(|| Err(DqError::Internal.into_redis()));
+    context.reply(response) as c_int
 }
 
 /// Logs at warning level. The text is passed as an argument of a "%s"

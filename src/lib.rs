@@ -42,7 +42,9 @@ mod regressions;
 
 #[cfg(not(any(test, fuzzing)))]
 mod module {
-    use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
+    use std::os::raw::c_int;
+
+    use redis_module::{raw, redis_module, Context, ModuleOptions, RedisString, Status};
 
     use crate::commands;
     use crate::guard;
@@ -64,7 +66,7 @@ mod module {
     }
 
     fn load(ctx: &Context, args: &[RedisString]) -> Status {
-        if let Err(e) = register_settings(ctx, args) {
+        if let Err(e) = register_settings(ctx, args).and_then(|()| register_commands(ctx)) {
             crate::guard::warn(Some(ctx), &format!("dq: {e}"));
             return Status::Err;
         }
@@ -88,33 +90,71 @@ mod module {
         }
     }
 
+    /// Registers one command whose handler gets the server's argument
+    /// vector borrowed (see `guard::dispatch`).
+    macro_rules! command {
+        ($ctx:expr, $name:literal, $handler:path, $flags:literal, $first:literal, $last:literal, $step:literal) => {{
+            extern "C" fn run(
+                ctx: *mut raw::RedisModuleCtx,
+                argv: *mut *mut raw::RedisModuleString,
+                argc: c_int,
+            ) -> c_int {
+                // SAFETY: exactly what the server passed this callback.
+                unsafe { guard::dispatch(ctx, argv, argc, $name, $handler) }
+            }
+            let name = concat!($name, "\0");
+            let flags = concat!($flags, "\0");
+            // SAFETY: OnLoad; NUL-terminated names that are 'static.
+            let status = unsafe {
+                raw::RedisModule_CreateCommand.unwrap()(
+                    $ctx.ctx,
+                    name.as_ptr().cast(),
+                    Some(run),
+                    flags.as_ptr().cast(),
+                    $first,
+                    $last,
+                    $step,
+                )
+            };
+            if status != raw::REDISMODULE_OK as c_int {
+                return Err(format!("could not create command {}", $name));
+            }
+        }};
+    }
+
+    fn register_commands(ctx: &Context) -> Result<(), String> {
+        use commands::*;
+        command!(ctx, "dq.add", add::command, "write deny-oom", 1, 1, 1);
+        command!(ctx, "dq.pop", pop::command, "write blocking", 1, 1, 1);
+        command!(ctx, "dq.ack", ack::command, "write", 1, 1, 1);
+        command!(ctx, "dq.cancel", cancel::command, "write", 1, 1, 1);
+        command!(ctx, "dq.nack", nack::command, "write fast", 1, 1, 1);
+        command!(ctx, "dq.touch", touch::command, "write fast", 1, 1, 1);
+        command!(ctx, "dq.redrive", redrive::command, "write", 1, 1, 1);
+        command!(ctx, "dq.purge", purge::command, "write", 1, 1, 1);
+        command!(ctx, "dq.get", get::command, "readonly fast", 1, 1, 1);
+        command!(ctx, "dq.peek", peek::command, "readonly", 1, 1, 1);
+        command!(ctx, "dq.stats", stats::command, "readonly fast", 1, 1, 1);
+        // Write, so Redis' guards (replica, MISCONF, min-replicas) apply
+        // to SET; the cost is that reading it needs the master. Not
+        // deny-oom: like CONFIG SET, it may still change settings when
+        // memory is full.
+        command!(ctx, "dq.config", config::command, "write", 1, 1, 1);
+        command!(ctx, "dq.queues", queues::command, "readonly", 0, 0, 0);
+        command!(ctx, "dq.scan", scan::command, "readonly", 1, 1, 1);
+        // Replication and the AOF only (it refuses clients).
+        command!(ctx, "dq.apply", apply::command, "write", 1, 1, 1);
+        Ok(())
+    }
+
     redis_module! {
         name: "dq",
         version: 1,
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
         data_types: [QUEUE_TYPE],
         init: init,
-        commands: [
-            ["dq.add", guard::command("dq.add", commands::add::command), "write deny-oom", 1, 1, 1, ""],
-            ["dq.pop", guard::command("dq.pop", commands::pop::command), "write blocking", 1, 1, 1, ""],
-            ["dq.ack", guard::command("dq.ack", commands::ack::command), "write", 1, 1, 1, ""],
-            ["dq.cancel", guard::command("dq.cancel", commands::cancel::command), "write", 1, 1, 1, ""],
-            ["dq.nack", guard::command("dq.nack", commands::nack::command), "write fast", 1, 1, 1, ""],
-            ["dq.touch", guard::command("dq.touch", commands::touch::command), "write fast", 1, 1, 1, ""],
-            ["dq.redrive", guard::command("dq.redrive", commands::redrive::command), "write", 1, 1, 1, ""],
-            ["dq.purge", guard::command("dq.purge", commands::purge::command), "write", 1, 1, 1, ""],
-            ["dq.get", guard::command("dq.get", commands::get::command), "readonly fast", 1, 1, 1, ""],
-            ["dq.peek", guard::command("dq.peek", commands::peek::command), "readonly", 1, 1, 1, ""],
-            ["dq.stats", guard::command("dq.stats", commands::stats::command), "readonly fast", 1, 1, 1, ""],
-            // Write, so Redis' guards (replica, MISCONF, min-replicas) apply
-            // to SET; the cost is that reading it needs the master. Not
-            // deny-oom: like CONFIG SET, it may still change settings when
-            // memory is full.
-            ["dq.config", guard::command("dq.config", commands::config::command), "write", 1, 1, 1, ""],
-            ["dq.queues", guard::command("dq.queues", commands::queues::command), "readonly", 0, 0, 0, ""],
-            ["dq.scan", guard::command("dq.scan", commands::scan::command), "readonly", 1, 1, 1, ""],
-            // Replication and the AOF only (it refuses clients).
-            ["dq.apply", guard::command("dq.apply", commands::apply::command), "write", 1, 1, 1, ""],
-        ],
+        // Registered in `load` (see `register_commands`): the crate's list
+        // would copy and reference-count every argument of every call.
+        commands: [],
     }
 }

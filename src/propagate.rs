@@ -12,7 +12,48 @@
 //! it chose, a timer tick as how much of each kind of work it did.
 //! `commands/apply.rs` replays them.
 
+use std::cell::RefCell;
+
 use redis_module::{raw, Context, RedisString};
+
+/// Strings every DQ.APPLY repeats, made once: the verbs, the current
+/// `dq.max-attempts` and the current millisecond (a pipeline of writes
+/// shares it). The server takes its own reference to each string it
+/// propagates and never changes a string it shares.
+#[derive(Default)]
+struct Cache {
+    verbs: Vec<(&'static str, RedisString)>,
+    max_attempts: Option<(u32, RedisString)>,
+    now: Option<(u64, RedisString)>,
+    /// The argument vector, reused.
+    argv: Vec<*mut raw::RedisModuleString>,
+}
+
+thread_local! {
+    // Main thread only, as every caller.
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
+}
+
+/// A string made without a context: it lives as long as the cache.
+fn unmanaged(bytes: &[u8]) -> RedisString {
+    RedisString::create_from_slice(std::ptr::null_mut(), bytes)
+}
+
+fn cached<K: PartialEq + Copy>(
+    slot: &mut Option<(K, RedisString)>,
+    key: K,
+    make: impl FnOnce() -> Vec<u8>,
+) -> *mut raw::RedisModuleString {
+    match slot {
+        Some((k, s)) if *k == key => s.inner,
+        _ => {
+            let s = unmanaged(&make());
+            let inner = s.inner;
+            *slot = Some((key, s));
+            inner
+        }
+    }
+}
 
 /// One DQ.APPLY being built. Arguments the client sent are passed on
 /// without copying.
@@ -29,18 +70,33 @@ impl<'a> Apply<'a> {
         queue: &'a RedisString,
         now: u64,
         max_attempts: u32,
-        verb: &str,
+        verb: &'static str,
     ) -> Apply<'a> {
-        let mut apply = Apply {
+        let mut argv = CACHE.with(|c| std::mem::take(&mut c.borrow_mut().argv));
+        argv.clear();
+        argv.push(queue.inner);
+        CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            argv.push(cached(&mut c.now, now, || now.to_string().into_bytes()));
+            argv.push(cached(&mut c.max_attempts, max_attempts, || {
+                max_attempts.to_string().into_bytes()
+            }));
+            let verb_string = match c.verbs.iter().find(|(v, _)| *v == verb) {
+                Some((_, s)) => s.inner,
+                None => {
+                    let s = unmanaged(verb.as_bytes());
+                    let inner = s.inner;
+                    c.verbs.push((verb, s));
+                    inner
+                }
+            };
+            argv.push(verb_string);
+        });
+        Apply {
             ctx,
-            owned: Vec::with_capacity(8),
-            argv: Vec::with_capacity(16),
-        };
-        apply.arg(queue);
-        apply.number(now);
-        apply.number(max_attempts.into());
-        apply.bytes(verb.as_bytes());
-        apply
+            owned: Vec::new(),
+            argv,
+        }
     }
 
     /// An argument the client sent.
@@ -83,6 +139,14 @@ impl<'a> Apply<'a> {
                 self.argv.len(),
             );
         }
+    }
+}
+
+impl Drop for Apply<'_> {
+    fn drop(&mut self) {
+        // The vector goes back for the next write.
+        let argv = std::mem::take(&mut self.argv);
+        CACHE.with(|c| c.borrow_mut().argv = argv);
     }
 }
 

@@ -318,6 +318,37 @@ fn add_is_refused_where_the_server_may_evict_a_whole_queue() {
     }
 }
 
+/// Writes that change nothing create no key: an absent queue stays absent.
+#[test]
+fn commands_on_an_absent_queue_create_nothing() {
+    let server = Server::start();
+    let mut c = server.conn();
+    for line in [
+        "DQ.ADD q x XX ID a",
+        "DQ.POP q",
+        "DQ.POP q BLOCK 1",
+        "DQ.ACK q a",
+        "DQ.NACK q a",
+        "DQ.TOUCH q a",
+        "DQ.CANCEL q a",
+        "DQ.REDRIVE q",
+        "DQ.PURGE q",
+        "DQ.PURGE q DEAD",
+        "DQ.GET q a",
+        "DQ.PEEK q READY",
+        "DQ.SCAN q 0",
+        "DQ.STATS q",
+        "DQ.CONFIG q",
+    ] {
+        cmd(&mut c, line);
+        assert_eq!(int(&cmd(&mut c, "EXISTS q")), 0, "{line}");
+    }
+    assert_eq!(info_field(&mut c, "dq_queues"), 0);
+    // What does create it: ADD, and CONFIG SET (a queue of settings only).
+    cmd(&mut c, "DQ.CONFIG q SET LEASE 5000");
+    assert_eq!(text(&cmd(&mut c, "TYPE q")), "dq--queue");
+}
+
 #[test]
 fn dq_apply_is_for_replication_and_the_aof_only() {
     let server = Server::start();

@@ -181,8 +181,8 @@ const UNIX_MS: &str = "a non-negative integer Unix time in milliseconds";
 const PRIORITY: &str = "an integer from -2147483648 to 2147483647";
 const POSITIVE_MS: &str = "a positive integer number of milliseconds";
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(add(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(add(ctx, args))
 }
 
 impl AddArgs<'_> {
@@ -208,6 +208,10 @@ fn add(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let now = now_ms();
     let request = parsed.request(now)?;
     let mut key = QueueKey::open(ctx, &args[1])?;
+    if parsed.mode == AddMode::OnlyExisting && key.queue().is_none() {
+        // Nothing to replace: no queue is created either.
+        return Ok(RedisValue::Null);
+    }
     let queue = key.queue_or_create()?;
     let due_before = queue.next_due();
     let Some(id) = queue.add(now, &request) else {

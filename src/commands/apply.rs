@@ -46,8 +46,8 @@ pub const DOC: CommandDoc = CommandDoc {
     ],
 };
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(apply(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(apply(ctx, args))
 }
 
 fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -20,6 +20,6 @@ pub const DOC: CommandDoc = CommandDoc {
     args: &[Arg::key("queue"), Arg::string("id").multiple()],
 };
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(for_ids(ctx, &args, "dq.cancel", "CANCEL", Queue::cancel).map(int))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(for_ids(ctx, args, "dq.cancel", "CANCEL", Queue::cancel).map(int))
 }

@@ -118,8 +118,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
     Ok((queue, changes))
 }
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(config(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(config(ctx, args))
 }
 
 fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -43,8 +43,8 @@ pub const DOC: CommandDoc = CommandDoc {
     args: &[Arg::key("queue"), Arg::string("id")],
 };
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(get(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(get(ctx, args))
 }
 
 fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

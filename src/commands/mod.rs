@@ -81,7 +81,7 @@ pub fn for_ids(
     ctx: &Context,
     args: &[RedisString],
     command: &'static str,
-    verb: &str,
+    verb: &'static str,
     op: fn(&mut Queue, u64, &[&[u8]]) -> u64,
 ) -> Result<u64> {
     let argv = bytes(args);

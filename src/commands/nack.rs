@@ -42,8 +42,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64
     parse_id_and_option("dq.nack", args, "DELAY", |v| parse_ms("DELAY", MS, v))
 }
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(nack(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(nack(ctx, args))
 }
 
 fn nack(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

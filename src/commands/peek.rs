@@ -52,8 +52,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], State, usize)> {
     Ok((queue, state, count))
 }
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(peek(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(peek(ctx, args))
 }
 
 fn peek(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

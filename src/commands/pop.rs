@@ -80,8 +80,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<PopArgs<'a>> {
 
 const MS: &str = "a non-negative integer number of milliseconds";
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(pop_or_block(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(pop_or_block(ctx, args))
 }
 
 fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -34,8 +34,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Option<State>)> {
     }
 }
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(purge(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(purge(ctx, args))
 }
 
 fn purge(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

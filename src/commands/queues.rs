@@ -23,7 +23,7 @@ pub const DOC: CommandDoc = CommandDoc {
     args: &[],
 };
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     if args.len() != 1 {
         return reply(Err(DqError::WrongArity("dq.queues")));
     }

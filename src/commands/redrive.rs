@@ -67,8 +67,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Redrive<'a>)> {
     Ok((queue, which))
 }
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(redrive(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(redrive(ctx, args))
 }
 
 fn redrive(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -76,8 +76,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<ScanArgs<'a>> {
     Ok(parsed)
 }
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(scan(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(scan(ctx, args))
 }
 
 fn scan(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -28,8 +28,8 @@ pub const DOC: CommandDoc = CommandDoc {
     args: &[Arg::key("queue")],
 };
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(stats(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(stats(ctx, args))
 }
 
 fn stats(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

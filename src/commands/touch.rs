@@ -35,8 +35,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64
     parse_id_and_option("dq.touch", args, "LEASE", parse_lease)
 }
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply(touch(ctx, &args))
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(touch(ctx, args))
 }
 
 fn touch(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
