@@ -49,7 +49,7 @@ fn swapped_databases_are_served() {
 
 #[test]
 fn a_big_backlog_does_not_starve_other_queues() {
-    // A tick moves at most 4096 messages in at most 2 ms: 50,000 due at once
+    // A tick moves at most 16384 messages in at most 2 ms: 50,000 due at once
     // take many ticks, and a small queue due just after them must not wait
     // for all.
     let server = Server::start();

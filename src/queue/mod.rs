@@ -668,14 +668,16 @@ impl Queue {
     /// Returns how many it moved.
     pub fn promote_due(&mut self, now: u64, limit: usize) -> usize {
         let mut moved = 0;
-        while moved < limit {
-            let Some(&(due, _, slot)) = self.delayed.first() else {
+        while moved < limit && self.delayed.first().is_some_and(|k| k.0 <= now) {
+            // Taken off the front rather than searched for: a burst of
+            // due messages is a run of pops from the first leaf.
+            let Some((.., slot)) = self.delayed.pop_first() else {
                 break;
             };
-            if due > now {
-                break;
+            if let Some(at) = self.messages.at(slot).live_expiry() {
+                let seq = self.messages.at(slot).seq;
+                self.expiry.remove(&(at, seq, slot));
             }
-            self.unindex(slot);
             self.place(slot, now);
             moved += 1;
         }
