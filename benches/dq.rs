@@ -279,6 +279,17 @@ fn tag_of(payload: &[u8]) -> u64 {
         .expect("a benchmark payload")
 }
 
+/// Adds `n` messages due in an hour to queue `q`; returns the wall time.
+fn add_delayed(server: &Server, s: &Scale, n: usize) -> Duration {
+    drive(server.conns(s.conns), n, |p, i| {
+        p.cmd("DQ.ADD")
+            .arg("q")
+            .arg(payload(i))
+            .arg("DELAY")
+            .arg(HOUR_MS);
+    })
+}
+
 /// Sends commands `0..n` (built by `add`) over the connections, each its
 /// own share in pipelines of BATCH; returns the wall time.
 fn drive(conns: Vec<Connection>, n: usize, add: impl Fn(&mut Pipeline, usize) + Sync) -> Duration {
@@ -949,13 +960,7 @@ fn idle(cfg: &Config, s: &Scale, report: &mut Report) {
     let n = s.idle_n;
     let empty = Server::with_module(cfg);
     let loaded = Server::with_module(cfg);
-    drive(loaded.conns(s.conns), n, |p, i| {
-        p.cmd("DQ.ADD")
-            .arg("q")
-            .arg(payload(i))
-            .arg("DELAY")
-            .arg(HOUR_MS);
-    });
+    add_delayed(&loaded, s, n);
     // Let the preload's aftermath (disconnects, incremental rehashing) pass.
     thread::sleep(Duration::from_secs(1));
     let ticks0 = loaded.info_u64("dq", "dq_timer_ticks");
@@ -1069,13 +1074,7 @@ fn unlink(cfg: &Config, s: &Scale, report: &mut Report) {
     };
     let queue = |command: &str| {
         let server = Server::with_module(cfg);
-        drive(server.conns(s.conns), n, |p, i| {
-            p.cmd("DQ.ADD")
-                .arg("q")
-                .arg(payload(i))
-                .arg("DELAY")
-                .arg(HOUR_MS);
-        });
+        add_delayed(&server, s, n);
         drop_key(server, "q", command)
     };
     let zset = || {
@@ -1133,13 +1132,7 @@ fn unlink(cfg: &Config, s: &Scale, report: &mut Report) {
 fn backlog(cfg: &Config, s: &Scale, report: &mut Report) {
     let preload = |waiting: usize, report: &mut Report| {
         let server = Server::with_module(cfg);
-        let took = drive(server.conns(s.conns), waiting, |p, i| {
-            p.cmd("DQ.ADD")
-                .arg("q")
-                .arg(payload(i))
-                .arg("DELAY")
-                .arg(HOUR_MS);
-        });
+        let took = add_delayed(&server, s, waiting);
         report.detail(format!(
             "backlog: preloaded {waiting} delayed messages in {:.1} s ({})",
             took.as_secs_f64(),

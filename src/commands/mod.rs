@@ -75,8 +75,33 @@ pub fn int(v: u64) -> RedisValue {
     RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX))
 }
 
-/// `queue id [id ...]` (ACK, CANCEL): `op` on an existing queue; replies
-/// how many ids it acted on, and propagates `VERB id...` when any.
+/// A write on an existing queue that replies a count and replays from its
+/// own arguments (ACK, CANCEL, REDRIVE, PURGE): `op` runs at `now`; when it
+/// counted anything, `VERB args...` propagates and the change is announced.
+/// An absent queue counts 0 and is not created.
+pub fn counted_write(
+    ctx: &Context,
+    args: &[RedisString],
+    verb: &'static str,
+    op: impl FnOnce(&mut Queue, u64) -> u64,
+) -> Result<u64> {
+    let mut key = QueueKey::open(ctx, &args[1])?;
+    let Some(queue) = key.queue() else {
+        return Ok(0);
+    };
+    let now = now_ms();
+    let due_before = queue.next_due();
+    let done = op(queue, now);
+    if done > 0 {
+        Apply::new(ctx, &args[1], now, settings::max_attempts(), verb)
+            .args(&args[2..])
+            .send();
+        key.announce(due_before);
+    }
+    Ok(done)
+}
+
+/// `queue id [id ...]` (ACK, CANCEL): `op` on the ids.
 pub fn for_ids(
     ctx: &Context,
     args: &[RedisString],
@@ -86,20 +111,7 @@ pub fn for_ids(
 ) -> Result<u64> {
     let argv = bytes(args);
     let (_, ids) = parse_queue_and_ids(command, &argv[1..])?;
-    let mut key = QueueKey::open(ctx, &args[1])?;
-    let Some(queue) = key.queue() else {
-        return Ok(0);
-    };
-    let now = now_ms();
-    let due_before = queue.next_due();
-    let done = op(queue, now, ids);
-    if done > 0 {
-        Apply::new(ctx, &args[1], now, settings::max_attempts(), verb)
-            .args(&args[2..])
-            .send();
-        key.announce(due_before);
-    }
-    Ok(done)
+    counted_write(ctx, args, verb, |queue, now| op(queue, now, ids))
 }
 
 /// The lease, attempts and backoff in force for a queue now.

@@ -8,14 +8,10 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::parse_state;
-use crate::commands::{bytes, int, reply};
+use crate::commands::{bytes, counted_write, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::error::{DqError, Result};
-use crate::propagate::Apply;
-use crate::qkey::QueueKey;
 use crate::queue::{Queue, State};
-use crate::settings;
-use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.purge",
@@ -41,20 +37,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 fn purge(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
     let (_, state) = parse(&argv[1..])?;
-    let mut key = QueueKey::open(ctx, &args[1])?;
-    let Some(queue) = key.queue() else {
-        return Ok(int(0));
-    };
-    let now = now_ms();
-    let due_before = queue.next_due();
-    let purged = queue.purge(now, state);
-    if purged > 0 {
-        Apply::new(ctx, &args[1], now, settings::max_attempts(), "PURGE")
-            .args(&args[2..])
-            .send();
-        key.announce(due_before);
-    }
-    Ok(int(purged))
+    counted_write(ctx, args, "PURGE", |queue, now| queue.purge(now, state)).map(int)
 }
 
 /// Replays `PURGE [state]`.

@@ -9,14 +9,10 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{check_id, is_keyword, parse_count, unknown_option, MAX_COUNT};
-use crate::commands::{bytes, int, reply};
+use crate::commands::{bytes, counted_write, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
-use crate::propagate::Apply;
-use crate::qkey::QueueKey;
 use crate::queue::{Queue, Redrive};
-use crate::settings;
-use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.redrive",
@@ -74,22 +70,9 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 fn redrive(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
     let (_, which) = parse(&argv[1..])?;
-    let mut key = QueueKey::open(ctx, &args[1])?;
-    let Some(queue) = key.queue() else {
-        return Ok(int(0));
-    };
-    let now = now_ms();
-    let due_before = queue.next_due();
-    let moved = queue.redrive(now, which);
-    if moved > 0 {
-        // Deterministic as it stands: the dead are ordered by time of
-        // death and then by a sequence number every server shares.
-        Apply::new(ctx, &args[1], now, settings::max_attempts(), "REDRIVE")
-            .args(&args[2..])
-            .send();
-        key.announce(due_before);
-    }
-    Ok(int(moved))
+    // Deterministic as it stands: the dead are ordered by time of death
+    // and then by a sequence number every server shares.
+    counted_write(ctx, args, "REDRIVE", |queue, now| queue.redrive(now, which)).map(int)
 }
 
 /// Replays `REDRIVE [COUNT n | ID id...]`.
