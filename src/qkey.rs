@@ -108,8 +108,9 @@ impl<'c> QueueKey<'c> {
             signal_ready(ctx, name);
         }
         census::set(selected_db(ctx), name.as_slice(), Some(counts));
-        if let Some(at) = due.filter(|&at| due_before.is_none_or(|before| at < before)) {
-            timer::note_due(ctx, name.as_slice(), at);
+        match due.filter(|&at| due_before.is_none_or(|before| at < before)) {
+            Some(at) => timer::note_due(ctx, name.as_slice(), at),
+            None => timer::poke(ctx),
         }
     }
 }
