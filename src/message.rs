@@ -70,36 +70,7 @@ pub struct Version {
     pub payload: Vec<u8>,
 }
 
-impl Version {
-    /// A fresh message of this version, not yet delivered. `place` in the
-    /// state machine decides whether it is delayed or ready.
-    pub fn into_message(self) -> Message {
-        Message {
-            state: State::Delayed,
-            priority: self.priority,
-            seq: self.seq,
-            due_at: self.due_at,
-            added_at: self.added_at,
-            attempt: 0,
-            lease_deadline: None,
-            max_attempts: self.max_attempts,
-            backoff: self.backoff,
-            death: None,
-            expire_at: self.expire_at,
-            group: self.group,
-            replacement: None,
-            payload: self.payload,
-        }
-    }
-}
-
 impl Message {
-    /// Delayed or ready: the record alone cannot tell which, since the
-    /// timer promotes a message by moving its index entry only.
-    pub fn is_scheduled(&self) -> bool {
-        matches!(self.state, State::Delayed | State::Ready)
-    }
-
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_LEN + 40 + self.payload.len());
         out.push(FORMAT_V2);

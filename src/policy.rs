@@ -4,7 +4,6 @@
 
 use crate::backoff::Backoff;
 use crate::error::{DqError, Result};
-use crate::message::Message;
 
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 16;
@@ -118,14 +117,6 @@ pub struct Policy {
 }
 
 impl Policy {
-    pub fn max_attempts_for(&self, message: &Message) -> (u32, Source) {
-        self.max_attempts_or(message.max_attempts)
-    }
-
-    pub fn backoff_for<'a>(&'a self, message: &'a Message) -> (&'a Backoff, Source) {
-        self.backoff_or(message.backoff.as_ref())
-    }
-
     /// A message's own MAXATTEMPTS, else the queue's or module's.
     pub fn max_attempts_or(&self, own: Option<u32>) -> (u32, Source) {
         match own {
@@ -172,12 +163,18 @@ mod tests {
 
         let mut message = crate::message::tests::sample();
         (message.max_attempts, message.backoff) = (None, None);
-        assert_eq!(policy.max_attempts_for(&message), (9, Source::Queue));
+        assert_eq!(
+            policy.max_attempts_or(message.max_attempts),
+            (9, Source::Queue)
+        );
         message.max_attempts = Some(2);
         message.backoff = Some(Backoff::Fixed(1));
-        assert_eq!(policy.max_attempts_for(&message), (2, Source::Message));
         assert_eq!(
-            policy.backoff_for(&message),
+            policy.max_attempts_or(message.max_attempts),
+            (2, Source::Message)
+        );
+        assert_eq!(
+            policy.backoff_or(message.backoff.as_ref()),
             (&Backoff::Fixed(1), Source::Message)
         );
     }

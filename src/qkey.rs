@@ -46,10 +46,6 @@ impl<'c> QueueKey<'c> {
         Ok(QueueKey { ctx, name, key })
     }
 
-    pub fn name(&self) -> &'c RedisString {
-        self.name
-    }
-
     /// The queue, or `None` when the key does not exist.
     pub fn queue(&mut self) -> Option<&mut Queue> {
         // Type checked on open; the borrow is tied to the open key.
@@ -66,11 +62,9 @@ impl<'c> QueueKey<'c> {
         self.queue().ok_or(DqError::Internal)
     }
 
-    /// Replaces the value (the AOF rewrite's LOAD).
+    /// Replaces the value, if any (the AOF rewrite's LOAD, the round-1
+    /// conversion): setting a module value frees the one it replaces.
     pub fn replace(&mut self, queue: Queue) -> Result<()> {
-        if self.queue().is_some() {
-            let _ = self.key.delete();
-        }
         self.key
             .set_value(&QUEUE_TYPE, queue)
             .map_err(|_| wrong_type(self.name))

@@ -176,8 +176,9 @@ extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
 /// Rust memory through the allocator, which is thread-safe; nothing else
 /// points into the value.
 extern "C" fn free_effort(_key: *mut raw::RedisModuleString, value: *const c_void) -> usize {
-    // SAFETY: see the module invariant.
-    unsafe { queue(value) }.len()
+    // SAFETY: see the module invariant. (0 would mean "unknown, free it
+    // on the thread": an empty queue is freed at once instead.)
+    unsafe { queue(value) }.len().max(1)
 }
 
 extern "C" fn free(value: *mut c_void) {

@@ -27,7 +27,7 @@ use crate::census;
 use crate::guard;
 use crate::propagate::Apply;
 use crate::qkey::{self, scan_queues, QueueKey};
-use crate::queue::{Queue, TickWork};
+use crate::queue::TickWork;
 use crate::rkey::selected_db;
 use crate::schedule::{QueueRef, Schedule};
 use crate::settings;
@@ -398,7 +398,7 @@ fn serve(
 
 /// Rebuilds the schedule (on a master) and the census from the keys of
 /// every database; a master converts the queues it finds in round 1's
-/// layout first (see `upgrade.rs`).
+/// layout, and then counts that database again (see `upgrade.rs`).
 pub fn discover(ctx: &Context) {
     TIMER.with(|t| t.borrow_mut().schedule.clear());
     census::clear(None);
@@ -406,35 +406,34 @@ pub fn discover(ctx: &Context) {
     let original_db = selected_db(ctx);
     let mut db = 0;
     while select_db(ctx, db) {
-        let mut round1 = BTreeSet::new();
-        let mut count = |name: &[u8], queue: Option<&Queue>| match queue {
-            Some(queue) => {
-                census::set(db, name, Some(queue.counts()));
-                if let Some(at) = queue.next_due().filter(|_| master) {
-                    TIMER.with(|t| t.borrow_mut().schedule.note((db, name.to_vec()), at));
-                }
-            }
-            None => round1.extend(upgrade::is_round1_key(name)),
-        };
-        scan_queues(ctx, &mut count);
+        let round1 = track_db(ctx, db, master);
         // Not while scanning: converting writes the keyspace.
         if master && !round1.is_empty() {
             for name in &round1 {
                 upgrade::convert(ctx, db, name);
             }
-            scan_queues(ctx, |name, queue| {
-                if let Some(queue) = queue.filter(|_| round1.contains(name)) {
-                    census::set(db, name, Some(queue.counts()));
-                    if let Some(at) = queue.next_due() {
-                        TIMER.with(|t| t.borrow_mut().schedule.note((db, name.to_vec()), at));
-                    }
-                }
-            });
+            track_db(ctx, db, master);
         }
         db += 1;
     }
     select_db(ctx, original_db);
     arm(ctx);
+}
+
+/// Counts every queue of the selected database `db` and (on a master)
+/// puts it on the schedule; returns the round-1 queues it saw.
+fn track_db(ctx: &Context, db: i32, master: bool) -> BTreeSet<Vec<u8>> {
+    let mut round1 = BTreeSet::new();
+    scan_queues(ctx, |name, queue| match queue {
+        Some(queue) => {
+            census::set(db, name, Some(queue.counts()));
+            if let Some(at) = queue.next_due().filter(|_| master) {
+                TIMER.with(|t| t.borrow_mut().schedule.note((db, name.to_vec()), at));
+            }
+        }
+        None => round1.extend(upgrade::round1_queue(name)),
+    });
+    round1
 }
 
 extern "C" fn on_role_changed(
@@ -462,10 +461,12 @@ extern "C" fn on_swapdb(
 
 /// A key changed without a DQ command: DEL, UNLINK, EXPIRE, RENAME, MOVE,
 /// COPY, RESTORE (as slot migration does)... (The module's own writes
-/// announce `dq.*` events and keep census and schedule themselves.) If the
-/// key is a queue, the census counts it again and, on a master, its place
-/// in the schedule is computed again; if it is not (any more), both forget
-/// it.
+/// announce `dq.*` events and keep census and schedule themselves.) A key
+/// that arrived is opened: if it is a queue, the census counts it and, on
+/// a master, its place in the schedule is computed from it. A key that
+/// left, or was replaced by something else, is forgotten if it was a
+/// queue. Other events — and every event on any other key in the server —
+/// cost a name comparison, not a key lookup.
 extern "C" fn on_key_event(
     ctx: *mut raw::RedisModuleCtx,
     _type: c_int,
@@ -483,17 +484,23 @@ fn key_event(
 ) {
     // SAFETY: Redis passes a NUL-terminated event name, valid for the call.
     let event = unsafe { CStr::from_ptr(event) }.to_bytes();
-    if event.starts_with(b"dq.") {
-        return; // our own announcements
-    }
+    let arrived = match event {
+        b"restore" | b"rename_to" | b"move_to" | b"copy_to" => true,
+        b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => false,
+        // EXPIRE, PERSIST, dq's own `dq.*` announcements: the value stays.
+        _ => return,
+    };
     let ctx = Context::new(ctx);
-    let name = RedisString::new(std::ptr::NonNull::new(ctx.ctx), key);
     let db = selected_db(&ctx);
-    let handle = qkey::open_read(&ctx, &name);
-    let (counts, next) = match qkey::read(&handle, &name) {
-        Ok(Some(queue)) => (Some(queue.counts()), queue.next_due()),
-        // Some other key: only interesting if it was a queue we knew.
-        _ => (None, None),
+    let name = RedisString::new(std::ptr::NonNull::new(ctx.ctx), key);
+    let (counts, next) = if arrived {
+        let handle = qkey::open_read(&ctx, &name);
+        match qkey::read(&handle, &name) {
+            Ok(Some(queue)) => (Some(queue.counts()), queue.next_due()),
+            _ => (None, None),
+        }
+    } else {
+        (None, None)
     };
     let name = name.as_slice();
     if counts.is_none() && !census::knows(db, name) {

@@ -62,32 +62,32 @@ fn id_of_waiting(member: &[u8]) -> &[u8] {
     member.get(4 + group_len + 16..).unwrap_or_default()
 }
 
-fn terms_of(priority: i32, seq: u64, due_at: u64, added_at: u64, m: &Message) -> Terms {
-    Terms {
-        priority,
-        seq,
-        due_at,
-        added_at,
-        options: Options {
-            max_attempts: m.max_attempts,
-            backoff: m.backoff.clone(),
-            expire_at: m.expire_at,
-            group: m.group.as_deref().map(Into::into),
-        },
-    }
+/// The terms of a round-1 message or pending version: the fields both have.
+macro_rules! terms {
+    ($v:expr) => {
+        Terms {
+            priority: $v.priority,
+            seq: $v.seq,
+            due_at: $v.due_at,
+            added_at: $v.added_at,
+            options: Options {
+                max_attempts: $v.max_attempts,
+                backoff: $v.backoff.clone(),
+                expire_at: $v.expire_at,
+                group: $v.group.as_deref().map(Into::into),
+            },
+        }
+    };
 }
 
 /// One round-1 message as a record in `state`.
 pub fn record_of(id: &[u8], m: &Message, state: State, holds_group: bool) -> Record {
-    let mut record = Record::new(
-        id,
-        &m.payload,
-        terms_of(m.priority, m.seq, m.due_at, m.added_at, m),
-    );
+    let mut record = Record::new(id, &m.payload, terms!(m));
     record.state = state;
     record.holds_group = holds_group;
     record.attempt = m.attempt;
     if state == State::Inflight {
+        // A record in flight always has a deadline (0 means none).
         record.lease_deadline = m.lease_deadline.unwrap_or(1).max(1);
     }
     let death = (state == State::Dead).then(|| {
@@ -101,9 +101,8 @@ pub fn record_of(id: &[u8], m: &Message, state: State, holds_group: bool) -> Rec
         .as_deref()
         .filter(|_| state == State::Inflight)
         .map(|v| {
-            let as_message = v.clone().into_message();
             Box::new(Version {
-                terms: terms_of(v.priority, v.seq, v.due_at, v.added_at, &as_message),
+                terms: terms!(v),
                 payload: v.payload.as_slice().into(),
             })
         });
@@ -217,15 +216,14 @@ fn read(ctx: &Context, queue: &[u8]) -> Round1 {
     }
 }
 
-/// The round-1 queue names among the keys of the selected database (a
-/// name seen while scanning it).
-pub fn is_round1_key(name: &[u8]) -> Option<Vec<u8>> {
+/// The round-1 queue a key belongs to, if it is one of round 1's keys.
+pub fn round1_queue(name: &[u8]) -> Option<Vec<u8>> {
     parse_key_name(name).map(|(queue, _)| queue)
 }
 
-/// Converts queue `name` of the selected database; false when its keys
-/// were left as they are (logged).
-pub fn convert(ctx: &Context, db: i32, name: &[u8]) -> bool {
+/// Converts queue `name` of the selected database, or leaves its keys as
+/// they are and logs why.
+pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
     let label = format!("queue '{}' (db {db})", printable(name));
     let converted = match read(ctx, name).convert() {
         Ok(c) => c,
@@ -236,7 +234,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) -> bool {
                     "dq: cannot convert round-1 {label}: {why}; its keys are left as they are"
                 ),
             );
-            return false;
+            return;
         }
     };
     let key_name_rs = RedisString::create_from_slice(ctx.ctx, name);
@@ -247,7 +245,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) -> bool {
                 Some(ctx),
                 &format!("dq: cannot convert round-1 {label}: the key '{}' holds something else; its keys are left as they are", printable(name)),
             );
-            return false;
+            return;
         }
     };
     if key.queue().is_some() {
@@ -255,7 +253,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) -> bool {
             Some(ctx),
             &format!("dq: cannot convert round-1 {label}: a queue of that name exists; its keys are left as they are"),
         );
-        return false;
+        return;
     }
     let messages = converted.queue.len();
     // The old keys go first, so a replica or the AOF applies the same order.
@@ -289,7 +287,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) -> bool {
         apply.bytes(chunk);
     });
     if key.replace(converted.queue).is_err() {
-        return false;
+        return;
     }
     apply.send();
     key.changed();
@@ -298,7 +296,6 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) -> bool {
         note.push_str(&format!("; left out '{}': {why}", printable(id)));
     }
     crate::guard::warn(Some(ctx), &note);
-    true
 }
 
 #[cfg(test)]

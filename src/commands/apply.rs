@@ -83,11 +83,7 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     }
     let queue = key.queue_or_create()?;
     let due_before = queue.next_due();
-    // The command grammars start with the queue name.
-    let with_queue: Vec<&[u8]> = std::iter::once(*queue_name)
-        .chain(rest.iter().copied())
-        .collect();
-    replay(queue, now, max_attempts, verb, rest, &with_queue)?;
+    replay(queue, now, max_attempts, verb, queue_name, rest)?;
     key.announce(due_before);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
@@ -98,15 +94,22 @@ fn replay(
     now: u64,
     max_attempts: u32,
     verb: &[u8],
+    name: &[u8],
     rest: &[&[u8]],
-    with_queue: &[&[u8]],
 ) -> Result<()> {
-    let policy = queue.config().resolve(&Settings {
-        max_attempts,
-        ..settings::current()
-    });
+    // The decisions NACK and a tick make depend on dq.max-attempts: the
+    // master's, not this server's.
+    let policy = |queue: &Queue| {
+        queue.config().resolve(&Settings {
+            max_attempts,
+            ..settings::current()
+        })
+    };
+    // The command grammars start with the queue name.
+    let with_name =
+        || -> Vec<&[u8]> { std::iter::once(name).chain(rest.iter().copied()).collect() };
     match verb.to_ascii_uppercase().as_slice() {
-        b"ADD" => add::replay(queue, now, with_queue),
+        b"ADD" => add::replay(queue, now, &with_name()),
         b"CLAIM" => pop::replay(queue, rest),
         b"ACK" => {
             queue.ack(now, rest);
@@ -116,10 +119,10 @@ fn replay(
             queue.cancel(now, rest);
             Ok(())
         }
-        b"NACK" => nack::replay(queue, now, &policy, rest),
+        b"NACK" => nack::replay(queue, now, &policy(queue), rest),
         b"TOUCH" => touch::replay(queue, rest),
-        b"REDRIVE" => redrive::replay(queue, now, with_queue),
-        b"PURGE" => purge::replay(queue, now, with_queue),
+        b"REDRIVE" => redrive::replay(queue, now, &with_name()),
+        b"PURGE" => purge::replay(queue, now, &with_name()),
         b"TICK" => {
             let [ttl, leases, promoted] = rest else {
                 return Err(DqError::BadApply("TICK needs three counts".into()));
@@ -130,6 +133,7 @@ fn replay(
                 leases_expired: count(leases)? as usize,
                 promoted: count(promoted)? as usize,
             };
+            let policy = policy(queue);
             queue.replay_tick(now, work, &policy);
             Ok(())
         }

@@ -16,7 +16,7 @@ use crate::queue::{Queue, State};
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.purge",
     summary: "Deletes every message of a queue, or of one state",
-    complexity: "O(M log N) for M messages deleted; O(1) per key for the whole queue",
+    complexity: "O(M log N) for M messages deleted from one state; O(N) for the whole queue",
     arity: -2,
     key: Some(KeyUse::Delete),
     args: &[Arg::key("queue"), STATE.optional()],

@@ -22,7 +22,7 @@ use crate::queue::State;
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.scan",
     summary: "Iterates the messages of a queue, a page per call",
-    complexity: "O(1) per call, O(N) for a whole iteration",
+    complexity: "O(COUNT) per call, O(N) for a whole iteration",
     arity: -3,
     key: Some(KeyUse::Read),
     args: &[
