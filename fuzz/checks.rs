@@ -25,14 +25,14 @@
 // Each fuzz target uses one of the two entry points.
 #![allow(dead_code)]
 
-use super::dq::args::{parse_queue_and_ids, MAX_COUNT, MAX_ID_LEN, MAX_TIME_MS};
+use super::dq::args::{parse_queue_and_ids, MAX_COUNT, MAX_ERROR_LEN, MAX_ID_LEN, MAX_TIME_MS};
 use super::dq::backoff::{parse_duration, Backoff, MAX_STEPS};
 use super::dq::commands::{add, config, nack, peek, pop, purge, redrive, touch};
 use super::dq::error::{DqError, Result};
 use super::dq::keys::{key_name, parse_key_name, slot, Part};
 use super::dq::message::Message;
 use super::dq::queue::codec;
-use super::dq::queue::{AddMode, Redrive};
+use super::dq::queue::{AddMode, NackAction, Redrive};
 use super::dq::settings::load_values;
 
 pub fn args(data: &[u8]) {
@@ -73,13 +73,20 @@ pub fn args(data: &[u8]) {
             assert!(p.block.is_none_or(|b| b <= MAX_TIME_MS));
             assert!(p.lease_ms.is_none_or(|l| (1..=MAX_TIME_MS).contains(&l)));
         }),
-        2 => checked(nack::parse(&args), |(_, id, delay)| {
-            name_bounds(id);
-            assert!(delay.is_none_or(|d| d <= MAX_TIME_MS));
+        2 => checked(nack::parse(&args), |n| {
+            name_bounds(n.id);
+            if let NackAction::Retry(Some(delay)) = n.action {
+                assert!(delay <= MAX_TIME_MS);
+            }
+            assert!(n.attempt.is_none_or(|a| a >= 1));
+            assert!(n
+                .error
+                .is_none_or(|e| !e.is_empty() && e.len() <= MAX_ERROR_LEN));
         }),
-        3 => checked(touch::parse(&args), |(_, id, lease)| {
-            name_bounds(id);
-            assert!(lease.is_none_or(|l| (1..=MAX_TIME_MS).contains(&l)));
+        3 => checked(touch::parse(&args), |t| {
+            name_bounds(t.id);
+            assert!(t.lease_ms.is_none_or(|l| (1..=MAX_TIME_MS).contains(&l)));
+            assert!(t.attempt.is_none_or(|a| a >= 1));
         }),
         4 => checked(config::parse(&args), |(_, changes)| {
             // Show (no arguments after the queue) or SET with pairs.

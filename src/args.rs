@@ -172,28 +172,42 @@ pub fn parse_state(arg: &[u8]) -> Result<crate::queue::State> {
         })
 }
 
-/// `queue id [OPTION value]`, the shape of NACK (DELAY) and TOUCH (LEASE).
-pub fn parse_id_and_option<'a, T>(
+/// `queue id options...`, the shape of NACK and TOUCH: the queue, the
+/// checked id, and a cursor on the options for the command to read.
+pub fn parse_queue_and_id<'a>(
     command: &'static str,
     args: &'a [&'a [u8]],
-    option: &'static str,
-    parse_value: impl Fn(&[u8]) -> Result<T>,
-) -> Result<(&'a [u8], &'a [u8], Option<T>)> {
+) -> Result<(&'a [u8], &'a [u8], ArgCursor<'a>)> {
     let [queue, id, options @ ..] = args else {
         return Err(DqError::WrongArity(command));
     };
-    check_id(id)?;
-    let mut value = None;
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(options);
-    while let Some(arg) = cursor.next_arg() {
-        if !is_keyword(arg, option) {
-            return Err(unknown_option(arg));
-        }
-        seen.mark(option)?;
-        value = Some(parse_value(cursor.value_of(option)?)?);
+    Ok((queue, check_id(id)?, ArgCursor::new(options)))
+}
+
+/// ATTEMPT: the delivery a NACK or TOUCH is meant for, as POP numbered it.
+pub fn parse_attempt(arg: &[u8]) -> Result<u32> {
+    let n = parse_in_range("ATTEMPT", ATTEMPT_EXPECTED, arg, 1, u32::MAX.into())?;
+    Ok(n as u32)
+}
+
+const ATTEMPT_EXPECTED: &str = "an integer from 1 to 4294967295";
+
+/// Longest ERROR text NACK keeps: a summary of why the work failed, held
+/// by every replica and the AOF, not a log.
+pub const MAX_ERROR_LEN: usize = 4096;
+
+/// NACK's ERROR text: non-empty and at most [`MAX_ERROR_LEN`] bytes.
+pub fn check_error(text: &[u8]) -> Result<&[u8]> {
+    if text.is_empty() {
+        return Err(DqError::Empty("ERROR"));
     }
-    Ok((queue, id, value))
+    if text.len() > MAX_ERROR_LEN {
+        return Err(DqError::TooLong {
+            what: "ERROR",
+            max: MAX_ERROR_LEN,
+        });
+    }
+    Ok(text)
 }
 
 /// `queue id [id ...]`, the shape of ACK and CANCEL.

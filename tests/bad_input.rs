@@ -405,6 +405,40 @@ fn nack_and_touch_cases() -> Vec<Case> {
             "DQ.NACK q inflight DELAY 9007199254740991",
             format!("ERR DELAY {TOO_LATE}"),
         ),
+        line(
+            "DQ.NACK q inflight DEAD DELAY 5",
+            "ERR DELAY and DEAD cannot be used together",
+        ),
+        line(
+            "DQ.NACK q inflight DELAY 5 DEAD",
+            "ERR DELAY and DEAD cannot be used together",
+        ),
+        line(
+            "DQ.NACK q inflight DEAD DEAD",
+            "ERR DEAD is given more than once",
+        ),
+        line("DQ.NACK q inflight ATTEMPT", "ERR ATTEMPT needs a value"),
+        line("DQ.NACK q inflight ATTEMPT 0", ATTEMPT),
+        line("DQ.NACK q inflight ATTEMPT -1", ATTEMPT),
+        line("DQ.NACK q inflight ATTEMPT 1.5", ATTEMPT),
+        line("DQ.NACK q inflight ATTEMPT 4294967296", ATTEMPT),
+        line(
+            "DQ.NACK q inflight ATTEMPT 1 ATTEMPT 1",
+            "ERR ATTEMPT is given more than once",
+        ),
+        line("DQ.NACK q inflight ERROR", "ERR ERROR needs a value"),
+        raw(
+            &[b"DQ.NACK", b"q", b"inflight", b"ERROR", b""],
+            "ERR ERROR must not be empty",
+        ),
+        raw(
+            &[b"DQ.NACK", b"q", b"inflight", b"ERROR", &[b'e'; 4097]],
+            "ERR ERROR is longer than 4096 bytes",
+        ),
+        line(
+            "DQ.NACK q inflight ERROR a ERROR b",
+            "ERR ERROR is given more than once",
+        ),
         line("DQ.TOUCH", arity("dq.touch")),
         line("DQ.TOUCH q", arity("dq.touch")),
         line("DQ.TOUCH q inflight LEASE", "ERR LEASE needs a value"),
@@ -417,8 +451,18 @@ fn nack_and_touch_cases() -> Vec<Case> {
             "DQ.TOUCH q inflight FOREVER",
             "ERR unknown option 'FOREVER'",
         ),
+        line("DQ.TOUCH q inflight ATTEMPT", "ERR ATTEMPT needs a value"),
+        line("DQ.TOUCH q inflight ATTEMPT 0", ATTEMPT),
+        line(
+            "DQ.TOUCH q inflight ATTEMPT 1 LEASE 5 ATTEMPT 1",
+            "ERR ATTEMPT is given more than once",
+        ),
+        line("DQ.TOUCH q inflight DEAD", "ERR unknown option 'DEAD'"),
+        line("DQ.TOUCH q inflight ERROR x", "ERR unknown option 'ERROR'"),
     ]
 }
+
+const ATTEMPT: &str = "ERR ATTEMPT must be an integer from 1 to 4294967295";
 
 fn read_cases() -> Vec<Case> {
     let mut cases = vec![
@@ -512,7 +556,7 @@ fn id_cases() -> Vec<Case> {
     let huge = vec![b'i'; 1 << 20];
     let mut cases = Vec::new();
     for (bad, expected) in [(&b""[..], EMPTY_ID), (&long, LONG_ID), (&huge, LONG_ID)] {
-        let positions: [&[&[u8]]; 10] = [
+        let positions: [&[&[u8]]; 11] = [
             &[b"DQ.ADD", b"q", b"x", b"ID", bad],
             &[b"DQ.ADD", b"q", b"x", b"ID", bad, b"NX"],
             &[b"DQ.ACK", b"q", b"inflight", bad],
@@ -521,6 +565,7 @@ fn id_cases() -> Vec<Case> {
             &[b"DQ.NACK", b"q", bad],
             &[b"DQ.NACK", b"q", bad, b"DELAY", b"0"],
             &[b"DQ.TOUCH", b"q", bad],
+            &[b"DQ.TOUCH", b"q", bad, b"ATTEMPT", b"1"],
             &[b"DQ.GET", b"q", bad],
             &[b"DQ.REDRIVE", b"q", b"ID", b"dead", bad],
         ];

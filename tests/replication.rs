@@ -121,6 +121,19 @@ fn every_write_path_reaches_the_replica() {
     assert_eq!(text(&cmd(&mut m, "DQ.NACK q nacked")), "dead");
     assert_eq!(int(&cmd(&mut m, "DQ.REDRIVE q ID nacked expires")), 2);
     cmd(&mut m, "DQ.ACK q g1");
+    // Fenced NACK and TOUCH, DEAD and ERROR.
+    cmd(&mut m, "DQ.ADD fq x ID doomed");
+    cmd(&mut m, "DQ.ADD fq x ID flaky");
+    assert_eq!(entries(&cmd(&mut m, "DQ.POP fq COUNT 2")).len(), 2);
+    cmd(&mut m, "DQ.TOUCH fq flaky LEASE 90000 ATTEMPT 1");
+    assert_eq!(
+        text(&cmd(&mut m, "DQ.NACK fq doomed DEAD ATTEMPT 1 ERROR 410")),
+        "dead"
+    );
+    assert_eq!(
+        text(&cmd(&mut m, "DQ.NACK fq flaky ERROR timeout ATTEMPT 1")),
+        "delayed"
+    );
 
     assert_eq!(int(&cmd(&mut m, "WAIT 1 5000")), 1);
     assert!(
@@ -131,6 +144,13 @@ fn every_write_path_reaches_the_replica() {
         text(&field(&cmd(&mut r, "DQ.GET q g2"), "state")),
         "ready",
         "g1's ACK handed the group to g2"
+    );
+    let doomed = cmd(&mut r, "DQ.GET fq doomed");
+    assert_eq!(text(&field(&doomed, "dead-reason")), "permanent");
+    assert_eq!(text(&field(&doomed, "last-error")), "410");
+    assert_eq!(
+        text(&field(&cmd(&mut r, "DQ.GET fq flaky"), "last-error")),
+        "timeout"
     );
     // The same record, but for the age, which the clock moves between the
     // two calls.

@@ -19,11 +19,13 @@
 //! | `max-attempts-from` | `message`, `queue` or `module`: where that value comes from |
 //! | `backoff` | the retry delays in force for this message |
 //! | `backoff-from` | `message`, `queue` or `module` |
-//! | `dead-reason` | `nack`, `lease-expired` or `expired`; nil unless dead |
+//! | `dead-reason` | `nack`, `lease-expired`, `expired` or `permanent` (NACK DEAD); nil unless dead |
 //! | `died-at` | Unix ms of death; nil unless dead |
 //! | `expires-at` | Unix ms by which it must be acknowledged (ADD's TTL), else nil |
 //! | `group` | ADD's GROUP, else nil |
 //! | `waiting-for` | the id holding its group while it is due but held back (state `delayed`), else nil |
+//! | `attempts-left` | further deliveries allowed: max-attempts less the deliveries since the last ADD, replacement or REDRIVE |
+//! | `last-error` | the ERROR text of its last NACK, else nil |
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -101,6 +103,11 @@ fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
             ("expires-at", m.expire_at().map_or(RedisValue::Null, int)),
             ("group", bulk(m.group())),
             ("waiting-for", bulk(waiting_for)),
+            (
+                "attempts-left",
+                int(max_attempts.saturating_sub(m.attempts_used()).into()),
+            ),
+            ("last-error", bulk(m.last_error())),
         ],
     ))
 }

@@ -1,24 +1,35 @@
-//! DQ.NACK queue id [DELAY ms]
+//! DQ.NACK queue id [DELAY ms | DEAD] [ATTEMPT n] [ERROR text]
 //!
 //! The work failed. The next attempt is due after DELAY ms, or else after
 //! the message's backoff for the attempt that failed (BACKOFF of the
 //! message, else of the queue, else `dq.backoff`). When the failed attempt
 //! was its last (MAXATTEMPTS), the message becomes dead with reason `nack`.
-//! A newer version added while it was in flight takes its place instead.
+//! DEAD declares the failure permanent: the message is dead now, with
+//! reason `permanent`. ERROR keeps `text` as the message's last error
+//! (DQ.GET, PEEK and SCAN show it). A newer version added while it was in
+//! flight takes its place instead.
+//!
+//! ATTEMPT n fences a consumer whose lease ran out: unless the message is
+//! in flight in delivery `n` (POP's attempt), the reply is a `STALE` error
+//! and nothing changes.
 //!
 //! Reply: the message's new state as a simple string — `delayed`, `ready`
-//! (DELAY 0) or `dead` — or nil when the id was not in flight.
+//! (DELAY 0) or `dead` — or nil when the id was not in flight (without
+//! ATTEMPT).
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{add_ms, is_keyword, parse_id_and_option, parse_ms};
+use crate::args::{
+    add_ms, check_error, is_keyword, parse_attempt, parse_ms, parse_queue_and_id, unknown_option,
+    Seen,
+};
 use crate::commands::{bytes, policy, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::policy::Policy;
 use crate::propagate::Apply;
 use crate::qkey::QueueKey;
-use crate::queue::{NackAction, Queue, State};
+use crate::queue::{stale, NackAction, Queue, State};
 use crate::settings;
 use crate::timer::now_ms;
 
@@ -31,15 +42,68 @@ pub const DOC: CommandDoc = CommandDoc {
     args: &[
         Arg::key("queue"),
         Arg::string("id"),
-        Arg::integer("delay").token("DELAY").optional(),
+        Arg::one_of(
+            "outcome",
+            &[
+                Arg::integer("delay").token("DELAY"),
+                Arg::pure_token("dead", "DEAD"),
+            ],
+        )
+        .optional(),
+        Arg::integer("attempt").token("ATTEMPT").optional(),
+        Arg::string("error").token("ERROR").optional(),
     ],
 };
 
 const MS: &str = "a non-negative integer number of milliseconds";
 
-/// Parses `queue id [DELAY ms]`.
-pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64>)> {
-    parse_id_and_option("dq.nack", args, "DELAY", |v| parse_ms("DELAY", MS, v))
+/// A parsed DQ.NACK.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nack<'a> {
+    pub queue: &'a [u8],
+    pub id: &'a [u8],
+    pub action: NackAction,
+    pub attempt: Option<u32>,
+    pub error: Option<&'a [u8]>,
+}
+
+/// Parses `queue id [DELAY ms | DEAD] [ATTEMPT n] [ERROR text]`, options
+/// in any order, each once.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Nack<'a>> {
+    let (queue, id, mut cursor) = parse_queue_and_id("dq.nack", args)?;
+    let mut nack = Nack {
+        queue,
+        id,
+        action: NackAction::Retry(None),
+        attempt: None,
+        error: None,
+    };
+    let mut seen = Seen::default();
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "DELAY") {
+            seen.mark("DELAY")?;
+            if nack.action == NackAction::Dead {
+                return Err(DqError::ConflictingOptions("DELAY", "DEAD"));
+            }
+            let ms = parse_ms("DELAY", MS, cursor.value_of("DELAY")?)?;
+            nack.action = NackAction::Retry(Some(ms));
+        } else if is_keyword(arg, "DEAD") {
+            seen.mark("DEAD")?;
+            if nack.action != NackAction::Retry(None) {
+                return Err(DqError::ConflictingOptions("DELAY", "DEAD"));
+            }
+            nack.action = NackAction::Dead;
+        } else if is_keyword(arg, "ATTEMPT") {
+            seen.mark("ATTEMPT")?;
+            nack.attempt = Some(parse_attempt(cursor.value_of("ATTEMPT")?)?);
+        } else if is_keyword(arg, "ERROR") {
+            seen.mark("ERROR")?;
+            nack.error = Some(check_error(cursor.value_of("ERROR")?)?);
+        } else {
+            return Err(unknown_option(arg));
+        }
+    }
+    Ok(nack)
 }
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -48,33 +112,40 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 
 fn nack(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
-    let (_, id, delay) = parse(&argv[1..])?;
+    let n = parse(&argv[1..])?;
     let now = now_ms();
-    if let Some(delay) = delay {
+    if let NackAction::Retry(Some(delay)) = n.action {
         // Refused like DQ.ADD's DELAY, rather than capped.
         add_ms("DELAY", now, delay)?;
     }
     let mut key = QueueKey::open(ctx, &args[1])?;
     let Some(queue) = key.queue() else {
-        return Ok(RedisValue::Null);
+        return match n.attempt {
+            Some(attempt) => Err(stale(n.id, attempt)),
+            None => Ok(RedisValue::Null),
+        };
     };
     let policy = policy(queue);
     let due_before = queue.next_due();
-    let action = NackAction::Retry(delay);
-    let Some(placed) = queue.nack(now, id, action, None, None, &policy)? else {
+    let Some(placed) = queue.nack(now, n.id, n.action, n.attempt, n.error, &policy)? else {
         return Ok(RedisValue::Null);
     };
-    // The delay the backoff chose travels as a value; with the master's
-    // dq.max-attempts, the replica makes the same retry-or-die decision.
-    let delay = match placed.state {
-        State::Dead => 0,
-        _ => placed.due_at.saturating_sub(now),
+    let mut apply = Apply::new(ctx, &args[1], now, settings::max_attempts(), "NACK");
+    apply.arg(&args[2]);
+    match n.action {
+        NackAction::Dead => apply.bytes(b"DEAD"),
+        // The delay the backoff chose travels as a value; with the
+        // master's dq.max-attempts, the replica makes the same
+        // retry-or-die decision.
+        NackAction::Retry(_) => apply.bytes(b"DELAY").number(match placed.state {
+            State::Dead => 0,
+            _ => placed.due_at.saturating_sub(now),
+        }),
     };
-    Apply::new(ctx, &args[1], now, settings::max_attempts(), "NACK")
-        .arg(&args[2])
-        .bytes(b"DELAY")
-        .number(delay)
-        .send();
+    if let Some(error) = n.error {
+        apply.bytes(b"ERROR").bytes(error);
+    }
+    apply.send();
     key.announce(due_before);
     Ok(RedisValue::SimpleStringStatic(
         placed.state.reported().name(),
@@ -108,14 +179,16 @@ mod tests {
 
     #[test]
     fn grammar() {
+        let n = parse(leak_args(&["q", "m"])).unwrap();
+        assert_eq!((n.queue, n.id), (&b"q"[..], &b"m"[..]));
         assert_eq!(
-            parse(leak_args(&["q", "m"])).unwrap(),
-            (&b"q"[..], &b"m"[..], None)
+            (n.action, n.attempt, n.error),
+            (NackAction::Retry(None), None, None)
         );
-        assert_eq!(
-            parse(leak_args(&["q", "m", "delay", "5"])).unwrap().2,
-            Some(5)
-        );
+        let n = parse(leak_args(&["q", "m", "delay", "5", "ATTEMPT", "3"])).unwrap();
+        assert_eq!((n.action, n.attempt), (NackAction::Retry(Some(5)), Some(3)));
+        let n = parse(leak_args(&["q", "m", "ERROR", "boom", "dead"])).unwrap();
+        assert_eq!((n.action, n.error), (NackAction::Dead, Some(&b"boom"[..])));
         let err = |a: &[&str]| parse(leak_args(a)).unwrap_err().to_string();
         assert_eq!(
             err(&["q"]),
@@ -128,6 +201,33 @@ mod tests {
         assert_eq!(
             err(&["q", "m", "DELAY", "1", "DELAY", "2"]),
             "ERR DELAY is given more than once"
+        );
+        assert_eq!(
+            err(&["q", "m", "DELAY", "1", "DEAD"]),
+            "ERR DELAY and DEAD cannot be used together"
+        );
+        assert_eq!(
+            err(&["q", "m", "DEAD", "DELAY", "1"]),
+            "ERR DELAY and DEAD cannot be used together"
+        );
+        assert_eq!(
+            err(&["q", "m", "DEAD", "DEAD"]),
+            "ERR DEAD is given more than once"
+        );
+        assert_eq!(
+            err(&["q", "m", "ATTEMPT", "0"]),
+            "ERR ATTEMPT must be an integer from 1 to 4294967295"
+        );
+        assert_eq!(
+            err(&["q", "m", "ATTEMPT", "4294967296"]),
+            "ERR ATTEMPT must be an integer from 1 to 4294967295"
+        );
+        assert_eq!(err(&["q", "m", "ATTEMPT"]), "ERR ATTEMPT needs a value");
+        assert_eq!(err(&["q", "m", "ERROR", ""]), "ERR ERROR must not be empty");
+        let long = "x".repeat(crate::args::MAX_ERROR_LEN + 1);
+        assert_eq!(
+            err(&["q", "m", "ERROR", &long]),
+            "ERR ERROR is longer than 4096 bytes"
         );
         assert_eq!(err(&["q", "m", "LATER"]), "ERR unknown option 'LATER'");
         assert_eq!(err(&["q", ""]), "ERR id must not be empty");

@@ -4,9 +4,10 @@
 //! without taking them, in the order they will leave that state: delayed by
 //! due time (first those already due but held back by their GROUP, by
 //! group), ready in POP order, in flight by lease deadline, dead by time
-//! of death. Reply: an array of entries `[id, payload, attempt, time]`
-//! where time is the due time, the lease deadline or the time of death
-//! (Unix ms); empty when there are none.
+//! of death. Reply: an array of entries `[id, payload, attempt, time,
+//! last-error]` where time is the due time, the lease deadline or the time
+//! of death (Unix ms) and last-error the ERROR text of its last NACK (nil
+//! when none); empty when there are none.
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -68,9 +69,9 @@ fn peek(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     ))
 }
 
-/// `[id, payload, attempt, time]`: the time that matters in its state —
-/// the lease deadline in flight, the time of death when dead, else the due
-/// time. (DQ.SCAN's entries too.)
+/// `[id, payload, attempt, time, last-error]`: the time that matters in
+/// its state — the lease deadline in flight, the time of death when dead,
+/// else the due time. (DQ.SCAN's entries too.)
 pub fn entry(m: &Record) -> RedisValue {
     let time = match m.state {
         State::Inflight => m.lease_deadline,
@@ -82,6 +83,8 @@ pub fn entry(m: &Record) -> RedisValue {
         RedisValue::StringBuffer(m.payload().to_vec()),
         int(m.attempt.into()),
         int(time),
+        m.last_error()
+            .map_or(RedisValue::Null, |e| RedisValue::StringBuffer(e.to_vec())),
     ])
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Iterates a queue of any size, as SCAN iterates a keyspace. Cursor `0`
 //! starts; the reply is `[next-cursor, entries]` and a next cursor of `0`
-//! ends the iteration. Entries are PEEK's `[id, payload, attempt, time]`.
+//! ends the iteration. Entries are PEEK's `[id, payload, attempt, time,
+//! last-error]`.
 //! Every message present for the whole iteration is returned (exactly
 //! once, as it happens: a message keeps its place for life); one added or
 //! removed meanwhile may or may not be. COUNT (default 10) bounds the

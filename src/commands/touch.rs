@@ -1,19 +1,25 @@
-//! DQ.TOUCH queue id [LEASE ms]
+//! DQ.TOUCH queue id [LEASE ms] [ATTEMPT n]
 //!
 //! Extends the lease of an in-flight message, for long jobs: the new
 //! deadline is now + LEASE (default: the queue's lease, else
-//! `dq.lease-ms`). Reply: the new lease deadline (integer, Unix ms), or nil
-//! when the id is not in flight.
+//! `dq.lease-ms`). ATTEMPT n extends only delivery `n`'s lease: when that
+//! delivery is over (its lease ran out, or it was acknowledged or failed)
+//! the reply is a `STALE` error and nothing changes. Reply: the new lease
+//! deadline (integer, Unix ms), or nil when the id is not in flight
+//! (without ATTEMPT).
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{lease_deadline, parse_id_and_option, parse_lease, parse_ms};
+use crate::args::{
+    is_keyword, lease_deadline, parse_attempt, parse_lease, parse_ms, parse_queue_and_id,
+    unknown_option, Seen,
+};
 use crate::commands::{bytes, int, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::propagate::Apply;
 use crate::qkey::QueueKey;
-use crate::queue::Queue;
+use crate::queue::{stale, Queue};
 use crate::settings;
 use crate::timer::now_ms;
 
@@ -27,12 +33,41 @@ pub const DOC: CommandDoc = CommandDoc {
         Arg::key("queue"),
         Arg::string("id"),
         Arg::integer("lease").token("LEASE").optional(),
+        Arg::integer("attempt").token("ATTEMPT").optional(),
     ],
 };
 
-/// Parses `queue id [LEASE ms]`.
-pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8], Option<u64>)> {
-    parse_id_and_option("dq.touch", args, "LEASE", parse_lease)
+/// A parsed DQ.TOUCH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touch<'a> {
+    pub queue: &'a [u8],
+    pub id: &'a [u8],
+    pub lease_ms: Option<u64>,
+    pub attempt: Option<u32>,
+}
+
+/// Parses `queue id [LEASE ms] [ATTEMPT n]`, options in any order, each once.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Touch<'a>> {
+    let (queue, id, mut cursor) = parse_queue_and_id("dq.touch", args)?;
+    let mut touch = Touch {
+        queue,
+        id,
+        lease_ms: None,
+        attempt: None,
+    };
+    let mut seen = Seen::default();
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "LEASE") {
+            seen.mark("LEASE")?;
+            touch.lease_ms = Some(parse_lease(cursor.value_of("LEASE")?)?);
+        } else if is_keyword(arg, "ATTEMPT") {
+            seen.mark("ATTEMPT")?;
+            touch.attempt = Some(parse_attempt(cursor.value_of("ATTEMPT")?)?);
+        } else {
+            return Err(unknown_option(arg));
+        }
+    }
+    Ok(touch)
 }
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -41,18 +76,22 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 
 fn touch(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
-    let (_, id, lease) = parse(&argv[1..])?;
+    let t = parse(&argv[1..])?;
     let mut key = QueueKey::open(ctx, &args[1])?;
     let Some(queue) = key.queue() else {
-        return Ok(RedisValue::Null);
+        return match t.attempt {
+            Some(attempt) => Err(stale(t.id, attempt)),
+            None => Ok(RedisValue::Null),
+        };
     };
     let now = now_ms();
-    let lease = lease
+    let lease = t
+        .lease_ms
         .or(queue.config().lease_ms)
         .unwrap_or_else(settings::lease_ms);
     let deadline = lease_deadline(now, lease);
     let due_before = queue.next_due();
-    let Some(deadline) = queue.touch(id, deadline, None)? else {
+    let Some(deadline) = queue.touch(t.id, deadline, t.attempt)? else {
         return Ok(RedisValue::Null);
     };
     // The lease's length, resolved: the replica's settings may differ.
@@ -81,10 +120,13 @@ mod tests {
 
     #[test]
     fn grammar() {
+        let t = parse(leak_args(&["q", "m"])).unwrap();
         assert_eq!(
-            parse(leak_args(&["q", "m", "LEASE", "9"])).unwrap().2,
-            Some(9)
+            (t.queue, t.id, t.lease_ms, t.attempt),
+            (&b"q"[..], &b"m"[..], None, None)
         );
+        let t = parse(leak_args(&["q", "m", "attempt", "2", "LEASE", "9"])).unwrap();
+        assert_eq!((t.lease_ms, t.attempt), (Some(9), Some(2)));
         let err = |a: &[&str]| parse(leak_args(a)).unwrap_err().to_string();
         assert_eq!(
             err(&["q"]),
@@ -93,6 +135,14 @@ mod tests {
         assert_eq!(
             err(&["q", "m", "LEASE", "0"]),
             "ERR LEASE must be a positive integer number of milliseconds"
+        );
+        assert_eq!(
+            err(&["q", "m", "ATTEMPT", "1", "ATTEMPT", "1"]),
+            "ERR ATTEMPT is given more than once"
+        );
+        assert_eq!(
+            err(&["q", "m", "ATTEMPT", "x"]),
+            "ERR ATTEMPT must be an integer from 1 to 4294967295"
         );
         assert_eq!(err(&["q", "m", "FOREVER"]), "ERR unknown option 'FOREVER'");
     }

@@ -192,7 +192,8 @@ pub(crate) fn distinct<T: AsRef<[u8]>>(ids: &[T]) -> Vec<&[u8]> {
         .collect()
 }
 
-fn stale(id: &[u8], attempt: u32) -> DqError {
+/// The error of a NACK or TOUCH naming a delivery that is over.
+pub fn stale(id: &[u8], attempt: u32) -> DqError {
     DqError::StaleDelivery {
         id: printable(id),
         attempt,

@@ -569,11 +569,33 @@ fn run_random(seed: u64, steps: usize) {
                 } else {
                     NackAction::Retry((next(2) == 0).then(|| next(100)))
                 };
-                let _ = q.nack(now, id.as_bytes(), action, fence, Some(b"e"), &p);
+                let held = q.get(id.as_bytes()).map(|r| (r.state, r.attempt));
+                let was = fence.map(|_| codec::sorted_digest(&q));
+                let result = q.nack(now, id.as_bytes(), action, fence, Some(b"e"), &p);
+                let refused = result.is_err();
+                fenced(seed, step, held, fence, result.map(|r| r.is_some()));
+                if refused {
+                    assert_eq!(
+                        Some(codec::sorted_digest(&q)),
+                        was,
+                        "seed {seed} step {step}"
+                    );
+                }
             }
             7 => {
                 let fence = (next(2) == 0).then(|| 1 + next(4) as u32);
-                let _ = q.touch(id.as_bytes(), now + next(300), fence);
+                let held = q.get(id.as_bytes()).map(|r| (r.state, r.attempt));
+                let was = fence.map(|_| codec::sorted_digest(&q));
+                let result = q.touch(id.as_bytes(), now + next(300), fence);
+                let refused = result.is_err();
+                fenced(seed, step, held, fence, result.map(|r| r.is_some()));
+                if refused {
+                    assert_eq!(
+                        Some(codec::sorted_digest(&q)),
+                        was,
+                        "seed {seed} step {step}"
+                    );
+                }
             }
             8 => {
                 q.tick(now, 1 + next(8) as usize, &p);
@@ -608,6 +630,17 @@ fn run_random(seed: u64, steps: usize) {
         if let Err(e) = q.check() {
             panic!("seed {seed} step {step}: {e}");
         }
+        // MAXATTEMPTS counts from the last ADD, replacement or REDRIVE: a
+        // message that used them all is dead, or in its last delivery.
+        for (_, r) in q.messages.iter() {
+            let used = r.attempts_used();
+            assert!(
+                r.state == State::Dead || used < 3 || (used == 3 && r.state == State::Inflight),
+                "seed {seed} step {step}: {:?} used {used} in {:?}",
+                r.id(),
+                r.state
+            );
+        }
         let inflight_ids: Vec<_> = q.peek(State::Inflight, usize::MAX);
         let distinct: std::collections::HashSet<_> = inflight_ids.iter().map(|r| r.id()).collect();
         assert_eq!(distinct.len(), inflight_ids.len());
@@ -620,5 +653,29 @@ fn run_random(seed: u64, steps: usize) {
             );
         }
         q.take_events();
+    }
+}
+
+/// A NACK or TOUCH acted exactly when it named the current delivery (or
+/// none), and was refused when it named another.
+fn fenced(
+    seed: u64,
+    step: usize,
+    held: Option<(State, u32)>,
+    fence: Option<u32>,
+    result: Result<bool>,
+) {
+    let current = match held {
+        Some((State::Inflight, attempt)) => Some(attempt),
+        _ => None,
+    };
+    match (current, fence) {
+        (Some(_), None) => assert_eq!(result, Ok(true), "seed {seed} step {step}"),
+        (None, None) => assert_eq!(result, Ok(false), "seed {seed} step {step}"),
+        (Some(a), Some(n)) if a == n => assert_eq!(result, Ok(true), "seed {seed} step {step}"),
+        (_, Some(_)) => assert!(
+            matches!(result, Err(DqError::StaleDelivery { .. })),
+            "seed {seed} step {step}: {result:?}"
+        ),
     }
 }
