@@ -27,12 +27,12 @@ async function producer() {
   }
 }
 
-// Stands in for an HTTP POST; true when the receiver answered 2xx.
+// Stands in for an HTTP POST: null when the receiver answered 2xx, else why not.
 async function callWebhook(url, attempt) {
   const down = process.env.DQ_EXAMPLE_DOWN ?? "bad";
-  if (down && url.includes(down)) return false;
-  if (url.includes("flaky")) return attempt >= 3;
-  return true;
+  if (down && url.includes(down)) return "HTTP 503 Service Unavailable";
+  if (url.includes("flaky") && attempt < 3) return "timed out after 10s";
+  return null;
 }
 
 // DQ.GET replies field, value, field, value, ...
@@ -51,17 +51,26 @@ async function worker() {
   while (!stopping) {
     const batch = (await redis.call("DQ.POP", QUEUE, "COUNT", 10, "BLOCK", 1000)) || [];
     for (const [id, payload, attempt] of batch) {
-      if (await callWebhook(JSON.parse(payload).url, attempt)) {
+      const error = await callWebhook(JSON.parse(payload).url, attempt);
+      if (error === null) {
         await redis.call("DQ.ACK", QUEUE, id);
         console.log(`delivered ${id} attempt=${attempt}`);
         continue;
       }
       // No DELAY: the message's BACKOFF decides when it is due again.
-      const state = await redis.call("DQ.NACK", QUEUE, id);
+      // ATTEMPT: if our lease ran out and another worker holds the message
+      // now, the NACK is refused instead of failing their try.
+      let state;
+      try {
+        state = await redis.call("DQ.NACK", QUEUE, id, "ATTEMPT", attempt, "ERROR", error);
+      } catch (e) {
+        if (!String(e.message).startsWith("STALE")) throw e;
+        console.log(`too late for ${id} attempt=${attempt}: ${e.message}`);
+        continue;
+      }
       if (state === "dead") {
         console.log(`gave up ${id} attempt=${attempt}: dead letter`);
-      } else if (state !== null) {
-        // (null: our lease had already ended and the message is someone else's)
+      } else {
         const wait = ((await dqGet(id))["due-at"] - Date.now()) / 1000;
         console.log(`retry ${id} attempt=${attempt} failed, next attempt in ${wait.toFixed(1)}s`);
       }
@@ -71,9 +80,11 @@ async function worker() {
 }
 
 async function redrive() {
-  for (const [id, payload, attempt] of await redis.call("DQ.PEEK", QUEUE, "DEAD", "COUNT", 100)) {
+  const dead = await redis.call("DQ.PEEK", QUEUE, "DEAD", "COUNT", 100);
+  for (const [id, payload, attempt, , error] of dead) {
     const reason = (await dqGet(id))["dead-reason"];
-    console.log(`dead ${id} ${JSON.parse(payload).url} attempts=${attempt} reason=${reason}`);
+    const url = JSON.parse(payload).url;
+    console.log(`dead ${id} ${url} attempts=${attempt} reason=${reason} error=${error}`);
   }
   console.log(`redrove ${await redis.call("DQ.REDRIVE", QUEUE)} dead letter(s)`);
 }

@@ -38,13 +38,13 @@ def producer():
 
 
 def call_webhook(url, attempt):
-    """Stands in for an HTTP POST; True when the receiver answered 2xx."""
+    """Stands in for an HTTP POST: None when the receiver answered 2xx, else why not."""
     down = os.environ.get("DQ_EXAMPLE_DOWN", "bad")
     if down and down in url:
-        return False
-    if "flaky" in url:
-        return attempt >= 3
-    return True
+        return "HTTP 503 Service Unavailable"
+    if "flaky" in url and attempt < 3:
+        return "timed out after 10s"
+    return None
 
 
 def worker():
@@ -60,15 +60,26 @@ def worker():
     while not stopping:
         batch = r.execute_command("DQ.POP", QUEUE, "COUNT", 10, "BLOCK", 1000) or []
         for msg_id, payload, attempt in batch:
-            if call_webhook(json.loads(payload)["url"], attempt):
+            error = call_webhook(json.loads(payload)["url"], attempt)
+            if error is None:
                 r.execute_command("DQ.ACK", QUEUE, msg_id)
                 print(f"delivered {msg_id} attempt={attempt}")
                 continue
             # No DELAY: the message's BACKOFF decides when it is due again.
-            state = r.execute_command("DQ.NACK", QUEUE, msg_id)
+            # ATTEMPT: if our lease ran out and another worker holds the
+            # message now, the NACK is refused instead of failing their try.
+            try:
+                state = r.execute_command(
+                    "DQ.NACK", QUEUE, msg_id, "ATTEMPT", attempt, "ERROR", error
+                )
+            except redis.ResponseError as e:
+                if not str(e).startswith("STALE"):
+                    raise
+                print(f"too late for {msg_id} attempt={attempt}: {e}")
+                continue
             if state == "dead":
                 print(f"gave up {msg_id} attempt={attempt}: dead letter")
-            elif state is not None:  # (None: our lease had already ended)
+            else:
                 due_at = r.execute_command("DQ.GET", QUEUE, msg_id)["due-at"]
                 wait = due_at / 1000 - time.time()
                 print(f"retry {msg_id} attempt={attempt} failed, next attempt in {wait:.1f}s")
@@ -77,9 +88,10 @@ def worker():
 
 def redrive():
     dead = r.execute_command("DQ.PEEK", QUEUE, "DEAD", "COUNT", 100)
-    for msg_id, payload, attempt, _died_at in dead:
+    for msg_id, payload, attempt, _died_at, error in dead:
         reason = r.execute_command("DQ.GET", QUEUE, msg_id)["dead-reason"]
-        print(f"dead {msg_id} {json.loads(payload)['url']} attempts={attempt} reason={reason}")
+        url = json.loads(payload)["url"]
+        print(f"dead {msg_id} {url} attempts={attempt} reason={reason} error={error}")
     print(f"redrove {r.execute_command('DQ.REDRIVE', QUEUE)} dead letter(s)")
 
 

@@ -59,15 +59,16 @@ fn producer(con: &mut Connection) -> Result<(), Box<dyn Error>> {
 }
 
 /// Stands in for an HTTP POST; true when the receiver answered 2xx.
-fn call_webhook(url: &str, attempt: u64) -> bool {
+/// Stands in for an HTTP POST: `None` when the receiver answered 2xx, else why not.
+fn call_webhook(url: &str, attempt: u64) -> Option<&'static str> {
     let down = std::env::var("DQ_EXAMPLE_DOWN").unwrap_or_else(|_| "bad".into());
     if !down.is_empty() && url.contains(&down) {
-        return false;
+        return Some("HTTP 503 Service Unavailable");
     }
-    if url.contains("flaky") {
-        return attempt >= 3;
+    if url.contains("flaky") && attempt < 3 {
+        return Some("timed out after 10s");
     }
-    true
+    None
 }
 
 /// One field of the message's DQ.GET record.
@@ -98,23 +99,38 @@ fn worker(con: &mut Connection) -> Result<(), Box<dyn Error>> {
             .query(con)?;
         for (id, payload, attempt) in batch.unwrap_or_default() {
             let hook: Webhook = serde_json::from_str(&payload)?;
-            if call_webhook(&hook.url, attempt) {
+            let Some(error) = call_webhook(&hook.url, attempt) else {
                 cmd("DQ.ACK").arg(QUEUE).arg(&id).exec(con)?;
                 println!("delivered {id} attempt={attempt}");
                 continue;
-            }
+            };
             // No DELAY: the message's BACKOFF decides when it is due again.
-            let state: Option<String> = cmd("DQ.NACK").arg(QUEUE).arg(&id).query(con)?;
-            match state.as_deref() {
-                Some("dead") => println!("gave up {id} attempt={attempt}: dead letter"),
-                Some(_) => {
-                    let wait = dq_get::<i64>(con, &id, "due-at")? - now_ms();
-                    println!(
-                        "retry {id} attempt={attempt} failed, next attempt in {:.1}s",
-                        wait as f64 / 1000.0
-                    );
+            // ATTEMPT: if our lease ran out and another worker holds the
+            // message now, the NACK is refused instead of failing their try.
+            let state: String = match cmd("DQ.NACK")
+                .arg(QUEUE)
+                .arg(&id)
+                .arg("ATTEMPT")
+                .arg(attempt)
+                .arg("ERROR")
+                .arg(error)
+                .query(con)
+            {
+                Ok(state) => state,
+                Err(e) if e.code() == Some("STALE") => {
+                    println!("too late for {id} attempt={attempt}: {e}");
+                    continue;
                 }
-                None => {} // our lease had already ended
+                Err(e) => return Err(e.into()),
+            };
+            if state == "dead" {
+                println!("gave up {id} attempt={attempt}: dead letter");
+            } else {
+                let wait = dq_get::<i64>(con, &id, "due-at")? - now_ms();
+                println!(
+                    "retry {id} attempt={attempt} failed, next attempt in {:.1}s",
+                    wait as f64 / 1000.0
+                );
             }
         }
     }
@@ -123,16 +139,20 @@ fn worker(con: &mut Connection) -> Result<(), Box<dyn Error>> {
 }
 
 fn redrive(con: &mut Connection) -> Result<(), Box<dyn Error>> {
-    let dead: Vec<(String, String, u64, i64)> = cmd("DQ.PEEK")
+    let dead: Vec<(String, String, u64, i64, Option<String>)> = cmd("DQ.PEEK")
         .arg(QUEUE)
         .arg("DEAD")
         .arg("COUNT")
         .arg(100)
         .query(con)?;
-    for (id, payload, attempt, _died_at) in dead {
+    for (id, payload, attempt, _died_at, error) in dead {
         let hook: Webhook = serde_json::from_str(&payload)?;
         let reason: String = dq_get(con, &id, "dead-reason")?;
-        println!("dead {id} {} attempts={attempt} reason={reason}", hook.url);
+        let error = error.unwrap_or_default();
+        println!(
+            "dead {id} {} attempts={attempt} reason={reason} error={error}",
+            hook.url
+        );
     }
     let moved: u64 = cmd("DQ.REDRIVE").arg(QUEUE).query(con)?;
     println!("redrove {moved} dead letter(s)");
