@@ -16,12 +16,19 @@
 //!   reply (with `appendfsync always` an answered ACK is on disk);
 //! - no two deliveries carry the same attempt number (an answered POP is on
 //!   disk too, so a restart cannot undo it);
-//! - no delivery falls within an earlier one's lease unless an ACK or NACK
-//!   of that id may have run in between (one consumer at a time while a
-//!   lease holds; ACK and NACK carry no delivery token, so a stale one from
-//!   a consumer whose lease ran out also ends the current lease);
+//! - no delivery falls within an earlier one's lease unless an ACK of that
+//!   id, or that delivery's own NACK, may have run in between (one consumer
+//!   at a time while a lease holds). Consumers pass `ATTEMPT` on NACK, so a
+//!   NACK from a consumer whose lease ran out is refused (`STALE`) and
+//!   cannot end the next holder's lease; ACK stays unfenced (DESIGN), so a
+//!   late ACK may;
 //! - the payload arrives intact, nothing unknown is delivered, nothing
 //!   dead-letters (attempts are unlimited, so a dead message is a bug).
+//!
+//! A second soak runs the same workload with NACKs that do not pass
+//! `ATTEMPT`, as clients did before fencing: there a late NACK does end the
+//! next consumer's lease, and the report counts the deliveries that
+//! overlapped a lease for that reason alone — what fencing prevents.
 
 mod support;
 
@@ -45,6 +52,22 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(90);
 
 #[test]
 fn chaos_soak_loses_no_acknowledged_add() {
+    soak(Fencing::Attempt);
+}
+
+#[test]
+fn chaos_soak_without_attempt_lets_late_nacks_end_other_leases() {
+    soak(Fencing::None);
+}
+
+/// Whether consumers pass ATTEMPT on NACK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fencing {
+    Attempt,
+    None,
+}
+
+fn soak(fencing: Fencing) {
     let secs: u64 = env_number("DQ_SOAK_SECS").unwrap_or(8);
     let seed = env_number("DQ_SOAK_SEED").unwrap_or_else(|| {
         SystemTime::now()
@@ -53,12 +76,12 @@ fn chaos_soak_loses_no_acknowledged_add() {
             .as_nanos() as u64
     });
     println!(
-        "soak: seed {seed} (replay with DQ_SOAK_SEED={seed}), {secs}s of chaos on {}",
+        "soak: seed {seed} (replay with DQ_SOAK_SEED={seed}), {secs}s of chaos on {}, fencing {fencing:?}",
         server_binary()
     );
 
     let server = ChaosServer::start();
-    let shared = Arc::new(Shared::new(server.url()));
+    let shared = Arc::new(Shared::new(server.url(), fencing));
     let mut admin = connect_once(&shared.url).expect("connect to the fresh server");
     for queue in QUEUES {
         // Unlimited attempts: with dying consumers and restarts a message
@@ -126,8 +149,8 @@ fn chaos_soak_loses_no_acknowledged_add() {
     let report = audit(&shared, &mut failures);
     let elapsed = started.elapsed();
     let summary = format!(
-        "soak: seed {seed}, {} on {}: {report}, kills {}, unexpected errors {}, \
-         drain {:.1}s, elapsed {:.1}s",
+        "soak: seed {seed}, {} on {}, fencing {fencing:?}: {report}, kills {}, \
+         unexpected errors {}, drain {:.1}s, elapsed {:.1}s",
         if failures.is_empty() { "PASS" } else { "FAIL" },
         server_binary(),
         shared.kills.load(Ordering::SeqCst),
@@ -183,6 +206,7 @@ fn chaos_soak_loses_no_acknowledged_add() {
 /// Everything the threads share: the ledger, flags, counters.
 struct Shared {
     url: String,
+    fencing: Fencing,
     ledger: Mutex<HashMap<String, Entry>>,
     /// Deliveries of ids no producer ever sent.
     phantoms: Mutex<Vec<String>>,
@@ -203,12 +227,15 @@ struct Shared {
     nacks: AtomicU64,
     slow: AtomicU64,
     ack_zero: AtomicU64,
+    /// NACKs refused as STALE: their delivery was over.
+    stale: AtomicU64,
 }
 
 impl Shared {
-    fn new(url: String) -> Shared {
+    fn new(url: String, fencing: Fencing) -> Shared {
         Shared {
             url,
+            fencing,
             ledger: Mutex::new(HashMap::new()),
             phantoms: Mutex::new(Vec::new()),
             errors: Mutex::new(Vec::new()),
@@ -226,6 +253,7 @@ impl Shared {
             nacks: AtomicU64::new(0),
             slow: AtomicU64::new(0),
             ack_zero: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
         }
     }
 
@@ -289,6 +317,8 @@ struct Delivery {
     consumer: u64,
     /// What the consumer did with it, for failure reports.
     action: &'static str,
+    /// Its NACK replied a new state: it failed whatever delivery was current.
+    nack_acted: bool,
 }
 
 // ---------------------------------------------------------------------------
@@ -402,6 +432,7 @@ fn consume(consumer: u64, shared: &Shared, mut rng: Rng) {
                 release_answered: None,
                 consumer,
                 action: "abandoned",
+                nack_acted: false,
             };
             let index = {
                 let mut ledger = shared.ledger();
@@ -426,9 +457,9 @@ fn consume(consumer: u64, shared: &Shared, mut rng: Rng) {
                 72..=85 => Action::Nack,
                 _ => Action::Die,
             };
-            let slow = action == Action::Ack && !draining && rng.chance(2);
+            let slow = action != Action::Die && !draining && rng.chance(3);
             let name = match action {
-                _ if slow => "slow-ack",
+                Action::Ack if slow => "slow-ack",
                 Action::Ack => "ack",
                 Action::Nack => "nack",
                 Action::Die => "die",
@@ -441,7 +472,8 @@ fn consume(consumer: u64, shared: &Shared, mut rng: Rng) {
             }
             if slow {
                 // A consumer slower than its lease: another may take the
-                // message meanwhile; this ACK then removes it under them.
+                // message meanwhile; this ACK then removes it under them,
+                // and this NACK (unless fenced) fails their delivery.
                 shared.slow.fetch_add(1, Ordering::SeqCst);
                 sleep(Duration::from_millis(lease_ms + 50));
             }
@@ -453,6 +485,9 @@ fn consume(consumer: u64, shared: &Shared, mut rng: Rng) {
                 shared.nacks.fetch_add(1, Ordering::SeqCst);
                 if rng.chance(50) {
                     args.extend(["DELAY".into(), rng.below(100).to_string()]);
+                }
+                if shared.fencing == Fencing::Attempt {
+                    args.extend(["ATTEMPT".into(), attempt.to_string()]);
                 }
             }
             let released = shared.tick();
@@ -480,11 +515,20 @@ fn consume(consumer: u64, shared: &Shared, mut rng: Rng) {
                     // back), or a later holder's ACK came first.
                     shared.ack_zero.fetch_add(1, Ordering::SeqCst);
                 }
-                Outcome::Reply(_) if action == Action::Nack => {}
+                Outcome::Reply(Value::Nil) if action == Action::Nack => {}
+                Outcome::Reply(_) if action == Action::Nack => {
+                    update(shared, &id, |e| e.deliveries[index].nack_acted = true);
+                }
                 Outcome::Reply(other) => {
                     shared.unexpected(format!("{}: {other:?}", args.join(" ")));
                 }
                 Outcome::Loading => {}
+                // A fenced NACK of a delivery that is over: nothing done.
+                Outcome::Error(e)
+                    if shared.fencing == Fencing::Attempt && e.starts_with("STALE ") =>
+                {
+                    shared.stale.fetch_add(1, Ordering::SeqCst);
+                }
                 Outcome::Error(e) => shared.unexpected(format!("{}: {e}", args.join(" "))),
                 Outcome::Lost => {
                     if action == Action::Ack {
@@ -566,6 +610,7 @@ fn audit(shared: &Shared, failures: &mut Vec<String>) -> String {
     let ledger = shared.ledger();
     let kills = shared.kill_ticks.lock().expect("kill ticks").clone();
     let (mut answered, mut unknown, mut deliveries, mut duplicates, mut in_doubt) = (0, 0, 0, 0, 0);
+    let (mut stale_overlaps, mut late_nacks) = (0, 0);
     for (id, entry) in ledger.iter() {
         deliveries += entry.deliveries.len();
         duplicates += entry.deliveries.len().saturating_sub(1);
@@ -607,20 +652,53 @@ fn audit(shared: &Shared, failures: &mut Vec<String>) -> String {
                 "REPEATED-ATTEMPT {id}: attempt numbers repeat (an answered POP was undone): {attempts:?}"
             ));
         }
+        // A NACK that acted while a later delivery of the id was surely out
+        // (served before the NACK was sent, not released before its reply)
+        // failed that delivery, not its own.
+        for d in entry.deliveries.iter().filter(|d| d.nack_acted) {
+            let (Some(sent), Some(answered)) = (d.released, d.release_answered) else {
+                continue;
+            };
+            let hit = entry.deliveries.iter().any(|b| {
+                b.attempt > d.attempt && b.replied < sent && b.released.is_none_or(|r| r > answered)
+            });
+            if hit && shared.fencing == Fencing::Attempt {
+                failures.push(format!(
+                    "LATE-NACK {id}: the NACK of attempt {} acted on a later delivery; {}",
+                    d.attempt,
+                    history(entry, &kills)
+                ));
+            }
+            late_nacks += usize::from(hit);
+        }
         for a in &entry.deliveries {
             for b in entry.deliveries.iter().filter(|b| b.sent > a.replied) {
                 // The server leased `a` at or after a.sent_ms and served `b`
                 // at or before b.replied_ms: both on this machine's clock.
                 let lease_held = b.replied_ms < a.sent_ms + a.lease_ms;
-                // An ACK or NACK of this id that may have run between the
-                // two POPs ends a's lease: a's own, or a stale one from an
-                // earlier holder (neither carries a delivery token). A POP
-                // that blocks is served any time before its reply.
-                let released = entry.deliveries.iter().any(|d| {
+                // What may have run between the two POPs (a POP that blocks
+                // is served any time before its reply).
+                let between = |d: &&Delivery| {
                     d.released.is_some_and(|r| r < b.replied)
                         && d.release_answered.is_none_or(|r| r > a.sent)
-                });
-                if lease_held && !released {
+                };
+                // An ACK (any holder's: unfenced) or a's own NACK ends a's
+                // lease.
+                let released = entry
+                    .deliveries
+                    .iter()
+                    .filter(between)
+                    .any(|d| d.action != "nack" || d.attempt == a.attempt);
+                // A late NACK of an earlier delivery ends it only when the
+                // consumer did not pass ATTEMPT.
+                let stale_nack = entry
+                    .deliveries
+                    .iter()
+                    .filter(between)
+                    .any(|d| d.action == "nack" && d.attempt != a.attempt);
+                if lease_held && !released && stale_nack && shared.fencing == Fencing::None {
+                    stale_overlaps += 1;
+                } else if lease_held && !released {
                     failures.push(format!(
                         "LEASE-OVERLAP {id}: attempt {} delivered while attempt {}'s lease of {} ms held ({} ms after it); {}",
                         b.attempt,
@@ -640,11 +718,14 @@ fn audit(shared: &Shared, failures: &mut Vec<String>) -> String {
     format!(
         "answered ADDs {answered} (+{unknown} cut off by a kill), deliveries {deliveries}, \
          duplicates {duplicates}, consumer deaths {}, NACKs {}, slow consumers {}, \
-         ACKs replying 0 {}, ACKs in doubt {in_doubt}",
+         ACKs replying 0 {}, ACKs in doubt {in_doubt}, NACKs refused as STALE {}, \
+         late NACKs that failed a later delivery {late_nacks}, \
+         deliveries inside a lease a late NACK ended {stale_overlaps}",
         shared.dies.load(Ordering::SeqCst),
         shared.nacks.load(Ordering::SeqCst),
         shared.slow.load(Ordering::SeqCst),
         shared.ack_zero.load(Ordering::SeqCst),
+        shared.stale.load(Ordering::SeqCst),
     )
 }
 
@@ -692,7 +773,7 @@ enum Outcome {
     Reply(Value),
     /// The server is loading its AOF: nothing was done.
     Loading,
-    /// Any other error reply.
+    /// Any other error reply, as "CODE detail".
     Error(String),
     /// No reply: the connection broke, the command may or may not have run.
     Lost,
@@ -706,8 +787,10 @@ fn call(c: &mut redis::Connection, args: &[String]) -> Outcome {
     match cmd.query::<Value>(c) {
         Ok(v) => Outcome::Reply(v),
         Err(e) if e.code() == Some("LOADING") => Outcome::Loading,
-        Err(e) if e.code().is_some() => Outcome::Error(e.to_string()),
-        Err(_) => Outcome::Lost,
+        Err(e) => match (e.code(), e.detail()) {
+            (Some(code), detail) => Outcome::Error(format!("{code} {}", detail.unwrap_or(""))),
+            (None, _) => Outcome::Lost,
+        },
     }
 }
 
@@ -780,7 +863,11 @@ fn module_path() -> PathBuf {
 
 impl ChaosServer {
     fn start() -> ChaosServer {
-        let dir = std::env::temp_dir().join(format!("dq-soak-{}-{}", std::process::id(), now_ms()));
+        // Unique per server: the two soaks of one run start together.
+        static STARTED: AtomicU64 = AtomicU64::new(0);
+        let n = STARTED.fetch_add(1, Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("dq-soak-{}-{}-{n}", std::process::id(), now_ms()));
         std::fs::create_dir_all(&dir).expect("create the server directory");
         assert!(
             module_path().exists(),
