@@ -27,7 +27,7 @@ fn peek_ids(c: &mut redis::Connection, line: &str) -> Vec<String> {
     items
         .iter()
         .map(|e| match e {
-            Value::Array(f) if f.len() == 4 => text(&f[0]),
+            Value::Array(f) if f.len() == 5 => text(&f[0]),
             other => panic!("not a PEEK entry: {other:?}"),
         })
         .collect()

@@ -309,7 +309,9 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "died-at",
             "expires-at",
             "group",
-            "waiting-for"
+            "waiting-for",
+            "attempts-left",
+            "last-error"
         ]
     );
     assert!(matches!(cmd(&mut c, "DQ.GET q m"), Value::Array(_)));
