@@ -119,6 +119,12 @@ impl Round1 {
         let mut left_out = Vec::new();
         let mut records = Vec::with_capacity(self.messages.len());
         for (id, bytes) in &self.messages {
+            // Round 1 took ids from its parser too, but a hash edited by
+            // hand may hold any field.
+            if let Err(e) = crate::args::check_id(id) {
+                left_out.push((id.clone(), e.to_string()));
+                continue;
+            }
             let m = match Message::decode(id, bytes) {
                 Ok(m) => m,
                 Err(e) => {

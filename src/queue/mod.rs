@@ -31,6 +31,7 @@
 
 pub mod codec;
 mod events;
+mod index;
 mod messages;
 mod record;
 
@@ -39,7 +40,6 @@ pub(crate) mod tests;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::ops::Bound;
 
 use crate::args::MAX_TIME_MS;
 use crate::backoff::Backoff;
@@ -47,6 +47,7 @@ use crate::error::{printable, DqError, Result};
 use crate::policy::{Policy, QueueConfig};
 
 pub use events::{Counter, Counters, Event, Events};
+use index::SortedIndex;
 use messages::Messages;
 pub use messages::Slot;
 pub use record::{Death, DeathReason, Extra, Options, Record, State, Terms, Version};
@@ -158,11 +159,11 @@ const MAX_PRIORITY_HEADS: usize = 1024;
 #[derive(Default)]
 pub struct Queue {
     messages: Messages,
-    delayed: BTreeSet<TimeKey>,
-    ready: BTreeSet<ReadyKey>,
-    inflight: BTreeSet<TimeKey>,
-    dead: BTreeSet<TimeKey>,
-    expiry: BTreeSet<TimeKey>,
+    delayed: SortedIndex<TimeKey>,
+    ready: SortedIndex<ReadyKey>,
+    inflight: SortedIndex<TimeKey>,
+    dead: SortedIndex<TimeKey>,
+    expiry: SortedIndex<TimeKey>,
     /// Ordered, so that PEEK and SCAN list waiting messages the same way
     /// on every server.
     groups: BTreeMap<Box<[u8]>, Group>,
@@ -780,11 +781,9 @@ impl Queue {
             };
             let since = self.messages.at(slot).ready_since();
             oldest_ready_since = Some(oldest_ready_since.map_or(since, |o| o.min(since)));
-            let after = (Reverse(priority), u64::MAX, u64::MAX, Slot::MAX);
             head = self
                 .ready
-                .range((Bound::Excluded(after), Bound::Unbounded))
-                .next();
+                .first_after(&(Reverse(priority), u64::MAX, u64::MAX, Slot::MAX));
         }
         let [delayed, ready, inflight, dead] = self.counts();
         Stats {
@@ -1014,13 +1013,12 @@ impl Queue {
                         .map_or(0, |v| size_of::<Version>() + v.payload.len())
             })
             .sum();
-        let indexes = btree::<TimeKey>(
-            self.delayed.len()
-                + self.inflight.len()
-                + self.dead.len()
-                + self.expiry.len()
-                + self.waiting_len,
-        ) + btree::<ReadyKey>(self.ready.len())
+        let indexes = [&self.delayed, &self.inflight, &self.dead, &self.expiry]
+            .iter()
+            .map(|index| index.heap_bytes())
+            .sum::<usize>()
+            + self.ready.heap_bytes()
+            + btree::<TimeKey>(self.waiting_len)
             + self.groups.keys().map(|g| g.len() + 64).sum::<usize>();
         size_of::<Queue>() + records + ids + extras + indexes
     }
@@ -1032,6 +1030,10 @@ impl Queue {
     /// holds the group. A loaded value is checked with this before a key
     /// gets it; the tests check it after every step.
     pub fn check(&self) -> std::result::Result<(), String> {
+        for index in [&self.delayed, &self.inflight, &self.dead, &self.expiry] {
+            index.check()?;
+        }
+        self.ready.check()?;
         let mut holders: BTreeMap<&[u8], Slot> = BTreeMap::new();
         for (slot, record) in self.messages.iter() {
             let fail = |what: &str| Err(format!("message '{}' {what}", printable(record.id())));
