@@ -193,7 +193,13 @@ impl Server {
     /// carries the server log when it did not come up.
     pub fn try_start(extra: &[&str], module_args: &[&str]) -> Result<Server, String> {
         let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        Server::spawn_in(fresh_dir(), owned(extra), owned(module_args), Vec::new())
+        let dir = fresh_dir();
+        // A server expected to fail leaves no directory behind.
+        Server::spawn_in(dir.clone(), owned(extra), owned(module_args), Vec::new()).inspect_err(
+            |_| {
+                let _ = std::fs::remove_dir_all(&dir);
+            },
+        )
     }
 
     /// Starts a server whose directory holds `rdb` as its `dump.rdb`, so it
