@@ -8,11 +8,14 @@ RUN_DIR := target/run
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 VALKEY  ?= valkey-server
+# A minimal Debian 13 root holding Redis 8.0 and Valkey 8.1 (see debian13).
+DEBIAN13 ?= $(abspath target/debian13)
+D13      := $(DEBIAN13)/dq
 QUICK   ?=
 FUZZ_SECS    ?= 60
 DQ_SOAK_SECS ?= 180
 
-.PHONY: all deps valkey build release install run test examples bench instructions fuzz soak clippy fmt clean
+.PHONY: all deps valkey debian13 build release install run test examples bench instructions fuzz soak clippy fmt clean
 
 all: release
 
@@ -40,6 +43,14 @@ valkey:
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			-t "$$(. /etc/os-release && echo $$VERSION_CODENAME)-backports" valkey-server; }
+
+# Redis 8.0 and Valkey 8.1 for the third and fourth runs: Debian 13's
+# packages, in a minimal Debian 13 root that scripts/debian13 makes once
+# with debootstrap from the machine's own Debian mirror (taken from its apt
+# sources, like enable-backports). $(D13)/redis-server, redis-cli,
+# valkey-server and valkey-cli run them through the root's loader.
+debian13:
+	@[ -f $(DEBIAN13)/.dq-complete ] || $(SUDO) scripts/debian13 $(DEBIAN13)
 
 build: deps
 	$(CARGO) build
@@ -74,11 +85,18 @@ run: release
 		--loadmodule $(abspath target/release/libdq.so)
 
 # Unit tests, then integration tests against real servers that the tests
-# start on free loopback ports and always stop: once on redis-server, once
-# on valkey-server.
-test: build valkey
+# start on free loopback ports and always stop, once per server line:
+# Debian 12's Redis 7.0 and Valkey 8.0 (backports), Debian 13's Redis 8.0
+# and Valkey 8.1. Each run uses its own line's cli for `--cluster create`.
+test: build valkey debian13
+	@echo "make: tests on $$(redis-server --version | cut -d' ' -f1-3)"
 	$(CARGO) test
-	DQ_SERVER=$(VALKEY) $(CARGO) test --test '*'
+	@echo "make: integration tests on $$($(VALKEY) --version | cut -d' ' -f1-3)"
+	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli $(CARGO) test --test '*'
+	@echo "make: integration tests on $$($(D13)/redis-server --version | cut -d' ' -f1-3)"
+	DQ_SERVER=$(D13)/redis-server DQ_CLI=$(D13)/redis-cli $(CARGO) test --test '*'
+	@echo "make: integration tests on $$($(D13)/valkey-server --version | cut -d' ' -f1-3)"
+	DQ_SERVER=$(D13)/valkey-server DQ_CLI=$(D13)/valkey-cli $(CARGO) test --test '*'
 	scripts/test-examples
 	FUZZ_SECS=10 scripts/fuzz
 
@@ -107,8 +125,9 @@ instructions: release
 fuzz: deps
 	FUZZ_SECS=$(FUZZ_SECS) scripts/fuzz
 
-# Chaos soak: kill -9 restarts under load for DQ_SOAK_SECS, on both servers.
-soak: deps valkey
+# Chaos soak: kill -9 restarts under load for DQ_SOAK_SECS, on all four
+# server lines.
+soak: deps valkey debian13
 	DQ_SOAK_SECS=$(DQ_SOAK_SECS) scripts/soak
 
 clippy:
@@ -117,5 +136,9 @@ clippy:
 fmt:
 	$(CARGO) fmt --check
 
+# The Debian 13 root is root's (debootstrap made it): removed with sudo,
+# never following a mount out of it.
 clean:
+	@[ ! -e $(DEBIAN13) ] && [ ! -e $(DEBIAN13).partial ] || \
+		$(SUDO) rm -rf --one-file-system $(DEBIAN13) $(DEBIAN13).partial
 	$(CARGO) clean

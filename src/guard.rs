@@ -4,33 +4,121 @@
 //! for a command, an error reply. And every log line goes through [`warn`],
 //! which never hands text to the server as a printf format.
 //!
+//! A panic is reported by dq's own panic hook ([`install_panic_hook`]),
+//! never by std's default one, so that what happens does not depend on the
+//! server's environment (`RUST_BACKTRACE`).
+//!
 //! Debug builds (the ones the integration tests load) have a fault switch:
 //! the environment variable `DQ_FAULT` lists entry points, by the names
 //! given to [`catch`], that panic on entry. Release builds have no switch.
 
 use std::any::Any;
+use std::cell::{Cell, RefCell};
 use std::ffi::CString;
+use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe, PanicHookInfo};
 use std::ptr;
+use std::sync::Once;
 
 use redis_module::{raw, Context, RedisResult, RedisString};
 
 use crate::error::DqError;
 
-/// Runs `f`. A panic is logged, naming `point`, and gives `None`.
+thread_local! {
+    /// How many [`catch`] calls are running on this thread.
+    static CATCHING: Cell<u32> = const { Cell::new(0) };
+    /// Where the last panic on this thread happened ("src/x.rs:1:2"),
+    /// left by the hook for [`catch`] to log.
+    static LOCATION: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Replaces std's panic hook with [`hook`]; once, at module load.
+///
+/// std's default hook reads `RUST_BACKTRACE` from the server's environment
+/// and, when it is set, captures and symbolizes a backtrace in the middle of
+/// a panic we are about to catch. That must not decide whether the server
+/// survives: on Valkey 8.1, which opens modules with `RTLD_DEEPBIND`, the
+/// symbolizer hands memory that libc allocated (through the server's
+/// jemalloc) to glibc's own `free()`, and the server aborts.
+///
+/// Replacing the hook is ours to do inside a host process: a cdylib links
+/// its own copy of std and exports only its C entry points, so this hook
+/// is this library's alone. It sees only panics of dq's code (and of the
+/// crates dq links); the server is C, and any other Rust module has its own
+/// std with its own hook, untouched.
+pub fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| std::panic::set_hook(Box::new(hook)));
+}
+
+/// Records where the panic happened, for [`catch`] to log with its message.
+/// A panic outside [`catch`] (which then aborts: nothing of dq unwinds into
+/// the server) is written to stderr, as std's hook would, without a
+/// backtrace. Allocates no more than a short string and never panics.
+fn hook(info: &PanicHookInfo<'_>) {
+    let location = info
+        .location()
+        .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+        .unwrap_or_default();
+    let caught = CATCHING.try_with(Cell::get).unwrap_or(0) > 0;
+    if caught {
+        let _ = LOCATION.try_with(|slot| {
+            if let Ok(mut slot) = slot.try_borrow_mut() {
+                *slot = Some(location);
+            }
+        });
+    } else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "dq: panic at {location}: {}",
+            panic_text(info.payload())
+        );
+    }
+}
+
+/// Counts a running [`catch`] while alive.
+struct Catching;
+
+impl Catching {
+    fn enter() -> Catching {
+        let _ = CATCHING.try_with(|n| n.set(n.get().saturating_add(1)));
+        Catching
+    }
+}
+
+impl Drop for Catching {
+    fn drop(&mut self) {
+        let _ = CATCHING.try_with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
+/// Runs `f`. A panic is logged, naming `point` and where it happened, and
+/// gives `None`.
 pub fn catch<T>(point: &str, f: impl FnOnce() -> T) -> Option<T> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        inject(point);
-        f()
-    }));
+    let outcome = {
+        let _catching = Catching::enter();
+        catch_unwind(AssertUnwindSafe(|| {
+            inject(point);
+            f()
+        }))
+    };
     match outcome {
         Ok(value) => Some(value),
         Err(payload) => {
+            let at = LOCATION
+                .try_with(|slot| slot.try_borrow_mut().ok().and_then(|mut s| s.take()))
+                .ok()
+                .flatten()
+                .map(|l| format!(" (at {l})"))
+                .unwrap_or_default();
             warn(
                 None,
-                &format!("dq: internal error in {point}: {}", panic_text(&*payload)),
+                &format!(
+                    "dq: internal error in {point}: {}{at}",
+                    panic_text(&*payload)
+                ),
             );
             None
         }

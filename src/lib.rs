@@ -61,6 +61,9 @@ mod module {
     }
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
+        // Before anything can panic: panics are reported by dq's hook,
+        // whatever the server's environment says (see the function).
+        guard::install_panic_hook();
         // A panic while loading fails the load instead of the server.
         guard::catch("load", || load(ctx, args)).unwrap_or(Status::Err)
     }

@@ -81,3 +81,33 @@ fn panics_in_event_and_info_callbacks_are_logged_not_fatal() {
     cmd(&mut c, "DQ.ADD q x");
     assert_eq!(entries(&cmd(&mut c, "DQ.POP q"))[0].1, "x");
 }
+
+/// std's default panic hook captures a backtrace when the server's
+/// environment has `RUST_BACKTRACE`, and on Valkey 8.1 that capture
+/// crashed the server in the middle of a panic dq would have caught. dq's
+/// own hook makes the environment irrelevant; it also tells where the
+/// panic was.
+#[test]
+fn a_panic_is_caught_whatever_rust_backtrace_says() {
+    for backtrace in ["1", "full"] {
+        let server = Server::start_with_faults_env("dq.add,info", &[("RUST_BACKTRACE", backtrace)]);
+        let mut c = server.conn();
+        for _ in 0..2 {
+            let err = cmd_err(&mut c, "DQ.ADD q x");
+            assert!(
+                err.starts_with("ERR dq internal error"),
+                "{backtrace}: {err}"
+            );
+        }
+        let info = text(&cmd(&mut c, "INFO dq"));
+        assert!(!info.contains("dq_queues"), "{info}");
+        assert_eq!(text(&cmd(&mut c, "PING")), "PONG", "{backtrace}");
+        assert!(logged(&server, "dq.add"), "{backtrace}");
+        assert!(logged(&server, "info"), "{backtrace}");
+        let log = server.log();
+        assert!(
+            log.contains("fault injected by DQ_FAULT (at src/guard.rs:"),
+            "{backtrace}: the log does not say where:\n{log}"
+        );
+    }
+}

@@ -193,7 +193,13 @@ impl Server {
     /// carries the server log when it did not come up.
     pub fn try_start(extra: &[&str], module_args: &[&str]) -> Result<Server, String> {
         let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        Server::spawn_in(fresh_dir(), owned(extra), owned(module_args), Vec::new())
+        let dir = fresh_dir();
+        // A server expected to fail leaves no directory behind.
+        Server::spawn_in(dir.clone(), owned(extra), owned(module_args), Vec::new()).inspect_err(
+            |_| {
+                let _ = std::fs::remove_dir_all(&dir);
+            },
+        )
     }
 
     /// Starts a server whose directory holds `rdb` as its `dump.rdb`, so it
@@ -209,7 +215,14 @@ impl Server {
     /// Starts a server with a debug build's fault switch set: each entry
     /// point named in `faults` (see src/guard.rs) panics when entered.
     pub fn start_with_faults(faults: &str) -> Server {
-        let env = vec![("DQ_FAULT".to_string(), faults.to_string())];
+        Server::start_with_faults_env(faults, &[])
+    }
+
+    /// Like `start_with_faults`, with more variables in the server's
+    /// environment (which otherwise is the test's own).
+    pub fn start_with_faults_env(faults: &str, more: &[(&str, &str)]) -> Server {
+        let mut env = vec![("DQ_FAULT".to_string(), faults.to_string())];
+        env.extend(more.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         Server::spawn_in(fresh_dir(), Vec::new(), Vec::new(), env)
             .unwrap_or_else(|log| panic!("the server did not start; its log:\n{log}"))
     }
