@@ -124,7 +124,8 @@ mod module {
 
     fn register_commands(ctx: &Context) -> Result<(), String> {
         use commands::*;
-        command!(ctx, "dq.add", add::command, "write deny-oom", 1, 1, 1);
+        // fast: O(log N) for one message, like ZADD (and NACK, TOUCH here).
+        command!(ctx, "dq.add", add::command, "write deny-oom fast", 1, 1, 1);
         command!(ctx, "dq.pop", pop::command, "write blocking", 1, 1, 1);
         command!(ctx, "dq.ack", ack::command, "write", 1, 1, 1);
         command!(ctx, "dq.cancel", cancel::command, "write", 1, 1, 1);
