@@ -5,7 +5,8 @@
 //! `census`. Redis glue: `qtype` (the data type: RDB, AOF, digest, memory,
 //! copy, free), `qkey` (opening a queue's key and announcing writes),
 //! `propagate` (what replicas and the AOF get), `timer`, `eviction`,
-//! `command_info` (publishes the `docs` each command declares), and
+//! `command_info` (publishes the `docs` each command declares), `acl`
+//! (each command's ACL categories and the module's `@dq`), and
 //! `commands`, one file per command. `upgrade` converts queues of the
 //! round-1 layout (ZSET and HASH keys, read with `keys` and `message`).
 
@@ -13,6 +14,7 @@
 // handlers it registers look unused.
 #![cfg_attr(any(test, fuzzing), allow(dead_code))]
 
+pub mod acl;
 pub mod args;
 pub mod backoff;
 pub mod census;
@@ -75,6 +77,9 @@ mod module {
         }
         // COMMAND DOCS, key specs and arity checks, where the server can.
         crate::command_info::publish(ctx);
+        // ACL categories (@write, @read, ... and @dq), where the server can;
+        // only during load does the server accept them.
+        crate::acl::publish(ctx);
         // Keys are signalled as modified only when really written; a short
         // or bad read while loading a queue is an error we handle (RESTORE
         // answers it), not the end of the server. One call: each replaces
@@ -127,7 +132,8 @@ mod module {
 
     fn register_commands(ctx: &Context) -> Result<(), String> {
         use commands::*;
-        command!(ctx, "dq.add", add::command, "write deny-oom", 1, 1, 1);
+        // fast: O(log N) for one message, like ZADD (and NACK, TOUCH here).
+        command!(ctx, "dq.add", add::command, "write deny-oom fast", 1, 1, 1);
         command!(ctx, "dq.pop", pop::command, "write blocking", 1, 1, 1);
         command!(ctx, "dq.ack", ack::command, "write", 1, 1, 1);
         command!(ctx, "dq.cancel", cancel::command, "write", 1, 1, 1);

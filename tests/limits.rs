@@ -68,7 +68,7 @@ fn command_flags_fit_what_each_command_does() {
     // and must keep working under maxmemory so consumers can drain a queue.
     // fast: O(1) or O(log N) for one message. blocking: DQ.POP BLOCK.
     let expected: [(&str, &[&str]); 13] = [
-        ("dq.add", &["denyoom", "write"]),
+        ("dq.add", &["denyoom", "fast", "write"]),
         ("dq.pop", &["blocking", "write"]),
         ("dq.ack", &["write"]),
         ("dq.cancel", &["write"]),
