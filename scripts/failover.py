@@ -12,7 +12,7 @@ Sentinel client (no retries inside redis-py: every retry is the harness's own,
 through Sentinel discovery, so that what was sent is known).
 
 - Producers send pipelined batches of 1-5 `DQ.ADD queue payload [DELAY d | AT t]
-  ID id NX` followed by `WAIT 1 500`, over several queues. Four in ten are
+  ID id NX`, then `WAIT 1 500`, over several queues. Four in ten are
   ready at once, the others delayed by 1-2000 ms and some by 2-8 s, so that
   messages written before a kill fall due after the promotion. The id and the
   payload carry the time the message is due (the wall clock before the
@@ -382,80 +382,92 @@ def backoff(rng):
     time.sleep(0.02 + rng.random() * 0.03)
 
 
-def ensure_connected(r):
-    pool = r.connection_pool
-    pool.release(pool.get_connection())
-
-
 def producer(pi, sh, out):
     rng = random.Random(sh.seed * 1000 + pi)
-    r = master_client(sh.sentinel_ports)
+    pool = master_client(sh.sentinel_ports).connection_pool
     seq = 0
     # Each producer's share of the rate, in batches of 3 on average.
     gap = 3.0 / (sh.rate / PRODUCERS)
     try:
         while not sh.stop_producing.is_set():
-            # Connect first (through Sentinel, when there is no connection or
-            # it broke): an ADD counts as sent only once a master took the
-            # connection.
+            # One connection for the ADDs and their WAIT: WAIT counts the
+            # replicas that have this connection's last write, so a WAIT
+            # sent on another connection would prove nothing. Taking it
+            # connects (through Sentinel, when there was no connection or it
+            # broke), and an ADD counts as sent only once a master took it.
             try:
-                ensure_connected(r)
+                conn = pool.get_connection()
             except NET_ERRORS:
                 backoff(rng)
                 continue
-            t_ms = wall_ms()
-            t_send = mono()
-            batch = []
-            pipe = r.pipeline(transaction=False)
-            for _ in range(rng.randint(1, 5)):
-                seq += 1
-                q = rng.choice(QUEUES)
-                roll = rng.random()
-                if roll < 0.4:
-                    delay = 0
-                elif roll < 0.85:
-                    delay = rng.randint(1, 2000)
-                else:
-                    delay = rng.randint(*LONG_DELAY_MS)
-                due = t_ms + delay
-                mid = f"p{pi}-{seq}-due{due}"
-                if delay == 0:
-                    when = []
-                elif rng.random() < 0.25:
-                    when = ["AT", due]
-                else:
-                    when = ["DELAY", delay]
-                pipe.execute_command("DQ.ADD", q, f"{mid}@{q}", *when, "ID", mid, "NX")
-                batch.append(Add(mid, q, due, delay, t_send))
-            pipe.execute_command("WAIT", 1, WAIT_MS)
             try:
-                replies = pipe.execute(raise_on_error=False)
-            except NET_ERRORS:
-                # The connection broke: each ADD may or may not have been
-                # applied, and nothing says whether it reached the replica.
-                for a in batch:
-                    a.outcome = "unknown"
-                out.extend(batch)
-                backoff(rng)
-                continue
-            t_done = mono()
-            addr = r.connection_pool.master_address
-            waited = isinstance(replies[-1], int) and replies[-1] >= 1
-            for a, rep in zip(batch, replies[:-1]):
-                a.t_done = t_done
-                a.addr = addr
-                if isinstance(rep, Exception):
-                    a.outcome = "refused"
-                elif rep == a.id:
-                    a.outcome = "ok"
-                    a.waited = waited
-                else:
-                    raise AssertionError(f"DQ.ADD {a.id} NX replied {rep!r}")
-            out.extend(batch)
+                produce_batch(pi, rng, conn, seq, out)
+            finally:
+                pool.release(conn)
+            seq += 5
             time.sleep(rng.random() * 2 * gap)
     except Exception as e:  # noqa: BLE001 - reported, fails the run
         sh.errors.append(f"producer {pi}: {e!r}")
         sh.stop_producing.set()
+
+
+def produce_batch(pi, rng, conn, seq, out):
+    t_ms = wall_ms()
+    t_send = mono()
+    batch = []
+    commands = []
+    for n in range(rng.randint(1, 5)):
+        q = rng.choice(QUEUES)
+        roll = rng.random()
+        if roll < 0.4:
+            delay = 0
+        elif roll < 0.85:
+            delay = rng.randint(1, 2000)
+        else:
+            delay = rng.randint(*LONG_DELAY_MS)
+        due = t_ms + delay
+        mid = f"p{pi}-{seq + n}-due{due}"
+        if delay == 0:
+            when = []
+        elif rng.random() < 0.25:
+            when = ["AT", due]
+        else:
+            when = ["DELAY", delay]
+        commands.append(("DQ.ADD", q, f"{mid}@{q}", *when, "ID", mid, "NX"))
+        batch.append(Add(mid, q, due, delay, t_send))
+    out.extend(batch)
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))
+        for a in batch:
+            try:
+                rep = conn.read_response()
+            except ResponseError:
+                a.outcome = "refused"
+                continue
+            if rep != a.id:
+                raise AssertionError(f"DQ.ADD {a.id} NX replied {rep!r}")
+            a.outcome = "ok"
+            a.t_done = mono()
+            a.addr = (conn.host, conn.port)
+    except NET_ERRORS:
+        # The connection broke: an ADD without a reply may or may not have
+        # been applied, and nothing says whether it reached the replica.
+        conn.disconnect()
+        for a in batch:
+            a.outcome = a.outcome or "unknown"
+        return
+    # WAIT in its own round trip, so that t_done is when the master replied
+    # to the ADD, not when WAIT gave up for want of a replica.
+    try:
+        conn.send_command("WAIT", 1, WAIT_MS)
+        waited = conn.read_response() >= 1
+    except NET_ERRORS:
+        conn.disconnect()
+        waited = False
+    except ResponseError:
+        waited = False
+    for a in batch:
+        a.waited = waited and a.outcome == "ok"
 
 
 def consumer(ci, queue, sh, deliveries, acks, counters):
@@ -690,7 +702,7 @@ def run_all(run, args, secs, kills, seed, rate):
         s.start(a.port)
     ver = a.client().info("server")
     log(
-        f"{os.path.basename(args.server)} {ver.get('redis_version', '?')}: master {a.port}, replica {b.port}, "
+        f"{os.path.basename(args.server)} {ver.get('valkey_version') or ver.get('redis_version', '?')}: master {a.port}, replica {b.port}, "
         f"sentinels {', '.join(str(s.port) for s in sentinels)}; module {args.module}"
     )
     log(f"load {secs} s, {kills} kill(s), ~{rate} adds/s, seed {seed} (DQ_FAILOVER_SEED={seed} repeats the choices)")
@@ -863,6 +875,10 @@ def report(secs, seed, t_start, t_load_end, t_drained, adds, deliveries_by, acks
             per_q[q] = (len(carried), len(got), max(late) if late else None)
         served.append(per_q)
 
+    # How late delayed messages were delivered, first deliveries only (this
+    # includes the failovers and the consumers' own waits, WAIT among them).
+    lateness = [delivered[x.id][0].wall_recv - x.due for x in ok if x.delay > 0 and x.id in delivered]
+
     # Recovery: from the kill to the first ADD sent after it that succeeded.
     for f in failovers:
         after = [x for x in ok if x.t_send >= f["t_kill"]]
@@ -892,6 +908,8 @@ def report(secs, seed, t_start, t_load_end, t_drained, adds, deliveries_by, acks
         ("came back after a WAITed ack", len(came_back)),
         ("came back after an ack not WAITed", len(came_back_unwaited)),
         ("early deliveries", len(early)),
+        ("delayed: delivered after due p50 / p99 / max",
+         " / ".join("n/a" if v is None else f"{v:.0f} ms" for v in (pct(lateness, 50), pct(lateness, 99), max(lateness, default=None)))),
         ("connection errors (POP / ACK)", f"{counters['pop_errors']} / {counters['ack_errors']}"),
         ("POPs refused with an error", counters["pop_refused"]),
     ]
