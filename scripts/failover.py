@@ -27,8 +27,11 @@ through Sentinel discovery, so that what was sent is known).
 Mid-run the master is killed with SIGKILL (once, or DQ_FAILOVER_KILLS times).
 Sentinel promotes the replica; the old master is restarted from its own
 configuration, so it comes back as an empty master, as after a real crash,
-and Sentinel turns it into a replica of the new one. When the load phase is
-over, the producers stop and the consumers drain every queue.
+and Sentinel turns it into a replica of the new one. Runs of 60 s or more
+also end with a switchover (DQ_FAILOVER_SWITCHOVERS): `SENTINEL FAILOVER`,
+as before maintenance, which leaves the old master running until Sentinel
+reconfigures it. When the load phase is over, the producers stop and the
+consumers drain every queue.
 
 What is counted (the README's "Failover under load" says the same):
 
@@ -362,7 +365,7 @@ class Add:
         self.addr = None
 
 
-Delivery = collections.namedtuple("Delivery", "id queue attempt payload t_send t_recv wall_recv consumer abandoned")
+Delivery = collections.namedtuple("Delivery", "id queue attempt payload t_send t_recv wall_recv consumer abandoned port")
 Ack = collections.namedtuple("Ack", "id queue reply waited t_send t_done")
 
 
@@ -475,21 +478,35 @@ def consumer(ci, queue, sh, deliveries, acks, counters):
     r = master_client(sh.sentinel_ports)
     try:
         while not sh.stop_consuming.is_set():
-            t_send = mono()
+            # The POP on a connection of its own, to know which node
+            # delivered.
             try:
-                got = r.execute_command("DQ.POP", queue, "COUNT", 100, "BLOCK", 1000, "LEASE", LEASE_MS)
+                conn = r.connection_pool.get_connection()
             except NET_ERRORS:
                 counters["pop_errors"] += 1
                 backoff(rng)
                 continue
+            t_send = mono()
+            try:
+                conn.send_command("DQ.POP", queue, "COUNT", 100, "BLOCK", 1000, "LEASE", LEASE_MS)
+                got = conn.read_response()
+                port = conn.port
+            except NET_ERRORS:
+                conn.disconnect()
+                counters["pop_errors"] += 1
+                backoff(rng)
+                continue
             except ResponseError as e:
-                # Not expected from a master; noted, and the drain check
-                # fails if it goes on.
+                # UNBLOCKED when a switchover demotes the master under a
+                # blocked POP; anything else is unexpected (noted, and the
+                # drain fails if it goes on).
                 counters["pop_refused"] += 1
-                if counters["pop_refused"] <= 3:
+                if not str(e).startswith("UNBLOCKED") and counters["pop_refused"] <= 3:
                     sh.notes.append(f"consumer {ci}: DQ.POP refused: {e}")
                 backoff(rng)
                 continue
+            finally:
+                r.connection_pool.release(conn)
             t_recv = mono()
             wall_recv = time.time_ns() / 1e6
             if not got:
@@ -500,7 +517,7 @@ def consumer(ci, queue, sh, deliveries, acks, counters):
                 # their lease must run out, on whichever master holds them
                 # then, and they must be delivered again.
                 abandoned = rng.random() < ABANDON
-                deliveries.append(Delivery(mid, queue, attempt, payload, t_send, t_recv, wall_recv, ci, abandoned))
+                deliveries.append(Delivery(mid, queue, attempt, payload, t_send, t_recv, wall_recv, ci, abandoned, port))
                 if not abandoned:
                     ids.append(mid)
             # The work, 0-20 ms a batch: a kill can find messages popped and
@@ -607,14 +624,22 @@ def sentinel_master_ports(sentinels):
 
 
 def failover(run, sentinels, master, replica, rec):
-    """Kills master with SIGKILL, waits for Sentinel to promote replica,
-    restarts master from its own configuration and waits until it is a
-    synced replica of the new master. Fills rec with the times."""
-    rec["killed_port"] = master.port
+    """A kill: kills master with SIGKILL, waits for Sentinel to promote
+    replica, restarts master from its own configuration and waits until it
+    is a synced replica of the new master. A switchover: asks Sentinel for
+    a failover (SENTINEL FAILOVER, what an operator runs before maintenance)
+    and waits until the old master, still running, is a synced replica of
+    the new one. Fills rec with the times."""
+    rec["old_port"] = master.port
+    rec["new_port"] = replica.port
     rec["t_kill"] = mono()
     rec["wall_kill"] = wall_ms()
-    master.kill9()
-    log(f"killed the master {master.name} (port {master.port}) with SIGKILL")
+    if rec["kind"] == "kill":
+        master.kill9()
+        log(f"killed the master {master.name} (port {master.port}) with SIGKILL")
+    else:
+        reply = sentinels[0].client().execute_command("SENTINEL", "FAILOVER", SERVICE)
+        log(f"SENTINEL FAILOVER {SERVICE}: {reply} (master {master.name}, port {master.port})")
 
     def switched():
         ports = sentinel_master_ports(sentinels)
@@ -628,7 +653,15 @@ def failover(run, sentinels, master, replica, rec):
     role = replica.client().execute_command("ROLE")
     if role[0] != "master":
         raise HarnessError(f"Sentinel names {replica.name} the master but it says {role[0]}")
-    log(f"Sentinel promoted {replica.name} (port {replica.port}) {rec['t_switch'] - rec['t_kill']:.2f} s after the kill")
+    log(f"Sentinel promoted {replica.name} (port {replica.port}) {rec['t_switch'] - rec['t_kill']:.2f} s after the {rec['kind']}")
+
+    if rec["kind"] == "switchover":
+        # The old master keeps running, and keeps its clients' connections,
+        # until Sentinel reconfigures it.
+        wait_for(f"{master.name} to be a synced replica", REJOIN_DEADLINE, lambda: replication_ready(replica, master))
+        rec["t_rejoined"] = mono()
+        log(f"{master.name} is a synced replica {rec['t_rejoined'] - rec['t_kill']:.1f} s after the switchover")
+        return
 
     # The old master comes back from its own redis.conf: a master with no
     # data (no persistence), which Sentinel must turn into a replica.
@@ -675,6 +708,8 @@ def main():
 
     secs = max(args.secs, 6)
     kills = int(os.environ.get("DQ_FAILOVER_KILLS") or max(1, secs // 30))
+    switchovers = int(os.environ.get("DQ_FAILOVER_SWITCHOVERS") or (1 if secs >= 60 else 0))
+    events = ["kill"] * kills + ["switchover"] * switchovers
     seed = int(os.environ.get("DQ_FAILOVER_SEED") or random.randrange(1, 10**9))
     rate = int(os.environ.get("DQ_FAILOVER_RATE") or 800)
 
@@ -684,7 +719,7 @@ def main():
 
     run = Run(args.work)
     try:
-        return run_all(run, args, secs, kills, seed, rate)
+        return run_all(run, args, secs, events, seed, rate)
     except HarnessError as e:
         log(f"HARNESS ERROR: {e}")
         return 2
@@ -692,7 +727,7 @@ def main():
         run.stop_all()
 
 
-def run_all(run, args, secs, kills, seed, rate):
+def run_all(run, args, secs, events, seed, rate):
     a = Node(run, "node-a", args.server, args.module)
     b = Node(run, "node-b", args.server, args.module)
     a.start()
@@ -705,7 +740,7 @@ def run_all(run, args, secs, kills, seed, rate):
         f"{os.path.basename(args.server)} {ver.get('valkey_version') or ver.get('redis_version', '?')}: master {a.port}, replica {b.port}, "
         f"sentinels {', '.join(str(s.port) for s in sentinels)}; module {args.module}"
     )
-    log(f"load {secs} s, {kills} kill(s), ~{rate} adds/s, seed {seed} (DQ_FAILOVER_SEED={seed} repeats the choices)")
+    log(f"load {secs} s, {events.count('kill')} kill(s) and {events.count('switchover')} switchover(s), ~{rate} adds/s, seed {seed} (DQ_FAILOVER_SEED={seed} repeats the choices)")
     wait_topology(sentinels, [a, b])
 
     sh = Shared([s.port for s in sentinels], seed, rate)
@@ -731,17 +766,17 @@ def run_all(run, args, secs, kills, seed, rate):
 
     failovers = []
     try:
-        for k in range(kills):
+        for k, kind in enumerate(events):
             # A third into each share of the load: time before the kill for
             # delayed messages to pile up, and after it for the new master.
-            at = t_start + secs * (k + 1 / 3) / kills
+            at = t_start + secs * (k + 1 / 3) / len(events)
             while mono() < at and not sh.errors:
                 time.sleep(0.05)
             if sh.errors:
                 break
             # The next kill only once the pair and the Sentinels are whole.
             master, replica = wait_topology(sentinels, [a, b])
-            rec = {}
+            rec = {"kind": kind}
             failovers.append(rec)
             failover(run, sentinels, master, replica, rec)
         end = max(t_start + secs, (failovers[-1]["t_rejoined"] if failovers else 0) + AFTER_LAST_FAILOVER)
@@ -800,7 +835,7 @@ def run_all(run, args, secs, kills, seed, rate):
     # Every failover Sentinel made, asked for or not, raised the epoch.
     epochs = max(int(s.client().sentinel_master(SERVICE).get("config-epoch", 0)) for s in sentinels)
     if epochs != len(failovers):
-        sh.notes.append(f"Sentinel made {epochs} failover(s) for {len(failovers)} kill(s)")
+        sh.notes.append(f"Sentinel made {epochs} failover(s), {len(failovers)} were asked for")
     for note in sh.notes:
         log(note)
     return report(
@@ -870,8 +905,13 @@ def report(secs, seed, t_start, t_load_end, t_drained, adds, deliveries_by, acks
         per_q = {}
         for q in QUEUES:
             carried = [x for x in waited if x.queue == q and x.delay > 0 and x.t_send < kill_t and x.due > switch_wall]
-            got = [x for x in carried if x.id in delivered]
-            late = [delivered[x.id][0].wall_recv - x.due for x in got]
+            # Delivered by the new master: after a switchover the old one may
+            # deliver it too, until Sentinel has made it a replica.
+            by_new = {
+                x.id: [d for d in delivered[x.id] if d.port == f["new_port"] and d.t_send >= kill_t] for x in carried
+            }
+            got = [x for x in carried if by_new[x.id]]
+            late = [by_new[x.id][0].wall_recv - x.due for x in got]
             per_q[q] = (len(carried), len(got), max(late) if late else None)
         served.append(per_q)
 
@@ -879,12 +919,17 @@ def report(secs, seed, t_start, t_load_end, t_drained, adds, deliveries_by, acks
     # includes the failovers and the consumers' own waits, WAIT among them).
     lateness = [delivered[x.id][0].wall_recv - x.due for x in ok if x.delay > 0 and x.id in delivered]
 
-    # Recovery: from the kill to the first ADD sent after it that succeeded.
+    # Recovery: from the kill (or the SENTINEL FAILOVER) to the first ADD
+    # sent after it that the new master answered.
     for f in failovers:
-        after = [x for x in ok if x.t_send >= f["t_kill"]]
-        f["first_ok"] = min((x.t_done for x in after), default=None)
-        f["first_waited"] = min((x.t_done for x in after if x.waited), default=None)
-        f["first_ok_addr"] = min(after, key=lambda x: x.t_done).addr if after else None
+        on_new = [x for x in ok if x.t_send >= f["t_kill"] and x.addr and x.addr[1] == f["new_port"]]
+        f["first_ok"] = min((x.t_done for x in on_new), default=None)
+        f["first_waited"] = min((x.t_done for x in on_new if x.waited), default=None)
+        # A switchover leaves the old master running: what it took after
+        # Sentinel named the new one, until it was a replica, is lost.
+        switch_t = f.get("t_first_switch", f["t_switch"])
+        stale = [x for x in ok if x.addr and x.addr[1] == f["old_port"] and switch_t <= x.t_send < f["t_rejoined"]]
+        f["stale"] = (len(stale), sum(1 for x in stale if x.waited))
 
     # --- the table ---
     def ms(t0, t1):
@@ -914,14 +959,17 @@ def report(secs, seed, t_start, t_load_end, t_drained, adds, deliveries_by, acks
         ("POPs refused with an error", counters["pop_refused"]),
     ]
     for n, f in enumerate(failovers, 1):
-        rows.append((f"failover {n}: Sentinel announced", ms(f["t_kill"], f.get("t_first_switch"))))
-        rows.append((f"failover {n}: first ADD on new master", ms(f["t_kill"], f["first_ok"])))
-        rows.append((f"failover {n}: first WAITed ADD", ms(f["t_kill"], f["first_waited"])))
-        rows.append((f"failover {n}: old master a replica again", ms(f["t_kill"], f["t_rejoined"])))
-        rows.append((f"failover {n}: leases from the old master redelivered", f["lease_carried"]))
+        ev = f"{f['kind']} {n}"
+        rows.append((f"{ev}: Sentinel announced", ms(f["t_kill"], f.get("t_first_switch"))))
+        rows.append((f"{ev}: first ADD on new master", ms(f["t_kill"], f["first_ok"])))
+        rows.append((f"{ev}: first WAITed ADD", ms(f["t_kill"], f["first_waited"])))
+        rows.append((f"{ev}: old master a replica again", ms(f["t_kill"], f["t_rejoined"])))
+        if f["kind"] == "switchover":
+            rows.append((f"{ev}: ADDs the old master took after (WAITed)", f"{f['stale'][0]} ({f['stale'][1]})"))
+        rows.append((f"{ev}: leases from the old master redelivered", f["lease_carried"]))
         for q, (carried, got, late) in served[n - 1].items():
             worst = "n/a" if late is None else f"{late:.0f} ms"
-            rows.append((f"failover {n}: {q} due after promotion", f"{got}/{carried} delivered, latest {worst} after due"))
+            rows.append((f"{ev}: {q} due after promotion", f"{got}/{carried} delivered, latest {worst} after due"))
     width = max(len(r[0]) for r in rows)
     print()
     print(f"{'figure':<{width}}  value")
@@ -951,14 +999,14 @@ def report(secs, seed, t_start, t_load_end, t_drained, adds, deliveries_by, acks
           f"{len(strangers)} unknown ids, {len(corrupt)} altered payloads")
     check(f"{len(failovers)} failover(s) happened", len(failovers) >= 1)
     for n, per_q in enumerate(served, 1):
+        f = failovers[n - 1]
+        ev = f"{f['kind']} {n}"
         thin = [q for q, (carried, got, _) in per_q.items() if carried == 0]
         short = [q for q, (carried, got, _) in per_q.items() if got < carried]
-        check(f"failover {n}: the new master's timer served every queue", not thin and not short,
+        check(f"{ev}: the new master's timer served every queue", not thin and not short,
               (f"no message carried over into {thin}; " if thin else "") + (f"undelivered in {short}" if short else ""))
-        f = failovers[n - 1]
-        check(f"failover {n}: producers wrote to the new master", f["first_ok"] is not None
-              and f["first_ok_addr"] is not None and f["first_ok_addr"][1] != f["killed_port"],
-              f"first ADD after the kill went to {f['first_ok_addr']}")
+        check(f"{ev}: producers wrote to the new master", f["first_ok"] is not None,
+              f"no ADD after it was answered by port {f['new_port']}")
     leftover = {q: {k: st[k] for k in ("delayed", "ready", "inflight", "dead")} for q, st in final_stats.items()
                 if any(int(st[k]) for k in ("delayed", "ready", "inflight", "dead"))}
     check("every queue is empty at the end (no dead letters)", not leftover, str(leftover))
