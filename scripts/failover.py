@@ -638,7 +638,11 @@ def failover(run, sentinels, master, replica, rec):
         master.kill9()
         log(f"killed the master {master.name} (port {master.port}) with SIGKILL")
     else:
-        reply = sentinels[0].client().execute_command("SENTINEL", "FAILOVER", SERVICE)
+        # Refused (INPROG, NOGOODSLAVE) only while Sentinel's view is not
+        # settled yet: asked again until it accepts.
+        ask = sentinels[0].client()
+        reply = wait_for("Sentinel to accept SENTINEL FAILOVER", FAILOVER_DEADLINE,
+                         lambda: ask.execute_command("SENTINEL", "FAILOVER", SERVICE), interval=0.2)
         log(f"SENTINEL FAILOVER {SERVICE}: {reply} (master {master.name}, port {master.port})")
 
     def switched():
