@@ -14,8 +14,9 @@ D13      := $(DEBIAN13)/dq
 QUICK   ?=
 FUZZ_SECS    ?= 60
 DQ_SOAK_SECS ?= 180
+DQ_FAILOVER_SECS ?= 60
 
-.PHONY: all deps valkey debian13 build release install run test examples bench instructions fuzz soak clippy fmt clean
+.PHONY: all deps valkey debian13 build release install run test examples bench instructions fuzz soak failover clippy fmt clean
 
 all: release
 
@@ -88,6 +89,8 @@ run: release
 # start on free loopback ports and always stop, once per server line:
 # Debian 12's Redis 7.0 and Valkey 8.0 (backports), Debian 13's Redis 8.0
 # and Valkey 8.1. Each run uses its own line's cli for `--cluster create`.
+# Then the client examples, 15 s of the Sentinel failover run (on the debug
+# build, so CI builds no release module for it) and 10 s of each fuzzer.
 test: build valkey debian13
 	@echo "make: tests on $$(redis-server --version | cut -d' ' -f1-3)"
 	$(CARGO) test
@@ -98,6 +101,7 @@ test: build valkey debian13
 	@echo "make: integration tests on $$($(D13)/valkey-server --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(D13)/valkey-server DQ_CLI=$(D13)/valkey-cli $(CARGO) test --test '*'
 	scripts/test-examples
+	DQ_MODULE=$${CARGO_TARGET_DIR:-target}/debug/libdq.so DQ_FAILOVER_SECS=15 scripts/failover
 	FUZZ_SECS=10 scripts/fuzz
 
 # The client examples (Python redis-py, Node.js ioredis, Rust redis crate)
@@ -129,6 +133,12 @@ fuzz: deps
 # server lines.
 soak: deps valkey debian13
 	DQ_SOAK_SECS=$(DQ_SOAK_SECS) scripts/soak
+
+# Sentinel failover under load: kill -9 of the master (and a SENTINEL
+# FAILOVER from 60 s) while producers and consumers run, three sentinels
+# watching; non-zero if a guarantee fails. (make test runs 15 s of it.)
+failover: release
+	DQ_FAILOVER_SECS=$(DQ_FAILOVER_SECS) DQ_SERVER=$(SERVER) scripts/failover
 
 clippy:
 	$(CARGO) clippy --all-targets -- -D warnings
