@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dq_client::{Delivery, Handler, NackState, Outcome, Settlement};
 use prometheus_client::metrics::gauge::Gauge;
-use reqwest::header::RETRY_AFTER;
+use reqwest::header::{AUTHORIZATION, RETRY_AFTER};
 use reqwest::Url;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -104,7 +104,15 @@ impl Relay {
     }
 
     async fn send(&self, delivery: &Delivery, call: HttpCall) -> Result<Answer, reqwest::Error> {
-        let mut request = self.http.request(call.method, call.url);
+        let mut url = call.url;
+        // Credentials in the URL become Basic authentication; a header the
+        // message sets itself says more precisely what it wants, and two
+        // Authorization headers would leave the receiver guessing.
+        if call.headers.iter().any(|(n, _)| n == AUTHORIZATION) {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+        }
+        let mut request = self.http.request(call.method, url);
         for (name, value) in call.headers {
             request = request.header(name, value);
         }
