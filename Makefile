@@ -12,9 +12,9 @@ QUICK   ?=
 FUZZ_SECS    ?= 60
 DQ_SOAK_SECS ?= 180
 
-.PHONY: all deps valkey build release install run test examples bench instructions fuzz soak clippy fmt clean
+.PHONY: all deps valkey build release install run test examples bench instructions fuzz soak clippy fmt clean relay
 
-all: release
+all: release relay
 
 # Debian packages: the server, the libclang that bindgen needs to build the
 # redis-module crate, and the C compiler for the crate's C shim.
@@ -46,6 +46,10 @@ build: deps
 
 release: deps
 	$(CARGO) build --release
+
+# The HTTP relay (relay/, on the consume loop in client/): target/release/dq-relay.
+relay: deps
+	$(CARGO) build --release -p dq-relay
 
 # Copies the release build to $(DESTDIR)$(MODULEDIR), using sudo only when
 # that directory is not writable. Debian's systemd unit for redis-server
@@ -79,6 +83,8 @@ run: release
 test: build valkey
 	$(CARGO) test
 	DQ_SERVER=$(VALKEY) $(CARGO) test --test '*'
+	$(CARGO) test -p dq-client -p dq-relay
+	DQ_SERVER=$(VALKEY) $(CARGO) test -p dq-relay --test '*'
 	scripts/test-examples
 	FUZZ_SECS=10 scripts/fuzz
 
@@ -93,6 +99,7 @@ examples: build
 # target/bench/results.md and target/bench/lateness.svg.
 bench: release
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench --bench dq
+	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench -p dq-relay --bench relay
 
 # Instructions per DQ.ADD, ZADD and POP+ACK message, counted by callgrind.
 instructions: release
@@ -112,10 +119,10 @@ soak: deps valkey
 	DQ_SOAK_SECS=$(DQ_SOAK_SECS) scripts/soak
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 fmt:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 
 clean:
 	$(CARGO) clean

@@ -243,6 +243,8 @@ pub struct Received {
     pub body: Vec<u8>,
     /// Unix ms when it arrived (before any scripted delay).
     pub at_ms: u64,
+    /// The same in microseconds, for the benchmark's lateness.
+    pub at_us: u64,
 }
 
 impl Received {
@@ -405,7 +407,10 @@ async fn answer(
     log: Arc<Log>,
     script: Arc<Script>,
 ) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
-    let at_ms = now_ms();
+    let at_us = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    let at_ms = at_us / 1000;
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -430,6 +435,7 @@ async fn answer(
             .collect(),
         body,
         at_ms,
+        at_us,
     };
     let reply = script(&received);
     {
