@@ -730,3 +730,200 @@ fn the_readme_python_snippet_verifies_a_signature() {
     assert_eq!(run(b"{\"tampered\":true}"), "False");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A CA and a server certificate for 127.0.0.1, made with the openssl
+/// command-line tool in `dir`.
+fn make_certificates(dir: &std::path::Path) {
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl (Debian: apt-get install openssl)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=dq relay test CA",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").expect("write san.ext");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    ]);
+}
+
+#[test]
+fn the_relay_reaches_the_server_over_tls() {
+    let dir = std::env::temp_dir().join(format!("dq-relay-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    make_certificates(&dir);
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let tls_port = closed_port().to_string();
+    let server = Server::start_with(
+        &[
+            "--tls-port",
+            &tls_port,
+            "--tls-cert-file",
+            &path("server.pem"),
+            "--tls-key-file",
+            &path("server.key"),
+            "--tls-ca-cert-file",
+            &path("ca.pem"),
+            "--tls-auth-clients",
+            "no",
+        ],
+        None,
+    );
+    let receiver = Receiver::start(|_| Reply::status(200));
+    let rediss = format!("rediss://127.0.0.1:{tls_port}/");
+    let args: Vec<String> = [
+        "--redis",
+        &rediss,
+        "--redis-ca",
+        &path("ca.pem"),
+        "--queue",
+        "hooks",
+        "--allow-host",
+        "127.0.0.1",
+        "--block",
+        "1s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let relay = RelayProcess::start(&args);
+    let mut con = server.conn();
+    add(
+        &mut con,
+        "hooks",
+        "tls",
+        &envelope(&receiver.url("/tls")),
+        &[],
+    );
+    wait_gone(&mut con, "hooks", "tls");
+    assert_eq!(receiver.count(), 1);
+    // The relay's connections are the ones on the TLS port.
+    let clients = text(&cmd(&mut con, &["CLIENT", "LIST"]));
+    let on_tls = format!("laddr=127.0.0.1:{tls_port} ");
+    assert!(
+        clients
+            .lines()
+            .any(|l| l.contains(&on_tls) && l.contains("cmd=dq.")),
+        "{clients}\n{}",
+        relay.log()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_https_receiver_is_called_over_tls_and_an_untrusted_one_is_retried() {
+    let dir = std::env::temp_dir().join(format!("dq-relay-https-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    make_certificates(&dir);
+    let receiver = Receiver::start_tls(&dir.join("server.pem"), &dir.join("server.key"), |_| {
+        Reply::status(200)
+    });
+    let server = Server::start();
+    let mut con = server.conn();
+    add(
+        &mut con,
+        "hooks",
+        "trusted",
+        &envelope(&receiver.https_url("/tls")),
+        &[],
+    );
+    add(
+        &mut con,
+        "untrusted",
+        "x",
+        &envelope(&receiver.https_url("/tls")),
+        &["BACKOFF", "fixed:60s"],
+    );
+
+    // The relay trusts the test CA through the system's usual variable.
+    let ca = dir.join("ca.pem").to_string_lossy().into_owned();
+    let _trusting = RelayProcess::start_with_env(
+        &args(&server, &["--queue", "hooks", "--allow-host", "127.0.0.1"]),
+        &[("SSL_CERT_FILE", &ca)],
+    );
+    wait_gone(&mut con, "hooks", "trusted");
+    assert_eq!(receiver.count(), 1);
+    assert!(verify(
+        SECRET,
+        receiver.requests()[0]
+            .header("x-dq-signature")
+            .unwrap_or(""),
+        &receiver.requests()[0].body
+    ));
+
+    // Without the CA the certificate is refused: a transport failure.
+    let _distrusting = RelayProcess::start(&args(
+        &server,
+        &["--queue", "untrusted", "--allow-host", "127.0.0.1"],
+    ));
+    let mut error = String::new();
+    assert!(wait_until(LONG, || {
+        error = get(&mut con, "untrusted", "x").map_or(String::new(), |r| text(&r["last-error"]));
+        error != "(nil)" && !error.is_empty()
+    }));
+    assert!(
+        error.starts_with("connection failed: ") || error.starts_with("request failed: "),
+        "{error}"
+    );
+    assert!(error.to_lowercase().contains("certificate"), "{error}");
+    assert_eq!(receiver.count(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

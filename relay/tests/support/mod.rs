@@ -313,6 +313,39 @@ impl Receiver {
         threads: usize,
         script: impl Fn(&Received) -> Reply + Send + Sync + 'static,
     ) -> Receiver {
+        Receiver::spawn(threads, None, Arc::new(script))
+    }
+
+    /// An HTTPS receiver with this certificate chain and key (PEM files).
+    pub fn start_tls(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        script: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+    ) -> Receiver {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .expect("read the certificate")
+            .collect::<Result<_, _>>()
+            .expect("parse the certificate");
+        let key = PrivateKeyDer::from_pem_file(key).expect("read the key");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("a TLS server configuration");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        Receiver::spawn(1, Some(acceptor), Arc::new(script))
+    }
+
+    fn spawn(
+        threads: usize,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        script: Arc<Script>,
+    ) -> Receiver {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .enable_all()
@@ -326,7 +359,6 @@ impl Receiver {
             requests: Mutex::new(Vec::new()),
             arrived: Condvar::new(),
         });
-        let script: Arc<Script> = Arc::new(script);
         let accept_log = Arc::clone(&log);
         runtime.spawn(async move {
             loop {
@@ -334,14 +366,17 @@ impl Receiver {
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let (log, script) = (Arc::clone(&accept_log), Arc::clone(&script));
+                let (log, script, tls) =
+                    (Arc::clone(&accept_log), Arc::clone(&script), tls.clone());
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        answer(req, Arc::clone(&log), Arc::clone(&script))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    match tls {
+                        None => serve(stream, log, script).await,
+                        Some(tls) => {
+                            if let Ok(stream) = tls.accept(stream).await {
+                                serve(stream, log, script).await;
+                            }
+                        }
+                    }
                 });
             }
         });
@@ -350,6 +385,10 @@ impl Receiver {
             log,
             runtime: Some(runtime),
         }
+    }
+
+    pub fn https_url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -400,6 +439,17 @@ impl Drop for Receiver {
             rt.shutdown_background();
         }
     }
+}
+
+async fn serve<S>(stream: S, log: Arc<Log>, script: Arc<Script>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service =
+        hyper::service::service_fn(move |req| answer(req, Arc::clone(&log), Arc::clone(&script)));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .await;
 }
 
 async fn answer(
