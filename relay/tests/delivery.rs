@@ -927,3 +927,32 @@ fn an_https_receiver_is_called_over_tls_and_an_untrusted_one_is_retried() {
     assert_eq!(receiver.count(), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_relay_reconnects_when_the_server_restarts() {
+    let mut server = Server::start();
+    let receiver = Receiver::start(|_| Reply::status(200));
+    let relay = relay(&server, &[]);
+    let mut con = server.conn();
+    add(
+        &mut con,
+        "hooks",
+        "before",
+        &envelope(&receiver.url("/before")),
+        &[],
+    );
+    wait_gone(&mut con, "hooks", "before");
+
+    server.restart();
+    let mut con = server.conn();
+    add(
+        &mut con,
+        "hooks",
+        "after",
+        &envelope(&receiver.url("/after")),
+        &[],
+    );
+    wait_gone(&mut con, "hooks", "after");
+    let paths: Vec<String> = receiver.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(paths, ["/before", "/after"], "{}", relay.log());
+}

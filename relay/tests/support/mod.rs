@@ -58,6 +58,7 @@ pub struct Server {
     pub port: u16,
     dir: PathBuf,
     password: Option<String>,
+    extra: Vec<String>,
 }
 
 fn module_path() -> PathBuf {
@@ -100,54 +101,36 @@ impl Server {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create a temporary directory");
-        let binary = std::env::var("DQ_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         // A port found free can be taken before the server binds it: then
         // the server exits and another is tried.
         for _ in 0..20 {
             let port = free_port();
-            let mut command = Command::new(&binary);
-            command
-                .arg("--port")
-                .arg(port.to_string())
-                .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .arg("--logfile")
-                .arg(dir.join("server.log"))
-                .args(extra)
-                .arg("--loadmodule")
-                .arg(module_path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            if let Some(pw) = password {
-                command.args(["--requirepass", pw]);
-            }
-            let mut child = command
-                .spawn()
-                .unwrap_or_else(|e| panic!("start {binary}: {e}"));
-            let url = match password {
-                Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}/"),
-                None => format!("redis://127.0.0.1:{port}/"),
-            };
-            let up = wait_until(Duration::from_secs(10), || {
-                matches!(child.try_wait(), Ok(Some(_))) || ping(&url).is_ok()
-            });
-            if up && matches!(child.try_wait(), Ok(None)) {
-                return Server {
-                    child,
-                    port,
-                    dir,
-                    password: password.map(str::to_string),
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
-            if !log.contains("Address already in use") {
-                panic!("the server did not start; its log:\n{log}");
+            match spawn_server(port, &dir, &extra, password) {
+                Ok(child) => {
+                    return Server {
+                        child,
+                        port,
+                        dir,
+                        password: password.map(str::to_string),
+                        extra,
+                    }
+                }
+                Err(log) if log.contains("Address already in use") => continue,
+                Err(log) => panic!("the server did not start; its log:\n{log}"),
             }
         }
         panic!("no free port for the server");
+    }
+
+    /// Kills the server (as a crash would) and starts a new one on the
+    /// same port: what clients see when their server restarts.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let password = self.password.clone();
+        self.child = spawn_server(self.port, &self.dir, &self.extra, password.as_deref())
+            .unwrap_or_else(|log| panic!("no restart; the log:\n{log}"));
     }
 
     /// The URL the tests connect with (with the password, if any).
@@ -177,6 +160,50 @@ impl Drop for Server {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Starts a server on `port`; `Err` carries its log when it did not come up.
+fn spawn_server(
+    port: u16,
+    dir: &std::path::Path,
+    extra: &[String],
+    password: Option<&str>,
+) -> Result<Child, String> {
+    let binary = std::env::var("DQ_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let _ = std::fs::remove_file(dir.join("server.log"));
+    let mut command = Command::new(&binary);
+    command
+        .arg("--port")
+        .arg(port.to_string())
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(dir.join("server.log"))
+        .args(extra)
+        .arg("--loadmodule")
+        .arg(module_path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(pw) = password {
+        command.args(["--requirepass", pw]);
+    }
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {binary}: {e}"));
+    let url = match password {
+        Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}/"),
+        None => format!("redis://127.0.0.1:{port}/"),
+    };
+    let up = wait_until(Duration::from_secs(10), || {
+        matches!(child.try_wait(), Ok(Some(_))) || ping(&url).is_ok()
+    });
+    if up && matches!(child.try_wait(), Ok(None)) {
+        return Ok(child);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Err(std::fs::read_to_string(dir.join("server.log")).unwrap_or_default())
 }
 
 fn ping(url: &str) -> redis::RedisResult<redis::Connection> {
