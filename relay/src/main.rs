@@ -48,6 +48,8 @@ struct Args {
     #[arg(
         long,
         env = "DQ_RELAY_REDIS",
+        // It may hold a password: --help must not print it.
+        hide_env_values = true,
         default_value = "redis://127.0.0.1:6379/"
     )]
     redis: String,

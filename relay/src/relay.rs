@@ -280,11 +280,12 @@ impl Handler for Relay {
             Settlement::AckedLate => tracing::warn!(queue = %queue, id = %id, attempt,
                 "delivered after the lease ran out: the message may be delivered again"),
             Settlement::Nacked(NackState::Dead) => {
-                let reason = match outcome {
-                    Some(Outcome::Dead { .. }) => "permanent failure",
-                    _ => "no attempts left",
+                let (reason, error) = match outcome {
+                    Some(Outcome::Dead { error }) => ("permanent failure", error.as_str()),
+                    Some(Outcome::Retry { error, .. }) => ("no attempts left", error.as_str()),
+                    _ => ("no attempts left", ""),
                 };
-                tracing::warn!(queue = %queue, id = %id, attempt, reason, "dead letter");
+                tracing::warn!(queue = %queue, id = %id, attempt, reason, error, "dead letter");
             }
             Settlement::Nacked(_) => {}
             Settlement::Stale => tracing::warn!(queue = %queue, id = %id, attempt,
