@@ -1,4 +1,4 @@
-//! A consume loop for [dq](https://github.com) queues.
+//! A consume loop for dq queues (the Redis module in this repository).
 //!
 //! [`Consumer::run`] takes messages from one or more queues with blocking
 //! `DQ.POP`s, hands each to a [`Handler`] — at most `concurrency` at once per
