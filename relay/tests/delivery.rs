@@ -956,3 +956,55 @@ fn the_relay_reconnects_when_the_server_restarts() {
     let paths: Vec<String> = receiver.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(paths, ["/before", "/after"], "{}", relay.log());
 }
+
+#[test]
+fn calls_to_one_host_respect_the_per_host_limit() {
+    let server = Server::start();
+    let receiver = Receiver::start(|_| Reply::status(200).after(Duration::from_millis(300)));
+    let _relay = relay(&server, &["--per-host", "2", "--concurrency", "16"]);
+    let mut con = server.conn();
+    for i in 0..8 {
+        add(
+            &mut con,
+            "hooks",
+            &format!("m{i}"),
+            &envelope(&receiver.url("/slow")),
+            &[],
+        );
+    }
+    for i in 0..8 {
+        wait_gone(&mut con, "hooks", &format!("m{i}"));
+    }
+    assert_eq!(receiver.count(), 8);
+    assert!(
+        receiver.most_at_once() <= 2,
+        "{} at once",
+        receiver.most_at_once()
+    );
+}
+
+#[test]
+fn calls_of_one_queue_respect_its_concurrency() {
+    let server = Server::start();
+    let receiver = Receiver::start(|_| Reply::status(200).after(Duration::from_millis(300)));
+    let _relay = relay(&server, &["--per-host", "100", "--concurrency", "3"]);
+    let mut con = server.conn();
+    for i in 0..9 {
+        add(
+            &mut con,
+            "hooks",
+            &format!("m{i}"),
+            &envelope(&receiver.url("/slow")),
+            &[],
+        );
+    }
+    for i in 0..9 {
+        wait_gone(&mut con, "hooks", &format!("m{i}"));
+    }
+    assert_eq!(receiver.count(), 9);
+    assert!(
+        receiver.most_at_once() <= 3,
+        "{} at once",
+        receiver.most_at_once()
+    );
+}

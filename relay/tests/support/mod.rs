@@ -322,6 +322,9 @@ type Script = dyn Fn(&Received) -> Reply + Send + Sync;
 struct Log {
     requests: Mutex<Vec<Received>>,
     arrived: Condvar,
+    /// Requests being answered now, and the most there ever were.
+    answering: AtomicUsize,
+    most_answering: AtomicUsize,
 }
 
 /// An HTTP/1.1 server on a loopback port, on its own runtime.
@@ -385,6 +388,8 @@ impl Receiver {
         let log = Arc::new(Log {
             requests: Mutex::new(Vec::new()),
             arrived: Condvar::new(),
+            answering: AtomicUsize::new(0),
+            most_answering: AtomicUsize::new(0),
         });
         let accept_log = Arc::clone(&log);
         runtime.spawn(async move {
@@ -428,6 +433,11 @@ impl Receiver {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The most requests that were ever being answered at once.
+    pub fn most_at_once(&self) -> usize {
+        self.log.most_answering.load(Ordering::SeqCst)
     }
 
     pub fn count(&self) -> usize {
@@ -514,6 +524,9 @@ async fn answer(
         at_ms,
         at_us,
     };
+    let now_answering = log.answering.fetch_add(1, Ordering::SeqCst) + 1;
+    log.most_answering
+        .fetch_max(now_answering, Ordering::SeqCst);
     let reply = script(&received);
     {
         let mut requests = log.requests.lock().unwrap_or_else(|p| p.into_inner());
@@ -523,6 +536,7 @@ async fn answer(
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
+    log.answering.fetch_sub(1, Ordering::SeqCst);
     let mut response = hyper::Response::new(Full::new(Bytes::from(reply.body)));
     *response.status_mut() =
         hyper::StatusCode::from_u16(reply.status).expect("a valid scripted status");
