@@ -16,9 +16,9 @@ FUZZ_SECS    ?= 60
 DQ_SOAK_SECS ?= 180
 DQ_FAILOVER_SECS ?= 60
 
-.PHONY: all deps valkey debian13 build release install run test examples bench instructions fuzz soak failover clippy fmt clean
+.PHONY: all deps valkey debian13 build release install run test examples bench instructions fuzz soak failover clippy fmt clean relay
 
-all: release
+all: release relay
 
 # Debian packages: the server, the libclang that bindgen needs to build the
 # redis-module crate, and the C compiler for the crate's C shim.
@@ -58,6 +58,10 @@ build: deps
 
 release: deps
 	$(CARGO) build --release
+
+# The HTTP relay (relay/, on the consume loop in client/): target/release/dq-relay.
+relay: deps
+	$(CARGO) build --release -p dq-relay
 
 # Copies the release build to $(DESTDIR)$(MODULEDIR), using sudo only when
 # that directory is not writable. Debian's systemd unit for redis-server
@@ -100,6 +104,9 @@ test: build valkey debian13
 	DQ_SERVER=$(D13)/redis-server DQ_CLI=$(D13)/redis-cli $(CARGO) test --test '*'
 	@echo "make: integration tests on $$($(D13)/valkey-server --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(D13)/valkey-server DQ_CLI=$(D13)/valkey-cli $(CARGO) test --test '*'
+	@echo "make: the consume loop and the HTTP relay, on redis-server and $(VALKEY)"
+	$(CARGO) test -p dq-client -p dq-relay
+	DQ_SERVER=$(VALKEY) $(CARGO) test -p dq-relay --test '*'
 	scripts/test-examples
 	DQ_MODULE=$${CARGO_TARGET_DIR:-target}/debug/libdq.so DQ_FAILOVER_SECS=15 scripts/failover
 	FUZZ_SECS=10 scripts/fuzz
@@ -115,6 +122,7 @@ examples: build
 # target/bench/results.md and target/bench/lateness.svg.
 bench: release
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench --bench dq
+	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench -p dq-relay --bench relay
 
 # Instructions per DQ.ADD, ZADD and POP+ACK message, counted by callgrind.
 instructions: release
@@ -141,10 +149,10 @@ failover: release
 	DQ_FAILOVER_SECS=$(DQ_FAILOVER_SECS) DQ_SERVER=$(SERVER) scripts/failover
 
 clippy:
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 fmt:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 
 # The Debian 13 root is root's (debootstrap made it): removed with sudo,
 # never following a mount out of it.

@@ -1,0 +1,283 @@
+//! The dq commands the consume loop sends, and how their replies read.
+//! Pure: built and parsed without a server, so tested at unit speed.
+
+use std::time::Duration;
+
+use redis::{Cmd, Value};
+
+use crate::delivery::{NackState, Outcome};
+use crate::error::Error;
+
+/// The longest `ERROR` text DQ.NACK accepts.
+pub const MAX_ERROR_BYTES: usize = 4096;
+
+/// `text` cut to at most `max` bytes at a character boundary.
+pub fn truncate_error(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Milliseconds for a command argument; a lease or block of 0 ms would
+/// mean something else (forever, or an error), so shorter rounds up to 1.
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+pub(crate) fn pop(queue: &str, count: usize, block: Duration, lease: Duration) -> Cmd {
+    let mut cmd = redis::cmd("DQ.POP");
+    cmd.arg(queue)
+        .arg("COUNT")
+        .arg(count)
+        .arg("BLOCK")
+        .arg(ms(block))
+        .arg("LEASE")
+        .arg(ms(lease));
+    cmd
+}
+
+pub(crate) fn ack(queue: &str, id: &[u8]) -> Cmd {
+    let mut cmd = redis::cmd("DQ.ACK");
+    cmd.arg(queue).arg(id);
+    cmd
+}
+
+/// DQ.NACK for a `Retry` or `Dead` outcome, fenced to its delivery.
+pub(crate) fn nack(queue: &str, id: &[u8], attempt: u64, outcome: &Outcome) -> Cmd {
+    let mut cmd = redis::cmd("DQ.NACK");
+    cmd.arg(queue).arg(id);
+    let error = match outcome {
+        Outcome::Retry { delay, error } => {
+            if let Some(delay) = delay {
+                // DELAY 0 is valid here: ready again at once.
+                cmd.arg("DELAY")
+                    .arg(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+            }
+            error
+        }
+        Outcome::Dead { error } => {
+            cmd.arg("DEAD");
+            error
+        }
+        Outcome::Ack => unreachable!("an ACK is not a NACK"),
+    };
+    cmd.arg("ATTEMPT").arg(attempt);
+    // The server refuses an empty or over-long ERROR; an empty one says
+    // nothing anyway.
+    let error = truncate_error(error, MAX_ERROR_BYTES);
+    if !error.is_empty() {
+        cmd.arg("ERROR").arg(error);
+    }
+    cmd
+}
+
+pub(crate) fn touch(queue: &str, id: &[u8], lease: Duration, attempt: u64) -> Cmd {
+    let mut cmd = redis::cmd("DQ.TOUCH");
+    cmd.arg(queue)
+        .arg(id)
+        .arg("LEASE")
+        .arg(ms(lease))
+        .arg("ATTEMPT")
+        .arg(attempt);
+    cmd
+}
+
+/// One entry of a POP reply.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Popped {
+    pub id: Vec<u8>,
+    pub payload: Vec<u8>,
+    pub attempt: u64,
+}
+
+fn bytes(v: Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.into_bytes()),
+        _ => None,
+    }
+}
+
+/// POP's reply: nil, or an array of `[id, payload, attempt]`.
+pub(crate) fn parse_pop(reply: Value) -> Result<Vec<Popped>, Error> {
+    let bad = |detail: String| Error::Reply {
+        command: "DQ.POP",
+        detail,
+    };
+    let entries = match reply {
+        Value::Nil => return Ok(Vec::new()),
+        Value::Array(entries) => entries,
+        other => return Err(bad(format!("{other:?}"))),
+    };
+    entries
+        .into_iter()
+        .map(|entry| {
+            let Value::Array(fields) = entry else {
+                return Err(bad(format!("entry {entry:?}")));
+            };
+            let shown = format!("entry {fields:?}");
+            let mut fields = fields.into_iter();
+            match (fields.next(), fields.next(), fields.next(), fields.next()) {
+                (Some(id), Some(payload), Some(Value::Int(attempt)), None) => Ok(Popped {
+                    id: bytes(id).ok_or_else(|| bad(shown.clone()))?,
+                    payload: bytes(payload).ok_or_else(|| bad(shown.clone()))?,
+                    attempt: u64::try_from(attempt).map_err(|_| bad(shown.clone()))?,
+                }),
+                _ => Err(bad(shown)),
+            }
+        })
+        .collect()
+}
+
+/// NACK's reply: the new state, or nil when the id was not in flight.
+pub(crate) fn parse_nack(reply: &Value) -> Result<Option<NackState>, Error> {
+    let state = match reply {
+        Value::Nil => return Ok(None),
+        Value::SimpleString(s) => s.as_bytes(),
+        Value::BulkString(b) => b.as_slice(),
+        Value::Okay => b"OK",
+        _ => b"",
+    };
+    match state {
+        b"delayed" => Ok(Some(NackState::Delayed)),
+        b"ready" => Ok(Some(NackState::Ready)),
+        b"dead" => Ok(Some(NackState::Dead)),
+        _ => Err(Error::Reply {
+            command: "DQ.NACK",
+            detail: format!("{reply:?}"),
+        }),
+    }
+}
+
+/// Whether a command failed because the delivery it names is over.
+pub(crate) fn is_stale(e: &redis::RedisError) -> bool {
+    e.code() == Some("STALE")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(cmd: &Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<not a plain argument>".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pop_names_count_block_and_lease_in_ms() {
+        let cmd = pop("q", 16, Duration::from_secs(5), Duration::from_micros(10));
+        assert_eq!(
+            args(&cmd),
+            ["DQ.POP", "q", "COUNT", "16", "BLOCK", "5000", "LEASE", "1"]
+        );
+    }
+
+    #[test]
+    fn nack_is_fenced_and_carries_delay_dead_and_error() {
+        let retry = Outcome::Retry {
+            delay: Some(Duration::from_millis(1500)),
+            error: "HTTP 503".into(),
+        };
+        assert_eq!(
+            args(&nack("q", b"id", 3, &retry)),
+            ["DQ.NACK", "q", "id", "DELAY", "1500", "ATTEMPT", "3", "ERROR", "HTTP 503"]
+        );
+        let backoff = Outcome::Retry {
+            delay: None,
+            error: String::new(),
+        };
+        assert_eq!(
+            args(&nack("q", b"id", 1, &backoff)),
+            ["DQ.NACK", "q", "id", "ATTEMPT", "1"]
+        );
+        let dead = Outcome::Dead {
+            error: "HTTP 410".into(),
+        };
+        assert_eq!(
+            args(&nack("q", b"id", 2, &dead)),
+            ["DQ.NACK", "q", "id", "DEAD", "ATTEMPT", "2", "ERROR", "HTTP 410"]
+        );
+    }
+
+    #[test]
+    fn nack_error_is_cut_to_what_the_server_accepts() {
+        let long = "é".repeat(3000); // 6000 bytes, two per character
+        let cmd = nack(
+            "q",
+            b"id",
+            1,
+            &Outcome::Dead {
+                error: long.clone(),
+            },
+        );
+        let error = args(&cmd).pop().unwrap_or_default();
+        assert_eq!(error.len(), MAX_ERROR_BYTES);
+        assert!(long.starts_with(&error));
+        assert_eq!(truncate_error("abc", 2), "ab");
+        assert_eq!(truncate_error("aé", 2), "a");
+    }
+
+    #[test]
+    fn touch_is_fenced() {
+        assert_eq!(
+            args(&touch("q", b"id", Duration::from_secs(30), 4)),
+            ["DQ.TOUCH", "q", "id", "LEASE", "30000", "ATTEMPT", "4"]
+        );
+    }
+
+    #[test]
+    fn pop_replies_parse() {
+        assert_eq!(parse_pop(Value::Nil).unwrap(), Vec::new());
+        let reply = Value::Array(vec![Value::Array(vec![
+            Value::BulkString(b"a".to_vec()),
+            Value::BulkString(b"{}".to_vec()),
+            Value::Int(2),
+        ])]);
+        assert_eq!(
+            parse_pop(reply).unwrap(),
+            vec![Popped {
+                id: b"a".to_vec(),
+                payload: b"{}".to_vec(),
+                attempt: 2
+            }]
+        );
+        for bad in [
+            Value::Int(1),
+            Value::Array(vec![Value::Int(1)]),
+            Value::Array(vec![Value::Array(vec![
+                Value::BulkString(b"a".to_vec()),
+                Value::BulkString(b"p".to_vec()),
+            ])]),
+            Value::Array(vec![Value::Array(vec![
+                Value::BulkString(b"a".to_vec()),
+                Value::BulkString(b"p".to_vec()),
+                Value::Int(-1),
+            ])]),
+        ] {
+            assert!(parse_pop(bad).is_err());
+        }
+    }
+
+    #[test]
+    fn nack_replies_parse() {
+        assert_eq!(
+            parse_nack(&Value::SimpleString("dead".into())).unwrap(),
+            Some(NackState::Dead)
+        );
+        assert_eq!(
+            parse_nack(&Value::SimpleString("delayed".into())).unwrap(),
+            Some(NackState::Delayed)
+        );
+        assert_eq!(parse_nack(&Value::Nil).unwrap(), None);
+        assert!(parse_nack(&Value::Int(1)).is_err());
+    }
+}

@@ -1,0 +1,42 @@
+//! A consume loop for dq queues (the Redis module in this repository).
+//!
+//! [`Consumer::run`] takes messages from one or more queues with blocking
+//! `DQ.POP`s, hands each to a [`Handler`] — at most `concurrency` at once per
+//! queue — keeps its lease alive with `DQ.TOUCH` while the handler works, and
+//! settles it with `DQ.ACK` or `DQ.NACK` as the handler decides. Every NACK
+//! and TOUCH names its delivery (`ATTEMPT n`), so a consumer whose lease ran
+//! out can never fail or extend someone else's delivery. When the shutdown
+//! token is cancelled it stops taking messages, lets the deliveries it holds
+//! finish and settles them, then returns.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use dq_client::{Consumer, ConsumerConfig, Delivery, Handler, Outcome};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct Print;
+//! impl Handler for Print {
+//!     async fn handle(&self, d: &Delivery) -> Outcome {
+//!         println!("{} attempt {}", d.id_lossy(), d.attempt);
+//!         Outcome::Ack
+//!     }
+//! }
+//!
+//! # async fn demo() -> Result<(), dq_client::Error> {
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let consumer = Consumer::new(client, vec!["jobs".into()], ConsumerConfig::default())?;
+//! consumer.run(Arc::new(Print), CancellationToken::new()).await
+//! # }
+//! ```
+
+mod commands;
+mod consumer;
+mod delivery;
+mod error;
+
+pub use commands::{truncate_error, MAX_ERROR_BYTES};
+pub use consumer::{Consumer, ConsumerConfig};
+pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};
+pub use error::Error;
+// The token type of `Consumer::run`, so users need not name tokio-util.
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,400 @@
+//! dq-relay: delivers dq messages over HTTP.
+//!
+//! It consumes one or more queues of a Redis (or Valkey) server with the
+//! dq module loaded, calls each message's URL, and records the outcome:
+//! ACK on 2xx, NACK (retry after the message's backoff, or the
+//! receiver's Retry-After) on 408, 429, 5xx and transport failures, dead
+//! at once on any other 4xx or a URL outside the allow-list. See the
+//! README's "HTTP delivery" section.
+
+mod allow;
+mod envelope;
+mod metrics;
+mod outcome;
+mod redact;
+mod relay;
+mod signature;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, ValueEnum};
+use dq_client::{CancellationToken, Consumer, ConsumerConfig};
+use redis::IntoConnectionInfo;
+use reqwest::Url;
+
+use crate::allow::AllowList;
+use crate::relay::{PerHost, Relay, Route};
+use crate::signature::Secret;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Json,
+    Text,
+}
+
+/// Delivers dq messages over HTTP: calls each message's URL, retries on
+/// 408/429/5xx and network failures, dead-letters other 4xx, signs every
+/// request.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Args {
+    /// The server: redis://[user[:password]@]host[:port][/db], or rediss://
+    /// for TLS.
+    #[arg(
+        long,
+        env = "DQ_RELAY_REDIS",
+        // It may hold a password: --help must not print it.
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379/"
+    )]
+    redis: String,
+
+    /// ACL user name (instead of one in the URL).
+    #[arg(long, env = "DQ_RELAY_REDIS_USER")]
+    redis_user: Option<String>,
+
+    /// Password (instead of one in the URL); prefer the environment
+    /// variable, which `ps` does not show.
+    #[arg(long, env = "DQ_RELAY_REDIS_PASSWORD", hide_env_values = true)]
+    redis_password: Option<String>,
+
+    /// PEM file of the CA that signed the server's certificate (rediss://),
+    /// instead of the system's roots.
+    #[arg(long)]
+    redis_ca: Option<PathBuf>,
+
+    /// PEM client certificate for mutual TLS (with --redis-key).
+    #[arg(long, requires = "redis_key")]
+    redis_cert: Option<PathBuf>,
+
+    /// PEM private key of --redis-cert.
+    #[arg(long, requires = "redis_cert")]
+    redis_key: Option<PathBuf>,
+
+    /// A queue to deliver: NAME (each payload is a JSON envelope naming its
+    /// URL) or NAME=URL (each payload is POSTed to URL). Repeatable.
+    #[arg(short, long = "queue", value_name = "NAME[=URL]", required = true)]
+    queues: Vec<String>,
+
+    /// Allow URLs starting with this prefix (scheme, host, port and a path
+    /// prefix, e.g. https://hooks.example.com/v1/). Repeatable.
+    #[arg(long = "allow", value_name = "URL_PREFIX")]
+    allow: Vec<String>,
+
+    /// Allow any URL on this host: a name, *.name for its subdomains, or *
+    /// for every host. Repeatable.
+    #[arg(long = "allow-host", value_name = "PATTERN")]
+    allow_host: Vec<String>,
+
+    /// HMAC-SHA256 signing secret; give two while rotating. Prefer
+    /// DQ_RELAY_SECRET or --secret-file, which `ps` does not show.
+    #[arg(long = "secret", env = "DQ_RELAY_SECRET", hide_env_values = true)]
+    secrets: Vec<String>,
+
+    /// A file with one signing secret per line.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+
+    /// Calls in flight at once, per queue.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+
+    /// Calls in flight at once to one host and port, across queues.
+    #[arg(long, default_value_t = 32)]
+    per_host: usize,
+
+    /// Messages taken per DQ.POP, at most (default: --concurrency, up to 64).
+    #[arg(long)]
+    batch: Option<usize>,
+
+    /// Request timeout when the message gives none (e.g. 10s, 1m, 500ms).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+
+    /// The longest timeout a message may ask for.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    max_timeout: Duration,
+
+    /// Time allowed to open a connection to a receiver.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    connect_timeout: Duration,
+
+    /// The longest retry delay a receiver's Retry-After may set.
+    #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
+    max_retry_after: Duration,
+
+    /// Lease taken per delivery; renewed (DQ.TOUCH) every third of it
+    /// while a call runs.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    lease: Duration,
+
+    /// How long one DQ.POP waits for a message.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    block: Duration,
+
+    /// Serve Prometheus metrics at http://ADDR/metrics (port 0: any free
+    /// port, named in the log).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+
+    /// Log format, to standard error.
+    #[arg(long, value_enum, default_value = "json")]
+    log_format: LogFormat,
+
+    /// Log level or filter (error, warn, info, debug); DQ_RELAY_LOG
+    /// overrides it with a full tracing filter.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+/// `NAME` or `NAME=URL`. A queue name may contain `=`, so the split is at
+/// the first `=http://` or `=https://`.
+fn parse_queue(spec: &str) -> anyhow::Result<(String, Route)> {
+    let split = ["=http://", "=https://"]
+        .iter()
+        .filter_map(|m| spec.find(m))
+        .min();
+    let Some(at) = split else {
+        if spec.is_empty() {
+            bail!("--queue needs a queue name");
+        }
+        return Ok((spec.to_string(), Route::Envelope));
+    };
+    let (name, url) = (&spec[..at], &spec[at + 1..]);
+    let url = Url::parse(url).with_context(|| format!("--queue {name}=...: not a valid URL"))?;
+    if url.host_str().is_none() {
+        bail!("--queue {name}=...: the URL has no host");
+    }
+    Ok((name.to_string(), Route::Fixed(url)))
+}
+
+fn read_secrets(args: &Args) -> anyhow::Result<Vec<Secret>> {
+    let mut texts: Vec<String> = args.secrets.clone();
+    if let Some(path) = &args.secret_file {
+        let file = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --secret-file {}", path.display()))?;
+        texts.extend(
+            file.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string),
+        );
+    }
+    texts
+        .into_iter()
+        .map(|t| Secret::new(t.into_bytes()).map_err(anyhow::Error::msg))
+        .collect()
+}
+
+fn redis_client(args: &Args) -> anyhow::Result<redis::Client> {
+    let mut info = args
+        .redis
+        .as_str()
+        .into_connection_info()
+        .context("--redis is not a valid redis:// or rediss:// URL")?;
+    let mut settings = info.redis_settings().clone();
+    if let Some(user) = &args.redis_user {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &args.redis_password {
+        settings = settings.set_password(password);
+    }
+    info = info.set_redis_settings(settings);
+    if args.redis_ca.is_none() && args.redis_cert.is_none() {
+        return Ok(redis::Client::open(info)?);
+    }
+    let read = |p: &PathBuf| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+    let client_tls = match (&args.redis_cert, &args.redis_key) {
+        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+            client_cert: read(cert)?,
+            client_key: read(key)?,
+        }),
+        _ => None,
+    };
+    let root_cert = args.redis_ca.as_ref().map(read).transpose()?;
+    Ok(redis::Client::build_with_tls(
+        info,
+        redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        },
+    )?)
+}
+
+fn init_logs(args: &Args) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DQ_RELAY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+        LogFormat::Text => logs.init(),
+    }
+}
+
+/// SIGTERM or SIGINT: stop taking messages and finish the calls in
+/// flight. A second one: exit now (what was in flight is delivered again
+/// when its lease runs out).
+fn stop_on_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(
+            signal = name,
+            "stopping: no new messages; finishing the calls in flight"
+        );
+        shutdown.cancel();
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::warn!(
+            signal = name,
+            "second signal: exiting now; unfinished calls are \
+            delivered again when their leases run out"
+        );
+        std::process::exit(130);
+    });
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    init_logs(&args);
+    match run(args).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "dq-relay stopped");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    // One TLS provider for both reqwest and redis (each was built without
+    // one): ring. A second call would fail only if one was installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let mut routes = HashMap::new();
+    for spec in &args.queues {
+        let (name, route) = parse_queue(spec)?;
+        if routes.insert(name.clone(), route).is_some() {
+            bail!("--queue {name} is given more than once");
+        }
+    }
+    let mut allow = AllowList::default();
+    for prefix in &args.allow {
+        allow.add_prefix(prefix).map_err(anyhow::Error::msg)?;
+    }
+    for pattern in &args.allow_host {
+        allow.add_host(pattern).map_err(anyhow::Error::msg)?;
+    }
+    if let Some((name, _)) = routes.iter().find(|(_, r)| matches!(r, Route::Envelope)) {
+        if allow.is_empty() {
+            bail!(
+                "queue {name} takes its URLs from its messages, so the relay needs an \
+                 allow-list: give --allow URL_PREFIX or --allow-host PATTERN (--allow-host '*' \
+                 allows every host)"
+            );
+        }
+    }
+    if args.allow_host.iter().any(|h| h.trim() == "*") {
+        tracing::warn!("--allow-host '*': messages may make the relay call any host it can reach");
+    }
+    let secrets = read_secrets(&args)?;
+    if secrets.is_empty() {
+        tracing::warn!("no --secret: requests are not signed (no X-DQ-Signature header)");
+    }
+    if args.concurrency == 0 || args.per_host == 0 {
+        bail!("--concurrency and --per-host must be at least 1");
+    }
+    if args.timeout.is_zero() || args.connect_timeout.is_zero() {
+        bail!("--timeout and --connect-timeout must be positive");
+    }
+
+    let http = reqwest::Client::builder()
+        // A redirect could lead anywhere, around the allow-list.
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(args.connect_timeout)
+        .pool_max_idle_per_host(args.per_host)
+        .user_agent(concat!("dq-relay/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .context("building the HTTP client")?;
+
+    let metrics = metrics::Metrics::new();
+    if let Some(addr) = args.metrics {
+        let listener = metrics::bind(addr)
+            .await
+            .with_context(|| format!("--metrics {addr}"))?;
+        let bound = listener.local_addr()?;
+        tracing::info!(addr = %bound, "metrics at http://{bound}/metrics");
+        tokio::spawn(metrics::serve(listener, metrics.clone()));
+    }
+
+    let client = redis_client(&args)?;
+    let server = client.get_connection_info().addr().to_string();
+    let config = ConsumerConfig {
+        concurrency: args.concurrency,
+        batch: args.batch.unwrap_or(args.concurrency.min(64)),
+        block: args.block,
+        lease: args.lease,
+        touch_every: None,
+        response_timeout: Duration::from_secs(5),
+    };
+    let queues: Vec<String> = routes.keys().cloned().collect();
+    let consumer = Consumer::new(client, queues.clone(), config)?;
+    let relay = Arc::new(Relay {
+        http,
+        routes,
+        allow,
+        secrets,
+        timeout: args.timeout,
+        max_timeout: args.max_timeout,
+        max_retry_after: args.max_retry_after,
+        per_host: PerHost::new(args.per_host),
+        metrics,
+    });
+
+    let shutdown = CancellationToken::new();
+    stop_on_signals(shutdown.clone())?;
+    tracing::info!(server = %server, queues = ?queues, concurrency = args.concurrency,
+        per_host = args.per_host, "dq-relay started");
+    consumer
+        .run(relay, shutdown)
+        .await
+        .with_context(|| format!("consuming from {server}"))?;
+    tracing::info!("dq-relay stopped: every call in flight was finished and recorded");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_specs() {
+        assert!(matches!(parse_queue("hooks").unwrap(), (n, Route::Envelope) if n == "hooks"));
+        let (name, route) = parse_queue("a=b=https://h.example.com/x?y=1").unwrap();
+        assert_eq!(name, "a=b");
+        assert!(matches!(route, Route::Fixed(u) if u.as_str() == "https://h.example.com/x?y=1"));
+        assert!(matches!(parse_queue("x=1").unwrap(), (n, Route::Envelope) if n == "x=1"));
+        assert!(parse_queue("").is_err());
+        assert!(parse_queue("q=http://").is_err());
+    }
+}
