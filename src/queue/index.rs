@@ -290,13 +290,7 @@ mod tests {
 
     /// Every operation against a BTreeSet, checked after each step.
     fn model(seed: u64, steps: usize, spread: u64) {
-        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut next = move |n: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % n.max(1)
-        };
+        let mut next = crate::queue::tests::xorshift(seed);
         let mut index = SortedIndex::default();
         let mut set = BTreeSet::new();
         let mut ascending = 0u64;

@@ -517,14 +517,20 @@ fn random_operations_keep_the_invariants() {
     }
 }
 
-fn run_random(seed: u64, steps: usize) {
+/// A seeded xorshift: `next(n)` is below `n`. Random-operation tests
+/// replay exactly from their seed.
+pub(crate) fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
     let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move |n: u64| {
+    move |n: u64| {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         rng % n.max(1)
-    };
+    }
+}
+
+fn run_random(seed: u64, steps: usize) {
+    let mut next = xorshift(seed);
     let mut q = Queue::new();
     let p = policy(3);
     let mut now = 1_000u64;
@@ -569,33 +575,17 @@ fn run_random(seed: u64, steps: usize) {
                 } else {
                     NackAction::Retry((next(2) == 0).then(|| next(100)))
                 };
-                let held = q.get(id.as_bytes()).map(|r| (r.state, r.attempt));
-                let was = fence.map(|_| codec::sorted_digest(&q));
-                let result = q.nack(now, id.as_bytes(), action, fence, Some(b"e"), &p);
-                let refused = result.is_err();
-                fenced(seed, step, held, fence, result.map(|r| r.is_some()));
-                if refused {
-                    assert_eq!(
-                        Some(codec::sorted_digest(&q)),
-                        was,
-                        "seed {seed} step {step}"
-                    );
-                }
+                fenced(&mut q, id.as_bytes(), fence, (seed, step), |q| {
+                    q.nack(now, id.as_bytes(), action, fence, Some(b"e"), &p)
+                        .map(|r| r.is_some())
+                });
             }
             7 => {
                 let fence = (next(2) == 0).then(|| 1 + next(4) as u32);
-                let held = q.get(id.as_bytes()).map(|r| (r.state, r.attempt));
-                let was = fence.map(|_| codec::sorted_digest(&q));
-                let result = q.touch(id.as_bytes(), now + next(300), fence);
-                let refused = result.is_err();
-                fenced(seed, step, held, fence, result.map(|r| r.is_some()));
-                if refused {
-                    assert_eq!(
-                        Some(codec::sorted_digest(&q)),
-                        was,
-                        "seed {seed} step {step}"
-                    );
-                }
+                let deadline = now + next(300);
+                fenced(&mut q, id.as_bytes(), fence, (seed, step), |q| {
+                    q.touch(id.as_bytes(), deadline, fence).map(|r| r.is_some())
+                });
             }
             8 => {
                 q.tick(now, 1 + next(8) as usize, &p);
@@ -656,26 +646,36 @@ fn run_random(seed: u64, steps: usize) {
     }
 }
 
-/// A NACK or TOUCH acted exactly when it named the current delivery (or
-/// none), and was refused when it named another.
+/// Runs a NACK or TOUCH (`call`, true when it acted) and checks that it
+/// acted exactly when it named the current delivery (or none), and that
+/// when refused it changed nothing.
 fn fenced(
-    seed: u64,
-    step: usize,
-    held: Option<(State, u32)>,
+    q: &mut Queue,
+    id: &[u8],
     fence: Option<u32>,
-    result: Result<bool>,
+    (seed, step): (u64, usize),
+    call: impl FnOnce(&mut Queue) -> Result<bool>,
 ) {
-    let current = match held {
+    let current = match q.get(id).map(|r| (r.state, r.attempt)) {
         Some((State::Inflight, attempt)) => Some(attempt),
         _ => None,
     };
+    let before = fence.map(|_| codec::sorted_digest(q));
+    let result = call(q);
     match (current, fence) {
         (Some(_), None) => assert_eq!(result, Ok(true), "seed {seed} step {step}"),
         (None, None) => assert_eq!(result, Ok(false), "seed {seed} step {step}"),
         (Some(a), Some(n)) if a == n => assert_eq!(result, Ok(true), "seed {seed} step {step}"),
-        (_, Some(_)) => assert!(
-            matches!(result, Err(DqError::StaleDelivery { .. })),
-            "seed {seed} step {step}: {result:?}"
-        ),
+        (_, Some(_)) => {
+            assert!(
+                matches!(result, Err(DqError::StaleDelivery { .. })),
+                "seed {seed} step {step}: {result:?}"
+            );
+            assert_eq!(
+                Some(codec::sorted_digest(q)),
+                before,
+                "seed {seed} step {step}"
+            );
+        }
     }
 }
