@@ -38,15 +38,25 @@ impl<'a> ArgCursor<'a> {
 }
 
 /// Remembers which options a command line has used, to refuse repeats.
+/// Inline: a command has at most a dozen options, and every DQ.ADD makes
+/// one of these.
 #[derive(Default)]
-pub struct Seen(Vec<&'static str>);
+pub struct Seen {
+    names: [&'static str; 16],
+    len: usize,
+}
 
 impl Seen {
     pub fn mark(&mut self, option: &'static str) -> Result<()> {
-        if self.0.contains(&option) {
+        let seen = &self.names[..self.len];
+        if seen.contains(&option) {
             return Err(DqError::RepeatedOption(option));
         }
-        self.0.push(option);
+        // Every command has fewer than 16 options, so there is room.
+        if let Some(slot) = self.names.get_mut(self.len) {
+            *slot = option;
+            self.len += 1;
+        }
         Ok(())
     }
 }

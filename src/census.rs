@@ -5,7 +5,10 @@
 //! other way (DEL, EXPIRE, RENAME, RESTORE, ...).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+
+// hashbrown's default hasher, not std's SipHash: every write command
+// updates its queue's entry, and the names are the server's own keys.
+use hashbrown::HashMap;
 
 /// Messages per state: delayed, ready, in flight, dead.
 pub type Counts = [u64; 4];

@@ -4,6 +4,8 @@
 //! census and the timer's schedule. Replication is each command's own
 //! business (see `propagate.rs`).
 
+use std::ptr::NonNull;
+
 use redis_module::key::{RedisKey, RedisKeyWritable};
 use redis_module::{raw, Context, NotifyEvent, RedisString};
 
@@ -34,6 +36,10 @@ pub struct QueueKey<'c> {
     ctx: &'c Context,
     name: &'c RedisString,
     key: RedisKeyWritable,
+    /// The queue `key` holds, found once: each lookup through the key API
+    /// asks the server the key's type and module type again (about 80
+    /// instructions, several times a command).
+    value: Option<NonNull<Queue>>,
 }
 
 impl<'c> QueueKey<'c> {
@@ -41,23 +47,44 @@ impl<'c> QueueKey<'c> {
     /// anything changes.
     pub fn open(ctx: &'c Context, name: &'c RedisString) -> Result<QueueKey<'c>> {
         let key = ctx.open_key_writable(name);
-        key.get_value::<Queue>(&QUEUE_TYPE)
-            .map_err(|_| wrong_type(name))?;
-        Ok(QueueKey { ctx, name, key })
+        let mut opened = QueueKey {
+            ctx,
+            name,
+            key,
+            value: None,
+        };
+        opened.find()?;
+        Ok(opened)
+    }
+
+    /// Looks the value up through the key API (after opening the key or
+    /// giving it a value).
+    fn find(&mut self) -> Result<()> {
+        self.value = self
+            .key
+            .get_value::<Queue>(&QUEUE_TYPE)
+            .map_err(|_| wrong_type(self.name))?
+            .map(NonNull::from);
+        Ok(())
     }
 
     /// The queue, or `None` when the key does not exist.
     pub fn queue(&mut self) -> Option<&mut Queue> {
-        // Type checked on open; the borrow is tied to the open key.
-        self.key.get_value::<Queue>(&QUEUE_TYPE).ok().flatten()
+        // SAFETY: `value` is the module value of `self.key`, which stays
+        // open, holding that value, while `self` lives: only
+        // `queue_or_create` and `replace` give the key a value, and both
+        // look it up again, and no dq command deletes its own key. The
+        // borrow is of `self`, so no two references to the queue coexist.
+        self.value.map(|mut queue| unsafe { queue.as_mut() })
     }
 
     /// The queue, created empty if the key does not exist.
     pub fn queue_or_create(&mut self) -> Result<&mut Queue> {
-        if self.queue().is_none() {
+        if self.value.is_none() {
             self.key
                 .set_value(&QUEUE_TYPE, Queue::new())
                 .map_err(|_| wrong_type(self.name))?;
+            self.find()?;
         }
         self.queue().ok_or(DqError::Internal)
     }
@@ -65,9 +92,11 @@ impl<'c> QueueKey<'c> {
     /// Replaces the value, if any (the AOF rewrite's LOAD, the round-1
     /// conversion): setting a module value frees the one it replaces.
     pub fn replace(&mut self, queue: Queue) -> Result<()> {
+        self.value = None;
         self.key
             .set_value(&QUEUE_TYPE, queue)
-            .map_err(|_| wrong_type(self.name))
+            .map_err(|_| wrong_type(self.name))?;
+        self.find()
     }
 
     /// The value changed without a transition (settings): WATCH and INFO
