@@ -3,8 +3,9 @@
 
 use crate::error::{DqError, Result};
 
-/// The latest Unix time in ms dq stores: ZSET scores are doubles, exact up
-/// to 2^53. That is about year 287,000.
+/// The latest Unix time in ms dq stores, kept from round 1 (whose ZSET
+/// scores were doubles) so a time stays exact in any client's double: up
+/// to 2^53, about year 287,000.
 pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
 
 /// Longest message id accepted.

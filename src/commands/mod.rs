@@ -114,6 +114,14 @@ pub fn for_ids(
     counted_write(ctx, args, verb, |queue, now| op(queue, now, ids))
 }
 
+/// The lease a POP or TOUCH gives: its LEASE, else the queue's, else
+/// `dq.lease-ms` (without resolving the rest of the policy).
+pub fn lease_for(queue: &Queue, given: Option<u64>) -> u64 {
+    given
+        .or(queue.config().lease_ms)
+        .unwrap_or_else(settings::lease_ms)
+}
+
 /// The lease, attempts and backoff in force for a queue now.
 pub fn policy(queue: &Queue) -> Policy {
     queue.config().resolve(&settings::current())

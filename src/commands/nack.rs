@@ -29,7 +29,7 @@ use crate::error::{DqError, Result};
 use crate::policy::Policy;
 use crate::propagate::Apply;
 use crate::qkey::QueueKey;
-use crate::queue::{stale, NackAction, Queue, State};
+use crate::queue::{check_delivery, NackAction, Queue, State};
 use crate::settings;
 use crate::timer::now_ms;
 
@@ -120,10 +120,8 @@ fn nack(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     }
     let mut key = QueueKey::open(ctx, &args[1])?;
     let Some(queue) = key.queue() else {
-        return match n.attempt {
-            Some(attempt) => Err(stale(n.id, attempt)),
-            None => Ok(RedisValue::Null),
-        };
+        check_delivery(n.id, None, n.attempt)?;
+        return Ok(RedisValue::Null);
     };
     let policy = policy(queue);
     let due_before = queue.next_due();

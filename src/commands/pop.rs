@@ -14,7 +14,7 @@ use redis_module::{raw, Context, ContextFlags, RedisResult, RedisString, RedisVa
 use crate::args::{
     is_keyword, lease_deadline, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
 };
-use crate::commands::{bytes, int, reply};
+use crate::commands::{bytes, int, lease_for, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::guard;
@@ -112,10 +112,7 @@ fn try_pop(
         return Ok(None);
     };
     let now = now_ms();
-    let lease_ms = lease_ms
-        .or(queue.config().lease_ms)
-        .unwrap_or_else(settings::lease_ms);
-    let deadline = lease_deadline(now, lease_ms);
+    let deadline = lease_deadline(now, lease_for(queue, lease_ms));
     let due_before = queue.next_due();
     let popped = queue.pop(count, deadline);
     if popped.is_empty() {

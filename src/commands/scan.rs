@@ -12,7 +12,9 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{is_keyword, parse_count, parse_state, unknown_option, ArgCursor, Seen};
+use crate::args::{
+    is_keyword, parse_count, parse_in_range, parse_state, unknown_option, ArgCursor, Seen,
+};
 use crate::commands::peek::entry;
 use crate::commands::{bytes, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
@@ -36,6 +38,8 @@ pub const DOC: CommandDoc = CommandDoc {
 
 pub const DEFAULT_COUNT: usize = 10;
 
+const CURSOR: &str = "a non-negative integer that DQ.SCAN replied (0 to start)";
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanArgs<'a> {
     pub queue: &'a [u8],
@@ -48,13 +52,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<ScanArgs<'a>> {
     let [queue, cursor, options @ ..] = args else {
         return Err(DqError::WrongArity("dq.scan"));
     };
-    let cursor = std::str::from_utf8(cursor)
-        .ok()
-        .and_then(|c| c.parse::<u64>().ok())
-        .ok_or(DqError::BadValue {
-            option: "cursor",
-            expected: "a non-negative integer that DQ.SCAN replied (0 to start)",
-        })?;
+    // Strict, as every number dq reads: no sign, no spaces.
+    let cursor = parse_in_range("cursor", CURSOR, cursor, 0, i64::MAX)? as u64;
     let mut parsed = ScanArgs {
         queue,
         cursor,
@@ -118,6 +117,9 @@ mod tests {
             err(&["q", "-1"]),
             "ERR cursor must be a non-negative integer that DQ.SCAN replied (0 to start)"
         );
+        for strict in ["+5", " 5", "5.0"] {
+            assert_eq!(err(&["q", strict]), format!("ERR cursor must be {CURSOR}"));
+        }
         assert_eq!(
             err(&["q", "0", "STATE", "GONE"]),
             "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD"

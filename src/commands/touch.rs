@@ -14,12 +14,12 @@ use crate::args::{
     is_keyword, lease_deadline, parse_attempt, parse_lease, parse_ms, parse_queue_and_id,
     unknown_option, Seen,
 };
-use crate::commands::{bytes, int, reply};
+use crate::commands::{bytes, int, lease_for, reply};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::propagate::Apply;
 use crate::qkey::QueueKey;
-use crate::queue::{stale, Queue};
+use crate::queue::{check_delivery, Queue};
 use crate::settings;
 use crate::timer::now_ms;
 
@@ -79,17 +79,11 @@ fn touch(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let t = parse(&argv[1..])?;
     let mut key = QueueKey::open(ctx, &args[1])?;
     let Some(queue) = key.queue() else {
-        return match t.attempt {
-            Some(attempt) => Err(stale(t.id, attempt)),
-            None => Ok(RedisValue::Null),
-        };
+        check_delivery(t.id, None, t.attempt)?;
+        return Ok(RedisValue::Null);
     };
     let now = now_ms();
-    let lease = t
-        .lease_ms
-        .or(queue.config().lease_ms)
-        .unwrap_or_else(settings::lease_ms);
-    let deadline = lease_deadline(now, lease);
+    let deadline = lease_deadline(now, lease_for(queue, t.lease_ms));
     let due_before = queue.next_due();
     let Some(deadline) = queue.touch(t.id, deadline, t.attempt)? else {
         return Ok(RedisValue::Null);

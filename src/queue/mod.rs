@@ -20,8 +20,8 @@
 //! holder is redelivered before anything behind it.
 //!
 //! Layout: records in a slab (`messages.rs`), found by id through a table
-//! of slot numbers; one B-tree of plain integer keys per state, ordered as
-//! messages leave that state; a TTL index; groups with their holder and
+//! of slot numbers; one sorted index of plain integer keys per state
+//! (`index.rs`), ordered as messages leave that state; a TTL index; groups with their holder and
 //! waiting line. A record's index entries are derived from its fields
 //! (`unindex`/`index` bracket every change), which is also how a loaded
 //! value is rebuilt and checked (`codec.rs`).
@@ -193,8 +193,20 @@ pub(crate) fn distinct<T: AsRef<[u8]>>(ids: &[T]) -> Vec<&[u8]> {
         .collect()
 }
 
-/// The error of a NACK or TOUCH naming a delivery that is over.
-pub fn stale(id: &[u8], attempt: u32) -> DqError {
+/// The fencing rule of NACK and TOUCH: a call naming delivery `attempt`
+/// (or, with `None`, whichever is current) of an id whose delivery in
+/// flight is `current` (`None`: not in flight, or no such id or queue).
+/// True when there is a delivery to act on; an error when the call named
+/// one that is over.
+pub fn check_delivery(id: &[u8], current: Option<u32>, attempt: Option<u32>) -> Result<bool> {
+    match (current, attempt) {
+        (Some(c), Some(n)) if c != n => Err(stale(id, n)),
+        (None, Some(n)) => Err(stale(id, n)),
+        (current, _) => Ok(current.is_some()),
+    }
+}
+
+fn stale(id: &[u8], attempt: u32) -> DqError {
     DqError::StaleDelivery {
         id: printable(id),
         attempt,
@@ -479,11 +491,9 @@ impl Queue {
             .messages
             .find(id)
             .filter(|&slot| self.messages.at(slot).state == State::Inflight);
-        match (slot, attempt) {
-            (Some(slot), Some(n)) if self.messages.at(slot).attempt != n => Err(stale(id, n)),
-            (None, Some(n)) => Err(stale(id, n)),
-            (slot, _) => Ok(slot),
-        }
+        let current = slot.map(|slot| self.messages.at(slot).attempt);
+        check_delivery(id, current, attempt)?;
+        Ok(slot)
     }
 
     /// A delivery ended without ACK: a waiting newer version takes the
@@ -985,13 +995,13 @@ impl Queue {
     }
 
     /// Heap bytes this value holds, estimated from its shape (MEMORY
-    /// USAGE): slab chunks, id table, B-tree entries, and each record's
+    /// USAGE): slab chunks, id table, index entries, and each record's
     /// id-and-payload and option allocations rounded up as the allocator
     /// does on average.
     pub fn mem_usage(&self) -> usize {
         use std::mem::size_of;
-        // B-tree nodes hold up to 11 keys and run about two-thirds full;
-        // each node also carries a header and (inner nodes) child links.
+        // A group's waiting line is a BTreeSet: nodes hold up to 11 keys
+        // and run about two-thirds full, with a header and child links.
         fn btree<K>(len: usize) -> usize {
             len * (size_of::<K>() * 3 / 2 + 4)
         }
