@@ -29,15 +29,14 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-pub(crate) fn pop(queue: &str, count: usize, block: Duration, lease: Duration) -> Cmd {
+/// DQ.POP; without `block` it takes only what is ready now.
+pub(crate) fn pop(queue: &str, count: usize, block: Option<Duration>, lease: Duration) -> Cmd {
     let mut cmd = redis::cmd("DQ.POP");
-    cmd.arg(queue)
-        .arg("COUNT")
-        .arg(count)
-        .arg("BLOCK")
-        .arg(ms(block))
-        .arg("LEASE")
-        .arg(ms(lease));
+    cmd.arg(queue).arg("COUNT").arg(count);
+    if let Some(block) = block {
+        cmd.arg("BLOCK").arg(ms(block));
+    }
+    cmd.arg("LEASE").arg(ms(lease));
     cmd
 }
 
@@ -174,11 +173,18 @@ mod tests {
 
     #[test]
     fn pop_names_count_block_and_lease_in_ms() {
-        let cmd = pop("q", 16, Duration::from_secs(5), Duration::from_micros(10));
+        let cmd = pop(
+            "q",
+            16,
+            Some(Duration::from_secs(5)),
+            Duration::from_micros(10),
+        );
         assert_eq!(
             args(&cmd),
             ["DQ.POP", "q", "COUNT", "16", "BLOCK", "5000", "LEASE", "1"]
         );
+        let cmd = pop("q", 2, None, Duration::from_secs(30));
+        assert_eq!(args(&cmd), ["DQ.POP", "q", "COUNT", "2", "LEASE", "30000"]);
     }
 
     #[test]

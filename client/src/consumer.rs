@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep, sleep_until, Instant};
@@ -13,6 +13,8 @@ use tokio_util::task::TaskTracker;
 use crate::commands::{self, Popped};
 use crate::delivery::{Delivery, Handler, Outcome, Settlement};
 use crate::error::Error;
+use crate::server::{Connection, Node, Server};
+use crate::shard::Shards;
 
 /// How a [`Consumer`] takes and holds messages.
 #[derive(Clone, Debug)]
@@ -52,8 +54,10 @@ impl Default for ConsumerConfig {
 
 /// Consumes dq queues with a [`Handler`]; see the crate documentation.
 pub struct Consumer {
-    client: redis::Client,
-    queues: Vec<String>,
+    server: Server,
+    /// Queues that share one pool of `concurrency` slots: each plain queue
+    /// alone, a sharded queue's shards together.
+    pools: Vec<Vec<String>>,
     config: ConsumerConfig,
 }
 
@@ -63,20 +67,41 @@ struct Shared<H> {
     config: ConsumerConfig,
     touch_every: Duration,
     /// ACK, NACK, TOUCH and CLIENT UNBLOCK from every task, pipelined on
-    /// one socket; it reconnects by itself.
-    commands: ConnectionManager,
-    client: redis::Client,
+    /// shared sockets; it reconnects by itself.
+    commands: Connection,
+    server: Server,
     shutdown: CancellationToken,
     deliveries: TaskTracker,
 }
 
 impl Consumer {
+    /// Consumes `queues`, each with up to `concurrency` deliveries at once.
     pub fn new(
-        client: redis::Client,
+        server: impl Into<Server>,
         queues: Vec<String>,
         config: ConsumerConfig,
     ) -> Result<Consumer, Error> {
-        if queues.is_empty() {
+        let pools = queues.into_iter().map(|q| vec![q]).collect();
+        Consumer::with_pools(server.into(), pools, config)
+    }
+
+    /// Consumes every shard of a sharded queue, up to `concurrency`
+    /// deliveries at once in all. Each shard has its own blocking POP, and
+    /// the shards take free slots in turn, so none starves another.
+    pub fn sharded(
+        server: impl Into<Server>,
+        shards: &Shards,
+        config: ConsumerConfig,
+    ) -> Result<Consumer, Error> {
+        Consumer::with_pools(server.into(), vec![shards.names().to_vec()], config)
+    }
+
+    fn with_pools(
+        server: Server,
+        pools: Vec<Vec<String>>,
+        config: ConsumerConfig,
+    ) -> Result<Consumer, Error> {
+        if pools.is_empty() {
             return Err(Error::Config("no queue to consume".into()));
         }
         if config.concurrency == 0 {
@@ -101,8 +126,8 @@ impl Consumer {
             ));
         }
         Ok(Consumer {
-            client,
-            queues,
+            server,
+            pools,
             config,
         })
     }
@@ -115,13 +140,7 @@ impl Consumer {
         handler: Arc<H>,
         shutdown: CancellationToken,
     ) -> Result<(), Error> {
-        let commands = ConnectionManager::new_with_config(
-            self.client.clone(),
-            ConnectionManagerConfig::new()
-                .set_response_timeout(Some(self.config.response_timeout))
-                .set_connection_timeout(Some(self.config.response_timeout)),
-        )
-        .await?;
+        let commands = self.server.connect(self.config.response_timeout).await?;
         let shared = Arc::new(Shared {
             handler,
             touch_every: self
@@ -131,15 +150,31 @@ impl Consumer {
                 .max(Duration::from_millis(1)),
             config: self.config.clone(),
             commands,
-            client: self.client.clone(),
+            server: self.server.clone(),
             shutdown,
             deliveries: TaskTracker::new(),
         });
-        let poppers: Vec<_> = self
-            .queues
-            .iter()
-            .map(|queue| tokio::spawn(popper(Arc::clone(&shared), queue.clone())))
-            .collect();
+        let mut poppers = Vec::new();
+        for pool in &self.pools {
+            // tokio's semaphore is fair (first come, first served), and a
+            // popper of a pool of n asks for at most its share of slots at
+            // once, so with work everywhere every queue of it gets its turn.
+            let slots = Arc::new(Semaphore::new(self.config.concurrency));
+            let share = self
+                .config
+                .concurrency
+                .div_ceil(pool.len())
+                .clamp(1, self.config.batch);
+            for queue in pool {
+                let popper = popper(
+                    Arc::clone(&shared),
+                    queue.clone(),
+                    Arc::clone(&slots),
+                    share,
+                );
+                poppers.push(tokio::spawn(popper));
+            }
+        }
         for popper in poppers {
             if let Err(e) = popper.await {
                 tracing::error!(error = %e, "a popper task failed");
@@ -152,29 +187,70 @@ impl Consumer {
     }
 }
 
-/// A connection for blocking POPs: a blocked connection serves nobody else,
-/// so each popper has its own. Its CLIENT ID lets shutdown unblock it.
-async fn popper_connection(
+/// A popper's own connection (a blocked connection serves nobody else),
+/// the node it is on in a cluster, and its CLIENT ID for CLIENT UNBLOCK.
+struct PopConnection {
+    con: MultiplexedConnection,
+    client_id: Option<i64>,
+}
+
+async fn pop_connection(
     shared: &Shared<impl Handler>,
-) -> Result<(MultiplexedConnection, Option<i64>), redis::RedisError> {
+    node: Option<&Node>,
+) -> Result<PopConnection, Error> {
     let config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(shared.config.response_timeout))
         .set_response_timeout(Some(shared.config.block + shared.config.response_timeout));
-    let mut conn = shared
-        .client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?;
-    let id = redis::cmd("CLIENT")
+    let mut con = shared.server.dedicated(node, &config).await?;
+    let client_id = redis::cmd("CLIENT")
         .arg("ID")
-        .query_async::<i64>(&mut conn)
+        .query_async::<i64>(&mut con)
         .await
         .ok();
-    Ok((conn, id))
+    Ok(PopConnection { con, client_id })
 }
 
-async fn popper<H: Handler>(shared: Arc<Shared<H>>, queue: String) {
-    let slots = Arc::new(Semaphore::new(shared.config.concurrency));
-    let mut conn: Option<(MultiplexedConnection, Option<i64>)> = None;
+/// Runs one POP; on shutdown a blocking one is ended with CLIENT UNBLOCK
+/// rather than dropped, since dropping it could lose what it is about to
+/// take (until the lease runs out).
+async fn pop_once(
+    shared: &Shared<impl Handler>,
+    pc: &mut PopConnection,
+    node: Option<&Node>,
+    cmd: redis::Cmd,
+) -> redis::RedisResult<redis::Value> {
+    let pop = cmd.query_async::<redis::Value>(&mut pc.con);
+    tokio::pin!(pop);
+    tokio::select! {
+        reply = &mut pop => reply,
+        _ = shared.shutdown.cancelled() => {
+            if let Some(id) = pc.client_id {
+                let unblock = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).to_owned();
+                if let Err(e) = shared.commands.clone().on_node(unblock, node).await {
+                    tracing::debug!(error = %e, "CLIENT UNBLOCK failed; waiting for the POP to end");
+                }
+            }
+            pop.await
+        }
+    }
+}
+
+/// Takes messages from one queue while slots of its pool are free.
+///
+/// With a free slot it takes what is ready (up to `share`). When nothing
+/// is, it gives its slots back — another queue of the pool may have work —
+/// and waits in a blocking POP for one message; that message then waits for
+/// a slot, its lease kept alive meanwhile. So an idle queue holds no slot,
+/// and a worker holds at most one message per idle queue beyond its
+/// concurrency.
+async fn popper<H: Handler>(
+    shared: Arc<Shared<H>>,
+    queue: String,
+    slots: Arc<Semaphore>,
+    share: usize,
+) {
+    let mut conn: Option<PopConnection> = None;
+    let mut node: Option<Node> = None;
     let mut retry_in = Duration::from_millis(100);
     tracing::info!(queue = %queue, "consuming");
     while !shared.shutdown.is_cancelled() {
@@ -186,14 +262,14 @@ async fn popper<H: Handler>(shared: Arc<Shared<H>>, queue: String) {
             _ = shared.shutdown.cancelled() => break,
         };
         let mut permits = vec![first];
-        while permits.len() < shared.config.batch {
+        while permits.len() < share {
             match Arc::clone(&slots).try_acquire_owned() {
                 Ok(permit) => permits.push(permit),
                 Err(_) => break,
             }
         }
         if conn.is_none() {
-            match popper_connection(&shared).await {
+            match pop_connection(&shared, node.as_ref()).await {
                 Ok(c) => conn = Some(c),
                 Err(e) => {
                     tracing::warn!(queue = %queue, error = %e, "cannot connect for POP; retrying");
@@ -202,42 +278,53 @@ async fn popper<H: Handler>(shared: Arc<Shared<H>>, queue: String) {
                 }
             }
         }
-        let Some((con, client_id)) = conn.as_mut() else {
+        let Some(pc) = conn.as_mut() else {
             continue;
         };
-        let client_id = *client_id;
-        let leased_at = std::time::Instant::now();
-        let cmd = commands::pop(
-            &queue,
-            permits.len(),
-            shared.config.block,
-            shared.config.lease,
-        );
-        let reply = {
-            let pop = cmd.query_async::<redis::Value>(con);
-            tokio::pin!(pop);
-            tokio::select! {
-                reply = &mut pop => reply,
-                _ = shared.shutdown.cancelled() => {
-                    // Dropping the POP could lose what it is about to
-                    // take (until the lease runs out): unblock it and
-                    // deliver whatever it took.
-                    if let Some(id) = client_id {
-                        let mut commands = shared.commands.clone();
-                        let unblock = redis::cmd("CLIENT")
-                            .arg("UNBLOCK")
-                            .arg(id)
-                            .query_async::<redis::Value>(&mut commands)
-                            .await;
-                        if let Err(e) = unblock {
-                            tracing::debug!(error = %e, "CLIENT UNBLOCK failed; waiting for the POP to end");
-                        }
-                    }
-                    pop.await
+        let lease = shared.config.lease;
+        let mut leased_at = std::time::Instant::now();
+        let mut reply = pop_once(
+            &shared,
+            pc,
+            node.as_ref(),
+            commands::pop(&queue, permits.len(), None, lease),
+        )
+        .await;
+        if matches!(&reply, Ok(redis::Value::Nil)) {
+            permits.clear();
+            leased_at = std::time::Instant::now();
+            let wait = commands::pop(&queue, 1, Some(shared.config.block), lease);
+            reply = pop_once(&shared, pc, node.as_ref(), wait).await;
+        }
+        let popped = match reply {
+            Ok(reply) => commands::parse_pop(reply),
+            Err(e) if e.redirect_node().is_some() => {
+                // MOVED (the queue's slot is on another master) or ASK (it
+                // is moving): go there; an ASK is asked again until the
+                // move ends and MOVED says where the queue now lives.
+                // `redirect_node` is (host:port, slot).
+                let to = e
+                    .redirect_node()
+                    .and_then(|(addr, _)| addr.rsplit_once(':'));
+                if let Some((host, port)) = to.and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+                {
+                    // An empty host means the one this connection went to.
+                    let host = match host {
+                        "" => shared.server.host_of(node.as_ref()),
+                        host => host.trim_matches(['[', ']']).to_owned(),
+                    };
+                    tracing::info!(queue = %queue, node = %format!("{host}:{port}"), "the queue is on another node");
+                    node = Some((host, port));
                 }
+                conn = None;
+                if e.code() != Some("MOVED") {
+                    pause(&shared.shutdown, &mut retry_in).await;
+                }
+                continue;
             }
+            Err(e) => Err(Error::from(e)),
         };
-        let popped = match reply.map_err(Error::from).and_then(commands::parse_pop) {
+        let popped = match popped {
             Ok(popped) => popped,
             Err(e) => {
                 tracing::warn!(queue = %queue, error = %e, "DQ.POP failed; retrying");
@@ -247,8 +334,10 @@ async fn popper<H: Handler>(shared: Arc<Shared<H>>, queue: String) {
             }
         };
         retry_in = Duration::from_millis(100);
-        // Unused slots go back now, as `permits` is dropped after the loop.
-        for (entry, permit) in popped.into_iter().zip(permits.drain(..)) {
+        // Unused slots go back as `permits` drops; a message of the
+        // blocking POP gets its slot when one is free.
+        let mut permits = permits.into_iter();
+        for entry in popped {
             let Popped {
                 id,
                 payload,
@@ -261,9 +350,13 @@ async fn popper<H: Handler>(shared: Arc<Shared<H>>, queue: String) {
                 attempt,
                 leased_at,
             };
+            let slot = match permits.next() {
+                Some(permit) => Slot::Held(permit),
+                None => Slot::Wait(Arc::clone(&slots)),
+            };
             shared
                 .deliveries
-                .spawn(deliver(Arc::clone(&shared), delivery, permit));
+                .spawn(deliver(Arc::clone(&shared), delivery, slot));
         }
     }
     tracing::info!(queue = %queue, "stopped taking messages");
@@ -278,13 +371,16 @@ async fn pause(shutdown: &CancellationToken, retry_in: &mut Duration) {
     *retry_in = (*retry_in * 2).min(Duration::from_secs(5));
 }
 
+/// A delivery's place among the pool's `concurrency`.
+enum Slot {
+    Held(OwnedSemaphorePermit),
+    /// Taken by a blocking POP without one: waits for a free slot.
+    Wait(Arc<Semaphore>),
+}
+
 /// Handles one delivery, keeping its lease alive, then settles it.
-async fn deliver<H: Handler>(
-    shared: Arc<Shared<H>>,
-    delivery: Delivery,
-    _slot: OwnedSemaphorePermit,
-) {
-    let outcome = handle_with_heartbeat(&shared, &delivery).await;
+async fn deliver<H: Handler>(shared: Arc<Shared<H>>, delivery: Delivery, slot: Slot) {
+    let outcome = handle_with_heartbeat(&shared, &delivery, slot).await;
     let settlement = match &outcome {
         Some(outcome) => settle(&shared, &delivery, outcome).await,
         None => Settlement::Stale,
@@ -299,8 +395,16 @@ async fn deliver<H: Handler>(
 async fn handle_with_heartbeat<H: Handler>(
     shared: &Shared<H>,
     delivery: &Delivery,
+    slot: Slot,
 ) -> Option<Outcome> {
-    let work = shared.handler.handle(delivery);
+    let work = async {
+        // Held until the handler is done, so the slot counts the work.
+        let _slot = match slot {
+            Slot::Held(permit) => Some(permit),
+            Slot::Wait(slots) => slots.acquire_owned().await.ok(),
+        };
+        shared.handler.handle(delivery).await
+    };
     tokio::pin!(work);
     let mut next_touch = Instant::from_std(delivery.leased_at) + shared.touch_every;
     loop {

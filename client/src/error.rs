@@ -1,8 +1,25 @@
-/// What can stop a [`Consumer`](crate::Consumer) or fail one command.
+/// What can fail a call, or stop a [`Consumer`](crate::Consumer).
+///
+/// The server's errors that a program acts on have their own variants; the
+/// mapping from a reply is in one place, `From<redis::RedisError>`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `STALE`: the delivery a fenced NACK or TOUCH names is over — its
+    /// lease ran out, or it was acknowledged or failed. Nothing changed.
+    #[error("{0}")]
+    StaleDelivery(String),
+    /// NACK or TOUCH without ATTEMPT found the id not in flight.
+    #[error("message '{id}' is not in flight in queue '{queue}'")]
+    UnknownMessage { queue: String, id: String },
+    /// `WRONGTYPE`: the key under the queue's name is not a dq queue.
+    #[error("{0}")]
+    WrongType(String),
+    /// `OOM`, or the eviction guard's refusal: DQ.ADD cannot add now.
+    #[error("{0}")]
+    OutOfMemory(String),
+    /// Any other error the server replied, or a connection failure.
     #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
+    Redis(redis::RedisError),
     /// The server answered something a dq command never answers (another
     /// module under the same name, or a version this client does not know).
     #[error("unexpected reply to {command}: {detail}")]
@@ -10,6 +27,40 @@ pub enum Error {
         command: &'static str,
         detail: String,
     },
-    #[error("invalid consumer configuration: {0}")]
+    #[error("invalid configuration: {0}")]
     Config(String),
+}
+
+/// The server's whole error text, as it sent it: `CODE detail`.
+fn server_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => e.to_string(),
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        match e.code() {
+            Some("STALE") => Error::StaleDelivery(server_text(&e)),
+            Some("WRONGTYPE") => Error::WrongType(server_text(&e)),
+            Some("OOM") => Error::OutOfMemory(server_text(&e)),
+            // The eviction guard (see the README's OOM section).
+            Some("ERR")
+                if e.detail()
+                    .is_some_and(|d| d.starts_with("maxmemory-policy is")) =>
+            {
+                Error::OutOfMemory(server_text(&e))
+            }
+            _ => Error::Redis(e),
+        }
+    }
+}
+
+impl Error {
+    /// Whether retrying the same call can succeed: the connection failed or
+    /// timed out, rather than the server refusing the call.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+    }
 }

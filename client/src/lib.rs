@@ -33,10 +33,16 @@ mod commands;
 mod consumer;
 mod delivery;
 mod error;
+mod queue;
+mod server;
+mod shard;
 
 pub use commands::{truncate_error, MAX_ERROR_BYTES};
 pub use consumer::{Consumer, ConsumerConfig};
 pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};
 pub use error::Error;
+pub use queue::{AddOptions, NackOptions, Queue, ShardedQueue};
+pub use server::{Connection, Server};
+pub use shard::{key_slot, random_id, shard_of, Shards, MAX_SHARDS};
 // The token type of `Consumer::run`, so users need not name tokio-util.
 pub use tokio_util::sync::CancellationToken;

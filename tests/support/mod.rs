@@ -28,7 +28,15 @@ fn module_path() -> PathBuf {
     if let Ok(path) = std::env::var("DQ_MODULE") {
         return PathBuf::from(path);
     }
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/libdq.so");
+    // The workspace root (this file serves client/'s tests too), and the
+    // target directory cargo builds the module into.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("redis.conf.example").exists())
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let target =
+        std::env::var("CARGO_TARGET_DIR").map_or_else(|_| root.join("target"), PathBuf::from);
+    let path = target.join("debug/libdq.so");
     assert!(
         path.exists(),
         "{} is missing: run `make test` (or `cargo build` first)",

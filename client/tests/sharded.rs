@@ -1,0 +1,229 @@
+//! The Rust client against real servers: a sharded queue of 8 shards on a
+//! 3-master cluster, and the calls' typed errors on one server.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dq_client::{
+    AddOptions, CancellationToken, Consumer, ConsumerConfig, Delivery, Error, Handler, NackOptions,
+    Outcome, Queue, Server as DqServer, ShardedQueue,
+};
+use support::{cmd, field, int, text, Cluster, Server};
+
+/// What the test handler saw, in order.
+#[derive(Default)]
+struct Seen {
+    /// (queue, id, attempt) of every delivery, in the order handled.
+    deliveries: Vec<(String, String, u64)>,
+}
+
+struct Record(Arc<Mutex<Seen>>);
+
+impl Handler for Record {
+    async fn handle(&self, d: &Delivery) -> Outcome {
+        self.0.lock().unwrap().deliveries.push((
+            d.queue.clone(),
+            d.id_lossy().into_owned(),
+            d.attempt,
+        ));
+        // A little work, so that concurrency and the share of slots matter.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        Outcome::Ack
+    }
+}
+
+fn config() -> ConsumerConfig {
+    ConsumerConfig {
+        concurrency: 4,
+        batch: 16,
+        block: Duration::from_millis(200),
+        lease: Duration::from_secs(30),
+        ..ConsumerConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_queue_spreads_over_every_master_and_delivers_each_message_once() {
+    let cluster = Cluster::start(3);
+    let server = DqServer::cluster(cluster.nodes.iter().map(|n| n.url())).unwrap();
+    let con = server.connect(Duration::from_secs(5)).await.unwrap();
+    let queue = ShardedQueue::new(con.clone(), "jobs", 8).unwrap();
+
+    // The 8 shards sit on all three masters.
+    let owners: HashSet<usize> = queue
+        .shards()
+        .names()
+        .iter()
+        .map(|n| cluster.owner(n.as_bytes()))
+        .collect();
+    assert_eq!(owners.len(), 3, "shards on masters {owners:?}");
+
+    // 1600 messages by random id and 400 in 8 groups of 50, all due now.
+    let mut ids = HashSet::new();
+    let mut groups: HashMap<String, Vec<String>> = HashMap::new();
+    for i in 0..2000 {
+        let mut o = AddOptions::default();
+        if i % 5 == 0 {
+            let g = format!("g{}", i % 8);
+            o.group = Some(g.clone().into_bytes());
+            o.id = Some(format!("m{i}").into_bytes());
+            groups.entry(g).or_default().push(format!("m{i}"));
+        }
+        let id = queue
+            .add(format!("{i}").as_bytes(), &o)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(ids.insert(String::from_utf8(id).unwrap()));
+    }
+    // Every shard holds a fair part of the backlog (expected 250 each).
+    let mut backlog = HashMap::new();
+    for name in queue.shards().names() {
+        let ready = int(&field(&cluster_cmd(&cluster, &["DQ.STATS", name]), "ready"));
+        assert!(ready > 100, "shard {name} holds only {ready}");
+        backlog.insert(name.clone(), ready as usize);
+    }
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let consumer = Consumer::sharded(server, queue.shards(), config()).unwrap();
+    let stop = CancellationToken::new();
+    let run = {
+        let (seen, stop) = (Arc::clone(&seen), stop.clone());
+        tokio::spawn(async move { consumer.run(Arc::new(Record(seen)), stop).await })
+    };
+    let done = || seen.lock().unwrap().deliveries.len() >= 2000;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !done() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    run.await.unwrap().unwrap();
+
+    let seen = seen.lock().unwrap();
+    // Each message exactly once, on its first attempt.
+    assert_eq!(seen.deliveries.len(), 2000);
+    let got: HashSet<&String> = seen.deliveries.iter().map(|(_, id, _)| id).collect();
+    assert_eq!(got.len(), 2000);
+    assert!(seen
+        .deliveries
+        .iter()
+        .all(|(_, id, a)| *a == 1 && ids.contains(id)));
+    // Acked once: the shards' ACK counters sum to 2000, nothing left.
+    let mut acked = 0;
+    for name in queue.shards().names() {
+        let stats = cluster_cmd(&cluster, &["DQ.STATS", name]);
+        acked += int(&field(&stats, "acked"));
+        for state in ["delayed", "ready", "inflight", "dead"] {
+            assert_eq!(int(&field(&stats, state)), 0, "{name} {state}");
+        }
+    }
+    assert_eq!(acked, 2000);
+    // A group's messages in the order they were added.
+    for (g, order) in &groups {
+        let handled: Vec<&String> = seen
+            .deliveries
+            .iter()
+            .map(|(_, id, _)| id)
+            .filter(|id| order.contains(id))
+            .collect();
+        assert_eq!(handled, order.iter().collect::<Vec<_>>(), "group {g}");
+    }
+    // A fair share: by the time half the messages were handled, every shard
+    // had given at least a quarter of its backlog.
+    let mut first_half: HashMap<&str, usize> = HashMap::new();
+    for (q, _, _) in &seen.deliveries[..1000] {
+        *first_half.entry(q.as_str()).or_default() += 1;
+    }
+    for (name, total) in &backlog {
+        let given = first_half.get(name.as_str()).copied().unwrap_or(0);
+        assert!(
+            given * 4 >= *total,
+            "shard {name}: {given} of {total} in the first half"
+        );
+    }
+}
+
+/// A command on the master that owns its queue.
+fn cluster_cmd(cluster: &Cluster, args: &[&str]) -> redis::Value {
+    let node = cluster.owner(args[1].as_bytes());
+    cmd(&mut cluster.nodes[node].conn(), &args.join(" "))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_fail_with_typed_errors() {
+    let server = Server::start();
+    let dq = DqServer::single(server.url()).unwrap();
+    let con = dq.connect(Duration::from_secs(5)).await.unwrap();
+    let q = Queue::new(con.clone(), "typed");
+    let id = q.add(b"p", &AddOptions::default()).await.unwrap().unwrap();
+
+    // Not in flight: NACK and TOUCH without ATTEMPT say so.
+    let e = q.nack(&id, &NackOptions::default()).await.unwrap_err();
+    assert!(matches!(e, Error::UnknownMessage { .. }), "{e:?}");
+    let e = q.touch(&id, None, None).await.unwrap_err();
+    assert!(matches!(e, Error::UnknownMessage { .. }), "{e:?}");
+
+    // A fenced NACK of a delivery that is over is STALE, and NACK with
+    // ERROR keeps the text.
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.POP typed");
+    let stale = NackOptions {
+        attempt: Some(7),
+        ..NackOptions::default()
+    };
+    let e = q.nack(&id, &stale).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::StaleDelivery(t) if t.starts_with("STALE delivery 7")),
+        "{e:?}"
+    );
+    let dead = NackOptions {
+        dead: true,
+        attempt: Some(1),
+        error: Some("HTTP 410".into()),
+        ..NackOptions::default()
+    };
+    assert_eq!(
+        q.nack(&id, &dead).await.unwrap(),
+        dq_client::NackState::Dead
+    );
+    let got = cmd(
+        &mut c,
+        &format!("DQ.GET typed {}", String::from_utf8_lossy(&id)),
+    );
+    assert_eq!(text(&field(&got, "last-error")), "HTTP 410");
+    assert_eq!(text(&field(&got, "dead-reason")), "permanent");
+
+    // WRONGTYPE, and OOM under maxmemory.
+    cmd(&mut c, "SET plain x");
+    let e = Queue::new(con.clone(), "plain")
+        .add(b"p", &AddOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::WrongType(_)), "{e:?}");
+    cmd(&mut c, "CONFIG SET maxmemory 1");
+    let e = q.add(b"p", &AddOptions::default()).await.unwrap_err();
+    cmd(&mut c, "CONFIG SET maxmemory 0");
+    assert!(matches!(e, Error::OutOfMemory(_)), "{e:?}");
+    cmd(&mut c, "CONFIG SET maxmemory-policy allkeys-lru");
+    cmd(&mut c, "CONFIG SET maxmemory 1gb");
+    let e = q.add(b"p", &AddOptions::default()).await.unwrap_err();
+    assert!(
+        matches!(e, Error::OutOfMemory(ref t) if t.contains("allkeys-lru")),
+        "{e:?}"
+    );
+
+    // Any other refusal is the server's error, untouched.
+    let bad = AddOptions {
+        xx: true,
+        ..AddOptions::default()
+    };
+    let e = q.add(b"p", &bad).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Redis(r) if r.to_string().contains("XX needs ID")),
+        "{e:?}"
+    );
+}
