@@ -118,11 +118,14 @@ examples: build
 	scripts/test-examples
 
 # Benchmark: dq beside the client-side designs it replaces, on servers it
-# starts itself. QUICK=1 runs in under a minute. Writes
-# target/bench/results.md and target/bench/lateness.svg.
+# starts itself; then the relay, and sharded queues of 1, 2 and 4 shards on a
+# 4-master cluster. QUICK=1 runs in under a minute. Writes
+# target/bench/results.md, lateness.svg, relay.md and sharded.md.
 bench: release
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench --bench dq
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench -p dq-relay --bench relay
+	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) DQ_MODULE=$(abspath target/release/libdq.so) \
+		$(CARGO) bench -p dq-client --bench sharded
 
 # Instructions per DQ.ADD, ZADD and POP+ACK message, counted by callgrind.
 instructions: release
