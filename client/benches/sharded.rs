@@ -34,7 +34,10 @@ impl Handler for Count {
 const PRODUCERS: usize = 64;
 
 async fn one_round(server: &DqServer, shards: u32, messages: u64) -> (f64, f64) {
-    let con = server.connect(Duration::from_secs(10)).await.expect("connect");
+    let con = server
+        .connect(Duration::from_secs(10))
+        .await
+        .expect("connect");
     let queue = ShardedQueue::new(con, &format!("bench-{shards}"), shards).expect("layout");
     let payload = vec![b'x'; 64];
 
@@ -44,7 +47,10 @@ async fn one_round(server: &DqServer, shards: u32, messages: u64) -> (f64, f64) 
         let (queue, payload) = (queue.clone(), payload.clone());
         producers.push(tokio::spawn(async move {
             for _ in (p..messages).step_by(PRODUCERS) {
-                queue.add(&payload, &AddOptions::default()).await.expect("DQ.ADD");
+                queue
+                    .add(&payload, &AddOptions::default())
+                    .await
+                    .expect("DQ.ADD");
             }
         }));
     }

@@ -403,7 +403,15 @@ async fn handle_with_heartbeat<H: Handler>(
             Slot::Held(permit) => Some(permit),
             Slot::Wait(slots) => slots.acquire_owned().await.ok(),
         };
-        shared.handler.handle(delivery).await
+        // A panicking handler fails the delivery like a returned error
+        // would (NACK with the panic's message), instead of leaving the
+        // message to wait for its lease to run out.
+        CatchUnwind(shared.handler.handle(delivery))
+            .await
+            .unwrap_or_else(|message| Outcome::Retry {
+                delay: None,
+                error: format!("the handler panicked: {message}"),
+            })
     };
     tokio::pin!(work);
     let mut next_touch = Instant::from_std(delivery.leased_at) + shared.touch_every;
@@ -488,4 +496,51 @@ async fn settle<H: Handler>(
             }
         }
     }
+}
+
+/// A future that turns a panic while polling into `Err(message)`.
+struct CatchUnwind<F>(F);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, String>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        // SAFETY: the inner future is never moved out of the pinned wrapper;
+        // this is structural pinning of its only field.
+        let inner = unsafe { self.map_unchecked_mut(|s| &mut s.0) };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(no message)".into());
+                std::task::Poll::Ready(Err(message))
+            }
+        }
+    }
+}
+
+/// A token cancelled on the first SIGINT or SIGTERM: pass it to
+/// [`Consumer::run`] so that a worker stops cleanly when told to.
+pub fn stop_on_signals() -> std::io::Result<CancellationToken> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let token = CancellationToken::new();
+    let stop = token.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("stop signal received; finishing the deliveries in hand");
+        stop.cancel();
+    });
+    Ok(token)
 }

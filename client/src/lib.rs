@@ -38,7 +38,7 @@ mod server;
 mod shard;
 
 pub use commands::{truncate_error, MAX_ERROR_BYTES};
-pub use consumer::{Consumer, ConsumerConfig};
+pub use consumer::{stop_on_signals, Consumer, ConsumerConfig};
 pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};
 pub use error::Error;
 pub use queue::{AddOptions, NackOptions, Queue, ShardedQueue};

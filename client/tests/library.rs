@@ -1,5 +1,6 @@
 //! The Rust client against real servers: a sharded queue of 8 shards on a
-//! 3-master cluster, and the calls' typed errors on one server.
+//! 3-master cluster; on one server the calls' typed errors, lease
+//! heartbeats, a graceful stop and a panicking handler.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -225,5 +226,121 @@ async fn calls_fail_with_typed_errors() {
     assert!(
         matches!(&e, Error::Redis(r) if r.to_string().contains("XX needs ID")),
         "{e:?}"
+    );
+}
+
+/// Sleeps for the time its payload names (ms), or panics on "panic".
+struct Work;
+
+impl Handler for Work {
+    async fn handle(&self, d: &Delivery) -> Outcome {
+        let text = String::from_utf8_lossy(&d.payload).into_owned();
+        if text == "panic" {
+            panic!("boom in {}", d.id_lossy());
+        }
+        let ms = text.parse().unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Outcome::Ack
+    }
+}
+
+fn stats(c: &mut redis::Connection, queue: &str, f: &str) -> i64 {
+    int(&field(&cmd(c, &format!("DQ.STATS {queue}")), f))
+}
+
+async fn wait_for(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_kept_alive_past_its_first_deadline() {
+    let server = Server::start();
+    let mut c = server.conn();
+    // The work takes three leases; heartbeats keep it one delivery.
+    cmd(&mut c, "DQ.ADD slow 900 ID long");
+    let config = ConsumerConfig {
+        lease: Duration::from_millis(300),
+        ..config()
+    };
+    let consumer = Consumer::new(
+        DqServer::single(server.url()).unwrap(),
+        vec!["slow".into()],
+        config,
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let stop = stop.clone();
+        async move { consumer.run(Arc::new(Work), stop).await }
+    });
+    assert!(wait_for(|| stats(&mut c, "slow", "acked") == 1).await);
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    assert_eq!(stats(&mut c, "slow", "delivered"), 1);
+    assert_eq!(stats(&mut c, "slow", "lease-expired"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_loses_nothing() {
+    let server = Server::start();
+    let mut c = server.conn();
+    for i in 0..60 {
+        cmd(&mut c, &format!("DQ.ADD stop 40 ID m{i}"));
+    }
+    let consumer = Consumer::new(
+        DqServer::single(server.url()).unwrap(),
+        vec!["stop".into()],
+        config(),
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let stop = stop.clone();
+        async move { consumer.run(Arc::new(Work), stop).await }
+    });
+    // Stop while handlers run: run() returns once they are settled.
+    assert!(wait_for(|| stats(&mut c, "stop", "acked") >= 8).await);
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    let (acked, ready) = (
+        stats(&mut c, "stop", "acked"),
+        stats(&mut c, "stop", "ready"),
+    );
+    assert_eq!(stats(&mut c, "stop", "inflight"), 0);
+    assert!(ready > 0, "the stop came too late to test anything");
+    assert_eq!(acked + ready, 60, "acked {acked} + ready {ready}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_fails_the_delivery_with_its_message() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD p panic ID bad BACKOFF fixed:1h");
+    let consumer = Consumer::new(
+        DqServer::single(server.url()).unwrap(),
+        vec!["p".into()],
+        config(),
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let stop = stop.clone();
+        async move { consumer.run(Arc::new(Work), stop).await }
+    });
+    assert!(wait_for(|| stats(&mut c, "p", "nacked") == 1).await);
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    let got = cmd(&mut c, "DQ.GET p bad");
+    assert_eq!(text(&field(&got, "state")), "delayed");
+    assert_eq!(
+        text(&field(&got, "last-error")),
+        "the handler panicked: boom in bad"
     );
 }
