@@ -8,7 +8,6 @@
 //! show what one machine does, not how N machines scale (README, Scaling).
 
 #[path = "../../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use std::fmt::Write as _;
