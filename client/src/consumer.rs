@@ -224,13 +224,23 @@ async fn pop_once(
     tokio::select! {
         reply = &mut pop => reply,
         _ = shared.shutdown.cancelled() => {
-            if let Some(id) = pc.client_id {
+            let Some(id) = pc.client_id else {
+                return pop.await;
+            };
+            // The UNBLOCK travels on another connection and may overtake
+            // a POP just sent, finding nothing to unblock: so it is sent
+            // again until the POP ends.
+            loop {
                 let unblock = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).to_owned();
                 if let Err(e) = shared.commands.clone().on_node(unblock, node).await {
                     tracing::debug!(error = %e, "CLIENT UNBLOCK failed; waiting for the POP to end");
+                    return pop.await;
+                }
+                tokio::select! {
+                    reply = &mut pop => return reply,
+                    _ = sleep(Duration::from_millis(50)) => {}
                 }
             }
-            pop.await
         }
     }
 }
@@ -290,7 +300,7 @@ async fn popper<H: Handler>(
             commands::pop(&queue, permits.len(), None, lease),
         )
         .await;
-        if matches!(&reply, Ok(redis::Value::Nil)) {
+        if matches!(&reply, Ok(redis::Value::Nil)) && !shared.shutdown.is_cancelled() {
             permits.clear();
             leased_at = std::time::Instant::now();
             let wait = commands::pop(&queue, 1, Some(shared.config.block), lease);
