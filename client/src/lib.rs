@@ -29,11 +29,13 @@
 //! # }
 //! ```
 
+pub mod admin;
 mod commands;
 mod consumer;
 mod delivery;
 mod error;
 
+pub use admin::{Entry, InfoDq, Message, QueueConfig, State, Stats};
 pub use commands::{truncate_error, MAX_ERROR_BYTES};
 pub use consumer::{Consumer, ConsumerConfig};
 pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};
