@@ -55,8 +55,10 @@ class Dashboard:
             if k.startswith("DQ_DASHBOARD_") and k != "DQ_DASHBOARD_BIN":
                 del full_env[k]
         full_env.update(env or {})
+        if "--sample-interval" not in args:
+            args = ["--sample-interval", "500ms", *args]
         self.proc = subprocess.Popen(
-            [str(BINARY), "--listen", "127.0.0.1:0", "--sample-interval", "500ms", *args],
+            [str(BINARY), "--listen", "127.0.0.1:0", *args],
             stdout=subprocess.DEVNULL,
             stderr=self.log,
             env=full_env,
