@@ -18,6 +18,9 @@ pub struct Ctx {
     pub now: u64,
 }
 
+/// What a "next to leave" page shows at most (the queue page's size).
+pub const PEEK_SHOWN: usize = 50;
+
 pub fn queue_url(server: &str, queue: &[u8]) -> String {
     format!("/q/{}/{}", url_part(server.as_bytes()), url_part(queue))
 }
@@ -237,6 +240,9 @@ pub struct QueuePage<'a> {
     pub state: Option<State>,
     pub cursor: u64,
     pub next_cursor: u64,
+    /// The entries are DQ.PEEK's: the first of the state, in the order
+    /// they will leave it (no paging).
+    pub next_order: bool,
     pub entries: &'a [Entry],
     pub window: &'a str,
 }
@@ -335,6 +341,13 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                     a.active[p.state == Some(st)] href=(tab(Some(st))) { (st.as_str()) " " span.n { (count(p.stats.count(st))) } }
                 }
             }
+            @if let Some(st) = p.state {
+                nav.order {
+                    span.muted { "order: " }
+                    a.active[!p.next_order] href=(tab(Some(st))) { "storage (all, paged)" }
+                    a.active[p.next_order] href=(format!("{}&order=next", tab(Some(st)))) { "next to leave (first 50)" }
+                }
+            }
             @if p.entries.is_empty() {
                 p.muted { "No messages on this page." }
             } @else {
@@ -353,6 +366,9 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                     }
                 }
             }
+            @if p.next_order {
+                nav.pager { span.muted.hint { "the first " (PEEK_SHOWN) " in the order they will leave this state (DQ.PEEK)" } }
+            } @else {
             nav.pager {
                 @if p.cursor != 0 {
                     a href=(tab(p.state)) { "« first page" }
@@ -364,6 +380,7 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                     span.muted { "end of the queue" }
                 }
                 span.muted.hint { "paged with DQ.SCAN, in storage order" }
+            }
             }
         }
     };

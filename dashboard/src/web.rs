@@ -23,7 +23,7 @@ const STYLE: &str = include_str!("../assets/style.css");
 const SCRIPT: &str = include_str!("../assets/app.js");
 
 /// Messages a queue page shows at most.
-const PAGE: usize = 50;
+const PAGE: usize = pages::PEEK_SHOWN;
 
 pub struct App {
     pub backend: Arc<Backend>,
@@ -362,6 +362,23 @@ async fn queue_page(
             )
         })?,
     };
+    let next_order =
+        match form_value(query, "order") {
+            None | Some(b"storage") => false,
+            Some(b"next") if state.is_some() => true,
+            Some(b"next") => return Err(fail(
+                StatusCode::BAD_REQUEST,
+                "Bad order",
+                "order=next (DQ.PEEK) needs a state: add state=delayed, ready, inflight or dead",
+            )),
+            Some(_) => {
+                return Err(fail(
+                    StatusCode::BAD_REQUEST,
+                    "Bad order",
+                    "order must be storage (DQ.SCAN, paged) or next (DQ.PEEK, the first 50)",
+                ))
+            }
+        };
     if !queue_exists(app, &server, queue).await? {
         return Err(fail(
             StatusCode::NOT_FOUND,
@@ -380,7 +397,16 @@ async fn queue_page(
     // the end: a few calls fill the page.
     let mut entries = Vec::new();
     let mut next = cursor;
+    if let (true, Some(st)) = (next_order, state) {
+        entries = admin::peek(&mut con, queue, st, PAGE)
+            .await
+            .map_err(redis_fail)?;
+        next = 0;
+    }
     for _ in 0..8 {
+        if next_order {
+            break;
+        }
         let (c, mut got) = admin::scan_page(&mut con, queue, state, next, PAGE - entries.len())
             .await
             .map_err(|e| match e {
@@ -412,6 +438,7 @@ async fn queue_page(
         state,
         cursor,
         next_cursor: next,
+        next_order,
         entries: &entries,
         window: &app.window,
     };

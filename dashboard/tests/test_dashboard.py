@@ -102,6 +102,15 @@ def test_queue_page_settings_states_and_paging(r, dashboard, browser):
     assert ids == ["bad"]
     assert "HTTP 410 Gone" in browser.find_element(By.CSS_SELECTOR, "#messages td.err").text
 
+    # In the order they will leave the state (DQ.PEEK): priority first.
+    r.execute_command("DQ.ADD", "orders", "urgent", "ID", "urgent", "PRIORITY", 100)
+    browser.get(base + "?state=ready")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "next to leave").click()
+    wait(browser).until(EC.url_contains("order=next"))
+    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#messages td.id a")]
+    assert ids[0] == "urgent" and len(ids) == 50
+    assert not browser.find_elements(By.CSS_SELECTOR, "nav.pager a.next")
+
 
 def test_dead_message_shows_reason_and_error_and_redrive_moves_it_back(r, dashboard, browser):
     fill(r)
@@ -243,6 +252,8 @@ def test_unknown_things_and_bad_parameters_get_clear_errors(r, dashboard):
         (f"/q/{server}/orders?cursor=-1", 400, "Bad cursor"),
         (f"/q/{server}/orders?cursor=abc", 400, "Bad cursor"),
         (f"/q/{server}/orders?state=done", 400, "Bad state"),
+        (f"/q/{server}/orders?order=next", 400, "Bad order"),
+        (f"/q/{server}/orders?state=dead&order=random", 400, "Bad order"),
         ("/nothing/here", 404, "Not found"),
     ]
     for path, status, title in cases:
