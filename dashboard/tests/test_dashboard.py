@@ -396,3 +396,63 @@ def test_cluster_one_seed_shows_the_queues_of_every_master(start_dashboard, brow
     for node, name in placed.items():
         assert f'dq_messages{{server="{node}",queue="{name}",state="ready"}} 1' in text
     assert re.search(r"dq_timer_ticks_total\{server=", text)
+
+
+# --- JavaScript off, odd names ----------------------------------------------------------
+
+
+@pytest.fixture
+def browser_without_js():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = os.environ.get("DQ_CHROMIUM", "/usr/bin/chromium")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        opts.add_argument(arg)
+    opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    driver = webdriver.Chrome(service=Service(os.environ.get("DQ_CHROMEDRIVER", "/usr/bin/chromedriver")), options=opts)
+    yield driver
+    driver.quit()
+
+
+def test_reading_and_acting_work_with_javascript_off(r, dashboard, browser_without_js):
+    b = browser_without_js
+    fill(r)
+    b.get(dashboard.url("/"))
+    # Scripts really are off: the script-only auto-refresh box stays hidden.
+    assert not b.find_element(By.ID, "refresh-toggle").is_displayed()
+    b.find_element(By.LINK_TEXT, "orders").click()
+    wait(b).until(EC.presence_of_element_located((By.ID, "messages")))
+    b.find_element(By.PARTIAL_LINK_TEXT, "dead").click()
+    wait(b).until(EC.url_contains("state=dead"))
+    b.find_element(By.LINK_TEXT, "bad").click()
+    wait(b).until(EC.presence_of_element_located((By.ID, "dead-reason")))
+    assert b.find_element(By.ID, "last-error").text == "HTTP 410 Gone: order was deleted"
+    b.find_element(By.XPATH, "//button[normalize-space()='Redrive']").click()
+    wait(b).until(EC.presence_of_element_located((By.ID, "confirm"))).click()
+    wait(b).until(EC.presence_of_element_located((By.ID, "result")))
+    assert get(r, "orders", "bad")["state"] == b"ready"
+
+
+def test_queue_names_and_ids_of_any_bytes_round_trip(r, dashboard, browser):
+    queue = b"a/b?c#d %25\xff"
+    id_ = b"id/..%2F\x00\xfe"
+    r.execute_command("DQ.ADD", queue, "payload", "ID", id_)
+    r.execute_command("DQ.POP", queue)
+    r.execute_command("DQ.NACK", queue, id_, "DEAD")
+    no_autorefresh(browser, dashboard.base)
+    browser.get(dashboard.url("/"))
+    link = wait(browser).until(EC.presence_of_element_located((By.CSS_SELECTOR, "#queues td.name a")))
+    assert link.text == "a/b?c#d %25\\xff"
+    link.click()
+    wait(browser).until(EC.presence_of_element_located((By.ID, "messages")))
+    assert browser.find_element(By.ID, "count-dead").text == "1"
+    browser.find_element(By.CSS_SELECTOR, "#messages td.id a").click()
+    wait(browser).until(EC.presence_of_element_located((By.ID, "message-id")))
+    assert browser.find_element(By.ID, "message-id").text == "id/..%2F\\x00\\xfe"
+    browser.find_element(By.XPATH, "//button[normalize-space()='Redrive']").click()
+    wait(browser).until(EC.presence_of_element_located((By.ID, "confirm"))).click()
+    wait(browser).until(EC.presence_of_element_located((By.ID, "result")))
+    assert get(r, queue, id_)["state"] == b"ready"
