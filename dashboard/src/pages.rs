@@ -1,6 +1,6 @@
 //! The pages, as maud templates: every `(value)` below is HTML-escaped by
-//! maud; nothing is inserted with `PreEscaped` but the stylesheet-free SVG
-//! markup of charts.rs, itself built with maud.
+//! maud, and nothing is inserted with `PreEscaped` (the SVG charts of
+//! charts.rs are maud markup too).
 
 use dq_client::{Entry, Message, QueueConfig, State, Stats};
 use maud::{html, Markup, DOCTYPE};

@@ -137,7 +137,7 @@ impl Csrf {
         let (Some(cookie), Some(token)) = (cookie, token) else {
             return false;
         };
-        if !Csrf::valid_cookie(cookie) {
+        if !Csrf::valid_cookie(cookie) || token.is_empty() {
             return false;
         }
         same(self.token(cookie).as_bytes(), token)
