@@ -72,11 +72,15 @@ class Dashboard:
                 self.base = f"http://{m.group(1)}"
                 break
             if self.proc.poll() is not None:
+                self.stop()
+                self.log_path.unlink(missing_ok=True)
                 raise RuntimeError(f"dq-dashboard exited {self.proc.returncode}:\n{text}")
             time.sleep(0.05)
         if self.base is None:
             self.stop()
-            raise RuntimeError("dq-dashboard did not start:\n" + self.log_path.read_text())
+            text = self.log_path.read_text(errors="replace")
+            self.log_path.unlink(missing_ok=True)
+            raise RuntimeError("dq-dashboard did not start:\n" + text)
 
     def url(self, path=""):
         return self.base + path

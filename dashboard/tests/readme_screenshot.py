@@ -88,6 +88,7 @@ def main():
     finally:
         driver.quit()
         d.stop()
+        d.log_path.unlink(missing_ok=True)
     print(out)
 
 
