@@ -29,6 +29,7 @@
 //! # }
 //! ```
 
+pub mod admin;
 mod commands;
 mod consumer;
 mod delivery;
@@ -37,6 +38,7 @@ mod queue;
 mod server;
 mod shard;
 
+pub use admin::{Entry, InfoDq, Message, QueueConfig, State, Stats};
 pub use commands::{truncate_error, MAX_ERROR_BYTES};
 pub use consumer::{stop_on_signals, Consumer, ConsumerConfig};
 pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};

@@ -1,0 +1,785 @@
+//! Typed admin calls: the read and maintenance commands an operator's tool
+//! (the dashboard, a script) sends — DQ.QUEUES, STATS, GET, PEEK, SCAN,
+//! CONFIG, REDRIVE, CANCEL, PURGE — and `INFO dq`.
+//!
+//! Every function takes any async connection (`redis::aio::ConnectionLike`:
+//! a multiplexed connection, a `ConnectionManager`, a cluster connection)
+//! and the queue name as bytes (any byte string is a valid queue name).
+//! Records (DQ.GET, STATS, CONFIG) are read by field name from a RESP2 flat
+//! array or a RESP3 map, so fields a newer module adds are ignored.
+//! Replies are parsed by pure functions, tested without a server.
+
+use std::fmt;
+use std::str::FromStr;
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, Value};
+
+use crate::error::Error;
+
+/// The state of a message, as DQ.PEEK, SCAN and PURGE name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    Delayed,
+    Ready,
+    Inflight,
+    Dead,
+}
+
+impl State {
+    pub const ALL: [State; 4] = [State::Delayed, State::Ready, State::Inflight, State::Dead];
+
+    /// The argument of DQ.PEEK, SCAN and PURGE.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            State::Delayed => "DELAYED",
+            State::Ready => "READY",
+            State::Inflight => "INFLIGHT",
+            State::Dead => "DEAD",
+        }
+    }
+
+    /// As DQ.GET and DQ.STATS spell it: `delayed`, `ready`, `inflight`, `dead`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Delayed => "delayed",
+            State::Ready => "ready",
+            State::Inflight => "inflight",
+            State::Dead => "dead",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The state names are case-insensitive.
+impl FromStr for State {
+    type Err = String;
+    fn from_str(s: &str) -> Result<State, String> {
+        State::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown state '{s}': use delayed, ready, inflight or dead"))
+    }
+}
+
+/// DQ.STATS: messages per state now, lifetime counters, lag.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub delayed: u64,
+    pub ready: u64,
+    pub inflight: u64,
+    pub dead: u64,
+    pub added: u64,
+    pub delivered: u64,
+    pub acked: u64,
+    pub nacked: u64,
+    pub retried: u64,
+    pub lease_expired: u64,
+    pub dead_lettered: u64,
+    pub expired: u64,
+    pub redriven: u64,
+    pub cancelled: u64,
+    pub purged: u64,
+    /// How long the earliest-due ready message has been due; None when
+    /// nothing is ready.
+    pub oldest_ready_age_ms: Option<u64>,
+    /// When the earliest delayed message is due (Unix ms); None when none.
+    pub next_due_at: Option<u64>,
+}
+
+impl Stats {
+    /// Messages in `state` now.
+    pub fn count(&self, state: State) -> u64 {
+        match state {
+            State::Delayed => self.delayed,
+            State::Ready => self.ready,
+            State::Inflight => self.inflight,
+            State::Dead => self.dead,
+        }
+    }
+
+    /// Every message of the queue now.
+    pub fn total(&self) -> u64 {
+        self.delayed + self.ready + self.inflight + self.dead
+    }
+
+    /// The lifetime counters, by their DQ.STATS field names, in its order.
+    pub fn counters(&self) -> [(&'static str, u64); 11] {
+        [
+            ("added", self.added),
+            ("delivered", self.delivered),
+            ("acked", self.acked),
+            ("nacked", self.nacked),
+            ("retried", self.retried),
+            ("lease-expired", self.lease_expired),
+            ("dead-lettered", self.dead_lettered),
+            ("expired", self.expired),
+            ("redriven", self.redriven),
+            ("cancelled", self.cancelled),
+            ("purged", self.purged),
+        ]
+    }
+}
+
+/// DQ.GET: one message and all that is known about it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Message {
+    pub id: Vec<u8>,
+    /// `delayed`, `ready`, `inflight` or `dead`; kept as text so that a
+    /// state a newer module adds is still shown.
+    pub state: String,
+    pub payload: Vec<u8>,
+    pub priority: i64,
+    pub attempt: u64,
+    pub due_at: Option<u64>,
+    pub lease_deadline: Option<u64>,
+    pub added_at: Option<u64>,
+    pub replacement_pending: bool,
+    pub max_attempts: Option<u64>,
+    pub max_attempts_from: Option<String>,
+    pub backoff: Option<String>,
+    pub backoff_from: Option<String>,
+    pub dead_reason: Option<String>,
+    pub died_at: Option<u64>,
+    pub expires_at: Option<u64>,
+    pub group: Option<Vec<u8>>,
+    pub waiting_for: Option<Vec<u8>>,
+    pub attempts_left: Option<u64>,
+    pub last_error: Option<Vec<u8>>,
+}
+
+impl Message {
+    /// The state as a [`State`], when it is one of the four.
+    pub fn state(&self) -> Option<State> {
+        self.state.parse().ok()
+    }
+}
+
+/// An entry of DQ.PEEK or DQ.SCAN.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    pub id: Vec<u8>,
+    pub payload: Vec<u8>,
+    pub attempt: u64,
+    /// The due time, the lease deadline (in flight) or the time of death
+    /// (dead), Unix ms.
+    pub time: u64,
+    pub last_error: Option<Vec<u8>>,
+}
+
+/// DQ.CONFIG: the queue's defaults in force and where each comes from
+/// (`queue` or `module`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub lease_ms: u64,
+    pub lease_ms_from: String,
+    pub max_attempts: u64,
+    pub max_attempts_from: String,
+    pub backoff: String,
+    pub backoff_from: String,
+}
+
+/// `INFO dq`: the fields of the module's section, without the `dq_` prefix,
+/// as text (every one is an integer today).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InfoDq {
+    pub fields: Vec<(String, String)>,
+}
+
+impl InfoDq {
+    /// An integer field, by its name without `dq_` (e.g. `timer_ticks`).
+    pub fn int(&self, name: &str) -> Option<u64> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.trim().parse().ok())
+    }
+}
+
+// --- commands ---------------------------------------------------------------
+
+fn cmd(name: &str, queue: &[u8]) -> Cmd {
+    let mut c = redis::cmd(name);
+    c.arg(queue);
+    c
+}
+
+async fn query<C: ConnectionLike + ?Sized>(con: &mut C, c: &Cmd) -> Result<Value, Error> {
+    Ok(con.req_packed_command(c).await?)
+}
+
+/// DQ.QUEUES: the queues of the connection's database (on this node, in a
+/// cluster), sorted by bytes.
+pub async fn queues<C: ConnectionLike + ?Sized>(con: &mut C) -> Result<Vec<Vec<u8>>, Error> {
+    let v = query(con, &redis::cmd("DQ.QUEUES")).await?;
+    parse_queues(v)
+}
+
+/// DQ.STATS.
+pub async fn stats<C: ConnectionLike + ?Sized>(con: &mut C, queue: &[u8]) -> Result<Stats, Error> {
+    parse_stats(query(con, &cmd("DQ.STATS", queue)).await?)
+}
+
+/// DQ.GET: None for an unknown id.
+pub async fn get<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    id: &[u8],
+) -> Result<Option<Message>, Error> {
+    let mut c = cmd("DQ.GET", queue);
+    c.arg(id);
+    parse_message(query(con, &c).await?)
+}
+
+/// DQ.PEEK: up to `count` (1 to 10000) messages of `state`, in the order
+/// they will leave it.
+pub async fn peek<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    state: State,
+    count: usize,
+) -> Result<Vec<Entry>, Error> {
+    let mut c = cmd("DQ.PEEK", queue);
+    c.arg(state.keyword()).arg("COUNT").arg(count);
+    parse_entries("DQ.PEEK", query(con, &c).await?)
+}
+
+/// DQ.SCAN: one page from `cursor` (0 to start); the next cursor is 0 at
+/// the end. `state` None scans every state.
+pub async fn scan_page<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    state: Option<State>,
+    cursor: u64,
+    count: usize,
+) -> Result<(u64, Vec<Entry>), Error> {
+    let mut c = cmd("DQ.SCAN", queue);
+    c.arg(cursor);
+    if let Some(state) = state {
+        c.arg("STATE").arg(state.keyword());
+    }
+    c.arg("COUNT").arg(count);
+    parse_scan(query(con, &c).await?)
+}
+
+/// DQ.CONFIG (the read form).
+pub async fn config<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+) -> Result<QueueConfig, Error> {
+    parse_config(query(con, &cmd("DQ.CONFIG", queue)).await?)
+}
+
+/// DQ.REDRIVE with `COUNT count`: the `count` (1 to 10000) oldest dead
+/// messages back to ready. Returns how many moved.
+pub async fn redrive_count<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    count: usize,
+) -> Result<u64, Error> {
+    let mut c = cmd("DQ.REDRIVE", queue);
+    c.arg("COUNT").arg(count);
+    parse_count("DQ.REDRIVE", query(con, &c).await?)
+}
+
+/// Every dead message back to ready: DQ.REDRIVE repeated until it moves
+/// none (each call moves at most 10000). Returns how many moved.
+pub async fn redrive_all<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+) -> Result<u64, Error> {
+    let mut total = 0;
+    loop {
+        let moved = parse_count("DQ.REDRIVE", query(con, &cmd("DQ.REDRIVE", queue)).await?)?;
+        total += moved;
+        // Fewer than a full batch: the dead set is empty now (or holds only
+        // messages that died meanwhile, which a caller did not see).
+        if moved < 10_000 {
+            return Ok(total);
+        }
+    }
+}
+
+/// DQ.REDRIVE ID ...: those of `ids` that are dead back to ready. Returns
+/// how many moved.
+pub async fn redrive_ids<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    ids: &[&[u8]],
+) -> Result<u64, Error> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut c = cmd("DQ.REDRIVE", queue);
+    c.arg("ID");
+    for id in ids {
+        c.arg(*id);
+    }
+    parse_count("DQ.REDRIVE", query(con, &c).await?)
+}
+
+/// DQ.CANCEL: deletes those messages in any state. Returns how many existed.
+pub async fn cancel<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    ids: &[&[u8]],
+) -> Result<u64, Error> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let mut c = cmd("DQ.CANCEL", queue);
+    for id in ids {
+        c.arg(*id);
+    }
+    parse_count("DQ.CANCEL", query(con, &c).await?)
+}
+
+/// DQ.PURGE: deletes every message of `state`, or of the queue when None.
+/// Returns how many were deleted.
+pub async fn purge<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    state: Option<State>,
+) -> Result<u64, Error> {
+    let mut c = cmd("DQ.PURGE", queue);
+    if let Some(state) = state {
+        c.arg(state.keyword());
+    }
+    parse_count("DQ.PURGE", query(con, &c).await?)
+}
+
+/// `INFO dq`.
+pub async fn info_dq<C: ConnectionLike + ?Sized>(con: &mut C) -> Result<InfoDq, Error> {
+    let mut c = redis::cmd("INFO");
+    c.arg("dq");
+    let v = query(con, &c).await?;
+    Ok(parse_info_dq(&text("INFO", &v)?))
+}
+
+// --- parsing -----------------------------------------------------------------
+
+fn bad(command: &'static str, detail: impl Into<String>) -> Error {
+    Error::Reply {
+        command,
+        detail: detail.into(),
+    }
+}
+
+fn bytes(command: &'static str, v: Value) -> Result<Vec<u8>, Error> {
+    match v {
+        Value::BulkString(b) => Ok(b),
+        Value::SimpleString(s) => Ok(s.into_bytes()),
+        Value::VerbatimString { text, .. } => Ok(text.into_bytes()),
+        Value::Okay => Ok(b"OK".to_vec()),
+        other => Err(bad(command, format!("expected a string, got {other:?}"))),
+    }
+}
+
+fn opt_bytes(command: &'static str, v: Value) -> Result<Option<Vec<u8>>, Error> {
+    match v {
+        Value::Nil => Ok(None),
+        v => bytes(command, v).map(Some),
+    }
+}
+
+fn text(command: &'static str, v: &Value) -> Result<String, Error> {
+    bytes(command, v.clone()).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+fn int(command: &'static str, v: &Value) -> Result<i64, Error> {
+    match v {
+        Value::Int(n) => Ok(*n),
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad(command, "expected an integer")),
+        Value::SimpleString(s) => s.parse().map_err(|_| bad(command, "expected an integer")),
+        other => Err(bad(command, format!("expected an integer, got {other:?}"))),
+    }
+}
+
+fn uint(command: &'static str, v: &Value) -> Result<u64, Error> {
+    let n = int(command, v)?;
+    u64::try_from(n).map_err(|_| bad(command, format!("expected a non-negative integer, got {n}")))
+}
+
+fn opt_uint(command: &'static str, v: &Value) -> Result<Option<u64>, Error> {
+    match v {
+        Value::Nil => Ok(None),
+        v => uint(command, v).map(Some),
+    }
+}
+
+fn array(command: &'static str, v: Value) -> Result<Vec<Value>, Error> {
+    match v {
+        Value::Array(items) | Value::Set(items) => Ok(items),
+        // An absent array (DQ.POP's nil) reads as empty.
+        Value::Nil => Ok(Vec::new()),
+        other => Err(bad(command, format!("expected an array, got {other:?}"))),
+    }
+}
+
+/// A record: RESP3 map or RESP2 flat field/value array, as (name, value).
+fn record(command: &'static str, v: Value) -> Result<Vec<(String, Value)>, Error> {
+    let pairs: Vec<(Value, Value)> = match v {
+        Value::Map(pairs) => pairs,
+        Value::Array(items) => {
+            if items.len() % 2 != 0 {
+                return Err(bad(command, "a record with an odd number of elements"));
+            }
+            let mut it = items.into_iter();
+            let mut pairs = Vec::new();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                pairs.push((k, v));
+            }
+            pairs
+        }
+        other => return Err(bad(command, format!("expected a record, got {other:?}"))),
+    };
+    pairs
+        .into_iter()
+        .map(|(k, v)| Ok((text(command, &k)?, v)))
+        .collect()
+}
+
+pub(crate) fn parse_queues(v: Value) -> Result<Vec<Vec<u8>>, Error> {
+    array("DQ.QUEUES", v)?
+        .into_iter()
+        .map(|q| bytes("DQ.QUEUES", q))
+        .collect()
+}
+
+pub(crate) fn parse_stats(v: Value) -> Result<Stats, Error> {
+    const C: &str = "DQ.STATS";
+    let mut s = Stats::default();
+    for (name, value) in record(C, v)? {
+        let slot = match name.as_str() {
+            "delayed" => &mut s.delayed,
+            "ready" => &mut s.ready,
+            "inflight" => &mut s.inflight,
+            "dead" => &mut s.dead,
+            "added" => &mut s.added,
+            "delivered" => &mut s.delivered,
+            "acked" => &mut s.acked,
+            "nacked" => &mut s.nacked,
+            "retried" => &mut s.retried,
+            "lease-expired" => &mut s.lease_expired,
+            "dead-lettered" => &mut s.dead_lettered,
+            "expired" => &mut s.expired,
+            "redriven" => &mut s.redriven,
+            "cancelled" => &mut s.cancelled,
+            "purged" => &mut s.purged,
+            "oldest-ready-age-ms" => {
+                s.oldest_ready_age_ms = opt_uint(C, &value)?;
+                continue;
+            }
+            "next-due-at" => {
+                s.next_due_at = opt_uint(C, &value)?;
+                continue;
+            }
+            _ => continue,
+        };
+        *slot = opt_uint(C, &value)?.unwrap_or(0);
+    }
+    Ok(s)
+}
+
+pub(crate) fn parse_message(v: Value) -> Result<Option<Message>, Error> {
+    const C: &str = "DQ.GET";
+    if v == Value::Nil {
+        return Ok(None);
+    }
+    let mut m = Message::default();
+    let mut seen_id = false;
+    for (name, value) in record(C, v)? {
+        match name.as_str() {
+            "id" => {
+                m.id = bytes(C, value)?;
+                seen_id = true;
+            }
+            "state" => m.state = text(C, &value)?,
+            "payload" => m.payload = bytes(C, value)?,
+            "priority" => m.priority = int(C, &value)?,
+            "attempt" => m.attempt = uint(C, &value)?,
+            "due-at" => m.due_at = opt_uint(C, &value)?,
+            "lease-deadline" => m.lease_deadline = opt_uint(C, &value)?,
+            "added-at" => m.added_at = opt_uint(C, &value)?,
+            "replacement-pending" => m.replacement_pending = opt_uint(C, &value)? == Some(1),
+            "max-attempts" => m.max_attempts = opt_uint(C, &value)?,
+            "max-attempts-from" => m.max_attempts_from = opt_text(C, value)?,
+            "backoff" => m.backoff = opt_text(C, value)?,
+            "backoff-from" => m.backoff_from = opt_text(C, value)?,
+            "dead-reason" => m.dead_reason = opt_text(C, value)?,
+            "died-at" => m.died_at = opt_uint(C, &value)?,
+            "expires-at" => m.expires_at = opt_uint(C, &value)?,
+            "group" => m.group = opt_bytes(C, value)?,
+            "waiting-for" => m.waiting_for = opt_bytes(C, value)?,
+            "attempts-left" => m.attempts_left = opt_uint(C, &value)?,
+            "last-error" => m.last_error = opt_bytes(C, value)?,
+            _ => {}
+        }
+    }
+    if !seen_id {
+        return Err(bad(C, "a record without an id"));
+    }
+    Ok(Some(m))
+}
+
+fn opt_text(command: &'static str, v: Value) -> Result<Option<String>, Error> {
+    Ok(opt_bytes(command, v)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
+}
+
+fn parse_entry(command: &'static str, v: Value) -> Result<Entry, Error> {
+    let mut items = array(command, v)?.into_iter();
+    let (Some(id), Some(payload), Some(attempt)) = (items.next(), items.next(), items.next())
+    else {
+        return Err(bad(command, "an entry with fewer than 3 elements"));
+    };
+    let time = items.next().map(|t| uint(command, &t)).transpose()?;
+    let last_error = items.next().map(|e| opt_bytes(command, e)).transpose()?;
+    Ok(Entry {
+        id: bytes(command, id)?,
+        payload: bytes(command, payload)?,
+        attempt: uint(command, &attempt)?,
+        time: time.unwrap_or(0),
+        last_error: last_error.flatten(),
+    })
+}
+
+pub(crate) fn parse_entries(command: &'static str, v: Value) -> Result<Vec<Entry>, Error> {
+    array(command, v)?
+        .into_iter()
+        .map(|e| parse_entry(command, e))
+        .collect()
+}
+
+pub(crate) fn parse_scan(v: Value) -> Result<(u64, Vec<Entry>), Error> {
+    const C: &str = "DQ.SCAN";
+    let mut items = array(C, v)?.into_iter();
+    let (Some(cursor), Some(entries), None) = (items.next(), items.next(), items.next()) else {
+        return Err(bad(C, "expected [cursor, entries]"));
+    };
+    Ok((uint(C, &cursor)?, parse_entries(C, entries)?))
+}
+
+pub(crate) fn parse_config(v: Value) -> Result<QueueConfig, Error> {
+    const C: &str = "DQ.CONFIG";
+    let mut c = QueueConfig::default();
+    for (name, value) in record(C, v)? {
+        match name.as_str() {
+            "lease-ms" => c.lease_ms = uint(C, &value)?,
+            "lease-ms-from" => c.lease_ms_from = text(C, &value)?,
+            "max-attempts" => c.max_attempts = uint(C, &value)?,
+            "max-attempts-from" => c.max_attempts_from = text(C, &value)?,
+            "backoff" => c.backoff = text(C, &value)?,
+            "backoff-from" => c.backoff_from = text(C, &value)?,
+            _ => {}
+        }
+    }
+    Ok(c)
+}
+
+pub(crate) fn parse_count(command: &'static str, v: Value) -> Result<u64, Error> {
+    uint(command, &v)
+}
+
+/// The `dq_*` lines of an INFO reply, prefix removed.
+pub fn parse_info_dq(info: &str) -> InfoDq {
+    let fields = info
+        .lines()
+        .filter_map(|line| line.trim_end().split_once(':'))
+        .filter_map(|(k, v)| Some((k.strip_prefix("dq_")?.to_string(), v.to_string())))
+        .collect();
+    InfoDq { fields }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &[u8]) -> Value {
+        Value::BulkString(s.to_vec())
+    }
+    fn simple(s: &str) -> Value {
+        Value::SimpleString(s.to_string())
+    }
+
+    fn stats_fields() -> Vec<(Value, Value)> {
+        let mut f = Vec::new();
+        for (i, name) in [
+            "delayed",
+            "ready",
+            "inflight",
+            "dead",
+            "added",
+            "delivered",
+            "acked",
+            "nacked",
+            "retried",
+            "lease-expired",
+            "dead-lettered",
+            "expired",
+            "redriven",
+            "cancelled",
+            "purged",
+        ]
+        .iter()
+        .enumerate()
+        {
+            f.push((simple(name), Value::Int(i as i64 + 1)));
+        }
+        f.push((simple("oldest-ready-age-ms"), Value::Int(1500)));
+        f.push((simple("next-due-at"), Value::Nil));
+        f.push((simple("a-future-field"), Value::Int(7)));
+        f
+    }
+
+    #[test]
+    fn stats_from_resp2_and_resp3_agree() {
+        let fields = stats_fields();
+        let flat = Value::Array(
+            fields
+                .iter()
+                .flat_map(|(k, v)| [k.clone(), v.clone()])
+                .collect(),
+        );
+        let resp2 = parse_stats(flat).unwrap();
+        let resp3 = parse_stats(Value::Map(fields)).unwrap();
+        assert_eq!(resp2, resp3);
+        assert_eq!(resp2.delayed, 1);
+        assert_eq!(resp2.dead, 4);
+        assert_eq!(resp2.lease_expired, 10);
+        assert_eq!(resp2.purged, 15);
+        assert_eq!(resp2.total(), 1 + 2 + 3 + 4);
+        assert_eq!(resp2.oldest_ready_age_ms, Some(1500));
+        assert_eq!(resp2.next_due_at, None);
+        assert_eq!(resp2.counters()[5], ("lease-expired", 10));
+        assert_eq!(resp2.count(State::Inflight), 3);
+    }
+
+    #[test]
+    fn records_that_are_not_records_are_errors() {
+        assert!(parse_stats(Value::Array(vec![simple("ready")])).is_err());
+        assert!(parse_stats(Value::Int(3)).is_err());
+        assert!(parse_stats(Value::Array(vec![simple("ready"), bulk(b"x")])).is_err());
+        assert!(parse_stats(Value::Array(vec![simple("ready"), Value::Int(-1)])).is_err());
+    }
+
+    #[test]
+    fn message_dead_with_error_and_binary_fields() {
+        let v = Value::Array(vec![
+            simple("id"),
+            bulk(b"a\xffb"),
+            simple("state"),
+            simple("dead"),
+            simple("payload"),
+            bulk(b"\x00<script>"),
+            simple("priority"),
+            Value::Int(-5),
+            simple("attempt"),
+            Value::Int(3),
+            simple("due-at"),
+            Value::Int(100),
+            simple("lease-deadline"),
+            Value::Nil,
+            simple("replacement-pending"),
+            Value::Int(0),
+            simple("dead-reason"),
+            simple("permanent"),
+            simple("died-at"),
+            Value::Int(200),
+            simple("group"),
+            Value::Nil,
+            simple("last-error"),
+            bulk(b"boom"),
+        ]);
+        let m = parse_message(v).unwrap().unwrap();
+        assert_eq!(m.id, b"a\xffb");
+        assert_eq!(m.state(), Some(State::Dead));
+        assert_eq!(m.payload, b"\x00<script>");
+        assert_eq!(m.priority, -5);
+        assert_eq!(m.attempt, 3);
+        assert_eq!(m.lease_deadline, None);
+        assert_eq!(m.dead_reason.as_deref(), Some("permanent"));
+        assert_eq!(m.died_at, Some(200));
+        assert_eq!(m.last_error.as_deref(), Some(&b"boom"[..]));
+        assert!(!m.replacement_pending);
+        assert_eq!(parse_message(Value::Nil).unwrap(), None);
+        assert!(parse_message(Value::Array(vec![simple("state"), simple("dead")])).is_err());
+    }
+
+    #[test]
+    fn scan_pages_and_peek_entries() {
+        let entry = |id: &[u8], err: Value| {
+            Value::Array(vec![
+                bulk(id),
+                bulk(b"p"),
+                Value::Int(2),
+                Value::Int(99),
+                err,
+            ])
+        };
+        let v = Value::Array(vec![
+            bulk(b"2113"),
+            Value::Array(vec![entry(b"a", Value::Nil), entry(b"b", bulk(b"e"))]),
+        ]);
+        let (cursor, entries) = parse_scan(v).unwrap();
+        assert_eq!(cursor, 2113);
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].last_error, None);
+        assert_eq!(entries[1].last_error.as_deref(), Some(&b"e"[..]));
+        assert_eq!(entries[1].time, 99);
+        let (cursor, entries) =
+            parse_scan(Value::Array(vec![bulk(b"0"), Value::Array(vec![])])).unwrap();
+        assert_eq!((cursor, entries.len()), (0, 0));
+        assert!(parse_scan(Value::Array(vec![bulk(b"x"), Value::Array(vec![])])).is_err());
+        assert!(parse_scan(Value::Array(vec![bulk(b"0")])).is_err());
+        assert!(parse_entries(
+            "DQ.PEEK",
+            Value::Array(vec![Value::Array(vec![bulk(b"a")])])
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn config_and_queues_and_counts() {
+        let v = Value::Map(vec![
+            (simple("lease-ms"), Value::Int(30000)),
+            (simple("lease-ms-from"), simple("module")),
+            (simple("max-attempts"), Value::Int(16)),
+            (simple("max-attempts-from"), simple("queue")),
+            (simple("backoff"), bulk(b"exp:1s:1h")),
+            (simple("backoff-from"), simple("module")),
+        ]);
+        let c = parse_config(v).unwrap();
+        assert_eq!(c.lease_ms, 30000);
+        assert_eq!(c.max_attempts_from, "queue");
+        assert_eq!(c.backoff, "exp:1s:1h");
+        let q = parse_queues(Value::Array(vec![bulk(b""), bulk(b"\xff")])).unwrap();
+        assert_eq!(q, vec![b"".to_vec(), b"\xff".to_vec()]);
+        assert_eq!(parse_count("DQ.PURGE", Value::Int(4)).unwrap(), 4);
+        assert!(parse_count("DQ.PURGE", Value::Nil).is_err());
+    }
+
+    #[test]
+    fn info_section() {
+        let info =
+            parse_info_dq("# dq\r\ndq_queues:3\r\ndq_timer_ticks:42\r\ndq_lateness_ms:0\r\n");
+        assert_eq!(info.int("timer_ticks"), Some(42));
+        assert_eq!(info.int("queues"), Some(3));
+        assert_eq!(info.int("missing"), None);
+    }
+
+    #[test]
+    fn states_parse_case_insensitively() {
+        assert_eq!("DEAD".parse::<State>(), Ok(State::Dead));
+        assert_eq!("inflight".parse::<State>(), Ok(State::Inflight));
+        assert!("done".parse::<State>().is_err());
+        assert_eq!(State::Ready.keyword(), "READY");
+    }
+}

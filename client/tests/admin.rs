@@ -1,0 +1,198 @@
+//! dq_client::admin against a real server with the module: every call's
+//! reply, under RESP2 and RESP3.
+
+mod support;
+
+use dq_client::admin;
+use dq_client::State;
+use redis::aio::MultiplexedConnection;
+
+async fn connect(url: &str, resp3: bool) -> MultiplexedConnection {
+    let url = if resp3 {
+        format!(
+            "{url}{}protocol=resp3",
+            if url.contains('?') { "&" } else { "?" }
+        )
+    } else {
+        url.to_string()
+    };
+    let client = redis::Client::open(url).expect("a valid URL");
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect")
+}
+
+async fn cmd(con: &mut MultiplexedConnection, args: &[&[u8]]) -> redis::Value {
+    let mut c = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query_async(con).await.expect("command")
+}
+
+/// Each test its own queue names (the server may be shared).
+fn name(test: &str, resp3: bool) -> Vec<u8> {
+    format!("admin-{test}-{}-\u{e9}\n", if resp3 { 3 } else { 2 }).into_bytes()
+}
+
+async fn every_call(resp3: bool) {
+    let server = support::Server::start();
+    let mut con = connect(&server.url, resp3).await;
+    let q = name("calls", resp3);
+    let _ = admin::purge(&mut con, &q, None).await.unwrap();
+    let before = admin::stats(&mut con, &q).await.unwrap();
+    // The protocol really is the one asked for: records are maps in RESP3.
+    let raw = cmd(&mut con, &[b"DQ.STATS", &q]).await;
+    assert_eq!(matches!(raw, redis::Value::Map(_)), resp3, "{raw:?}");
+
+    cmd(&mut con, &[b"DQ.ADD", &q, b"{\"a\":1}", b"ID", b"r1"]).await;
+    cmd(
+        &mut con,
+        &[b"DQ.ADD", &q, b"later", b"ID", b"d1", b"DELAY", b"600000"],
+    )
+    .await;
+    cmd(
+        &mut con,
+        &[
+            b"DQ.ADD",
+            &q,
+            b"\x00\xff",
+            b"ID",
+            b"x\xff",
+            b"PRIORITY",
+            b"9",
+            b"GROUP",
+            b"g",
+        ],
+    )
+    .await;
+    cmd(&mut con, &[b"DQ.POP", &q]).await;
+    cmd(
+        &mut con,
+        &[b"DQ.NACK", &q, b"x\xff", b"DEAD", b"ERROR", b"boom <b>"],
+    )
+    .await;
+
+    assert!(admin::queues(&mut con).await.unwrap().contains(&q));
+
+    let s = admin::stats(&mut con, &q).await.unwrap();
+    assert_eq!((s.delayed, s.ready, s.inflight, s.dead), (1, 1, 0, 1));
+    assert_eq!(s.added - before.added, 3);
+    assert_eq!(s.dead_lettered - before.dead_lettered, 1);
+    assert!(s.oldest_ready_age_ms.is_some());
+    assert!(s.next_due_at.is_some());
+
+    let m = admin::get(&mut con, &q, b"x\xff").await.unwrap().unwrap();
+    assert_eq!(m.id, b"x\xff");
+    assert_eq!(m.state(), Some(State::Dead));
+    assert_eq!(m.payload, b"\x00\xff");
+    assert_eq!(m.priority, 9);
+    assert_eq!(m.attempt, 1);
+    assert_eq!(m.dead_reason.as_deref(), Some("permanent"));
+    assert!(m.died_at.is_some());
+    assert_eq!(m.group.as_deref(), Some(&b"g"[..]));
+    assert_eq!(m.last_error.as_deref(), Some(&b"boom <b>"[..]));
+    assert_eq!(m.lease_deadline, None);
+    assert_eq!(admin::get(&mut con, &q, b"nope").await.unwrap(), None);
+
+    let dead = admin::peek(&mut con, &q, State::Dead, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].last_error.as_deref(), Some(&b"boom <b>"[..]));
+    let delayed = admin::peek(&mut con, &q, State::Delayed, 10).await.unwrap();
+    assert_eq!(delayed[0].id, b"d1");
+
+    // SCAN pages every message exactly once.
+    let mut cursor = 0;
+    let mut ids = Vec::new();
+    loop {
+        let (next, entries) = admin::scan_page(&mut con, &q, None, cursor, 1)
+            .await
+            .unwrap();
+        ids.extend(entries.into_iter().map(|e| e.id));
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    ids.sort();
+    assert_eq!(ids, vec![b"d1".to_vec(), b"r1".to_vec(), b"x\xff".to_vec()]);
+    let (_, ready) = admin::scan_page(&mut con, &q, Some(State::Ready), 0, 100)
+        .await
+        .unwrap();
+    assert_eq!(ready.len(), 1);
+    assert!(admin::scan_page(&mut con, &q, None, u64::MAX, 10)
+        .await
+        .is_err());
+
+    let c = admin::config(&mut con, &q).await.unwrap();
+    assert_eq!(c.lease_ms_from, "module");
+    assert!(c.max_attempts > 0);
+    cmd(&mut con, &[b"DQ.CONFIG", &q, b"SET", b"MAXATTEMPTS", b"3"]).await;
+    let c = admin::config(&mut con, &q).await.unwrap();
+    assert_eq!((c.max_attempts, c.max_attempts_from.as_str()), (3, "queue"));
+
+    // Actions answer with counts.
+    assert_eq!(admin::redrive_ids(&mut con, &q, &[b"r1"]).await.unwrap(), 0);
+    assert_eq!(
+        admin::redrive_ids(&mut con, &q, &[b"x\xff"]).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        admin::get(&mut con, &q, b"x\xff")
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        "ready"
+    );
+    assert_eq!(admin::redrive_all(&mut con, &q).await.unwrap(), 0);
+    assert_eq!(
+        admin::cancel(&mut con, &q, &[b"d1", b"nope"])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        admin::purge(&mut con, &q, Some(State::Ready))
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(admin::stats(&mut con, &q).await.unwrap().total(), 0);
+
+    let info = admin::info_dq(&mut con).await.unwrap();
+    assert!(info.int("timer_ticks").is_some());
+    assert!(info.int("lateness_ms").is_some());
+}
+
+#[tokio::test]
+async fn every_call_resp2() {
+    every_call(false).await;
+}
+
+#[tokio::test]
+async fn every_call_resp3() {
+    every_call(true).await;
+}
+
+#[tokio::test]
+async fn redrive_all_moves_more_than_one_batch() {
+    let server = support::Server::start();
+    let mut con = connect(&server.url, false).await;
+    let q = name("redrive-all", false);
+    let _ = admin::purge(&mut con, &q, None).await.unwrap();
+    for i in 0..25 {
+        let id = format!("m{i}");
+        cmd(&mut con, &[b"DQ.ADD", &q, b"p", b"ID", id.as_bytes()]).await;
+    }
+    cmd(&mut con, &[b"DQ.POP", &q, b"COUNT", b"25"]).await;
+    for i in 0..25 {
+        let id = format!("m{i}");
+        cmd(&mut con, &[b"DQ.NACK", &q, id.as_bytes(), b"DEAD"]).await;
+    }
+    assert_eq!(admin::redrive_count(&mut con, &q, 5).await.unwrap(), 5);
+    assert_eq!(admin::redrive_all(&mut con, &q).await.unwrap(), 20);
+    assert_eq!(admin::stats(&mut con, &q).await.unwrap().ready, 25);
+    let _ = admin::purge(&mut con, &q, None).await.unwrap();
+}

@@ -1,0 +1,28 @@
+// Progressive only: every page reads and acts without this file.
+// On pages that ask for it (body[data-refresh]), reload every few seconds
+// unless the reader unticks "auto-refresh" (remembered in localStorage)
+// or is in the middle of selecting text.
+(function () {
+  "use strict";
+  var seconds = parseInt(document.body.getAttribute("data-refresh") || "", 10);
+  if (!seconds) return;
+  var toggle = document.getElementById("refresh-toggle");
+  var box = document.getElementById("refresh-box");
+  var key = "dq-dashboard-refresh";
+  var on = true;
+  try { on = localStorage.getItem(key) !== "off"; } catch (e) { /* private mode */ }
+  if (toggle && box) {
+    toggle.hidden = false;
+    box.checked = on;
+    box.addEventListener("change", function () {
+      on = box.checked;
+      try { localStorage.setItem(key, on ? "on" : "off"); } catch (e) { /* ignore */ }
+    });
+  }
+  setInterval(function () {
+    var selecting = window.getSelection && String(window.getSelection()).length > 0;
+    if (on && !selecting && document.visibilityState !== "hidden") {
+      window.location.reload();
+    }
+  }, seconds * 1000);
+})();

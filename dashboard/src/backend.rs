@@ -1,0 +1,575 @@
+//! The servers the dashboard reads, what they hold now, and the history the
+//! charts draw.
+//!
+//! A standalone server is one `--redis` URL. In a cluster the dashboard
+//! finds every master with CLUSTER SLOTS (on a seed, then on any master it
+//! knows, at every sample) and keeps one connection per master. A queue is
+//! shown as living on the master whose DQ.QUEUES listed it, and every
+//! command for that queue goes to that master: the server's own answer,
+//! rather than a slot map of ours, says where each queue is, and no key
+//! routing is needed for DQ.QUEUES (which names no key) or for INFO.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use dq_client::admin;
+use dq_client::{InfoDq, Stats};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ConnectionAddr, ConnectionInfo, Value};
+
+use crate::render::now_ms;
+
+/// One server (a standalone server or a cluster master).
+pub struct Server {
+    /// `host:port` (or the socket path): its name on pages, in logs and in
+    /// metric labels; never a password.
+    pub addr: String,
+    pub con: ConnectionManager,
+}
+
+/// What one server holds at one moment.
+pub struct ServerSnap {
+    pub addr: String,
+    pub queues: Vec<(Vec<u8>, Stats)>,
+    pub info: Option<InfoDq>,
+    /// Why the server could not be read (then `queues` may be partial).
+    pub error: Option<String>,
+}
+
+pub struct Backend {
+    cluster: bool,
+    /// The seeds' connection settings, for connecting to discovered masters
+    /// (same user, password, TLS).
+    template: ConnectionInfo,
+    servers: RwLock<Vec<Arc<Server>>>,
+}
+
+/// `host:port` of an address.
+pub fn addr_name(addr: &ConnectionAddr) -> String {
+    match addr {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            }
+        }
+        ConnectionAddr::Unix(path) => path.display().to_string(),
+        // A future variant: its Display (redis prints host:port, no
+        // password, for every address kind).
+        #[allow(unreachable_patterns)]
+        other => other.to_string(),
+    }
+}
+
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(3)))
+        .set_response_timeout(Some(Duration::from_secs(10)))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_secs(2))
+}
+
+async fn connect(info: ConnectionInfo) -> anyhow::Result<Arc<Server>> {
+    let addr = addr_name(info.addr());
+    let client = redis::Client::open(info).with_context(|| format!("server {addr}"))?;
+    let con = ConnectionManager::new_with_config(client, manager_config())
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    Ok(Arc::new(Server { addr, con }))
+}
+
+fn with_addr(template: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
+    let addr = match template.addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host.to_string(), port),
+    };
+    template.clone().set_addr(addr)
+}
+
+/// The masters of a CLUSTER SLOTS reply, as (host, port), in slot order,
+/// each once. An empty host means "the node you asked".
+pub fn slots_masters(reply: &Value, asked_host: &str) -> Vec<(String, u16)> {
+    let mut masters: Vec<(String, u16)> = Vec::new();
+    let Value::Array(ranges) = reply else {
+        return masters;
+    };
+    for range in ranges {
+        let Value::Array(items) = range else { continue };
+        let Some(Value::Array(node)) = items.get(2) else {
+            continue;
+        };
+        let host = match node.first() {
+            Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+            Some(Value::SimpleString(s)) => s.clone(),
+            _ => continue,
+        };
+        let host = if host.is_empty() || host == "?" {
+            asked_host.to_string()
+        } else {
+            host
+        };
+        let Some(Value::Int(port)) = node.get(1) else {
+            continue;
+        };
+        let Ok(port) = u16::try_from(*port) else {
+            continue;
+        };
+        if !masters.iter().any(|(h, p)| *h == host && *p == port) {
+            masters.push((host, port));
+        }
+    }
+    masters
+}
+
+impl Backend {
+    /// Connects to every seed; with `cluster` (or when a seed says
+    /// `cluster_enabled:1`) to every master instead.
+    pub async fn connect(seeds: Vec<ConnectionInfo>, cluster: bool) -> anyhow::Result<Backend> {
+        let Some(template) = seeds.first().cloned() else {
+            bail!("give at least one --redis URL");
+        };
+        let mut servers = Vec::new();
+        for info in seeds {
+            servers.push(connect(info).await?);
+        }
+        let mut detected = cluster;
+        if !detected {
+            for s in &servers {
+                let mut con = s.con.clone();
+                let info: String = redis::cmd("INFO")
+                    .arg("cluster")
+                    .query_async(&mut con)
+                    .await
+                    .with_context(|| format!("INFO cluster on {}", s.addr))?;
+                if info.lines().any(|l| l.trim() == "cluster_enabled:1") {
+                    detected = true;
+                }
+            }
+        }
+        let backend = Backend {
+            cluster: detected,
+            template,
+            servers: RwLock::new(servers),
+        };
+        if detected {
+            backend
+                .refresh_topology()
+                .await
+                .context("finding the cluster's masters (CLUSTER SLOTS)")?;
+        }
+        Ok(backend)
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    pub fn servers(&self) -> Vec<Arc<Server>> {
+        self.servers.read().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    pub fn server(&self, addr: &str) -> Option<Arc<Server>> {
+        self.servers().into_iter().find(|s| s.addr == addr)
+    }
+
+    /// Cluster: asks CLUSTER SLOTS of the servers known (first that
+    /// answers) and keeps exactly the masters it names.
+    pub async fn refresh_topology(&self) -> anyhow::Result<()> {
+        if !self.cluster {
+            return Ok(());
+        }
+        let known = self.servers();
+        let mut last_error = None;
+        for s in &known {
+            let mut con = s.con.clone();
+            let reply: Value = match redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query_async(&mut con)
+                .await
+            {
+                Ok(v) => v,
+                Err(e) => {
+                    last_error = Some(anyhow::Error::from(e).context(s.addr.clone()));
+                    continue;
+                }
+            };
+            let asked = s.addr.rsplit_once(':').map_or(String::new(), |(h, _)| {
+                h.trim_matches(['[', ']']).to_string()
+            });
+            let masters = slots_masters(&reply, &asked);
+            if masters.is_empty() {
+                bail!(
+                    "{}: CLUSTER SLOTS names no master (are all slots assigned?)",
+                    s.addr
+                );
+            }
+            let mut next = Vec::new();
+            for (host, port) in masters {
+                let info = with_addr(&self.template, &host, port);
+                let name = addr_name(info.addr());
+                match known.iter().find(|k| k.addr == name) {
+                    Some(k) => next.push(k.clone()),
+                    None => match connect(info).await {
+                        Ok(server) => {
+                            tracing::info!(server = %server.addr, "cluster master found");
+                            next.push(server);
+                        }
+                        Err(e) => {
+                            tracing::warn!(server = %name, error = format!("{e:#}"),
+                                "cannot reach a cluster master");
+                        }
+                    },
+                }
+            }
+            if let Ok(mut servers) = self.servers.write() {
+                *servers = next;
+            }
+            return Ok(());
+        }
+        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no server to ask")))
+    }
+
+    /// What one server holds now: DQ.QUEUES, DQ.STATS of each, INFO dq.
+    pub async fn snapshot_of(server: &Server) -> ServerSnap {
+        let mut con = server.con.clone();
+        let mut snap = ServerSnap {
+            addr: server.addr.clone(),
+            queues: Vec::new(),
+            info: None,
+            error: None,
+        };
+        match admin::info_dq(&mut con).await {
+            Ok(info) => snap.info = Some(info),
+            Err(e) => {
+                snap.error = Some(e.to_string());
+                return snap;
+            }
+        }
+        let names = match admin::queues(&mut con).await {
+            Ok(n) => n,
+            Err(e) => {
+                snap.error = Some(e.to_string());
+                return snap;
+            }
+        };
+        for name in names {
+            match admin::stats(&mut con, &name).await {
+                Ok(stats) => snap.queues.push((name, stats)),
+                Err(e) => {
+                    snap.error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        snap
+    }
+
+    /// Every server's snapshot, read in parallel.
+    pub async fn snapshot(&self) -> Vec<ServerSnap> {
+        let servers = self.servers();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, s) in servers.into_iter().enumerate() {
+            tasks.spawn(async move { (i, Backend::snapshot_of(&s).await) });
+        }
+        let mut snaps = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            if let Ok(pair) = done {
+                snaps.push(pair);
+            }
+        }
+        snaps.sort_by_key(|(i, _)| *i);
+        snaps.into_iter().map(|(_, s)| s).collect()
+    }
+}
+
+// --- history -------------------------------------------------------------------
+
+/// One sample of a queue (or of all queues summed).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Point {
+    pub at_ms: u64,
+    pub delayed: u64,
+    pub ready: u64,
+    pub inflight: u64,
+    pub dead: u64,
+    pub added: u64,
+    pub acked: u64,
+    pub dead_lettered: u64,
+}
+
+impl Point {
+    pub fn of(at_ms: u64, s: &Stats) -> Point {
+        Point {
+            at_ms,
+            delayed: s.delayed,
+            ready: s.ready,
+            inflight: s.inflight,
+            dead: s.dead,
+            added: s.added,
+            acked: s.acked,
+            dead_lettered: s.dead_lettered,
+        }
+    }
+
+    fn add(&mut self, o: &Point) {
+        self.delayed += o.delayed;
+        self.ready += o.ready;
+        self.inflight += o.inflight;
+        self.dead += o.dead;
+        self.added += o.added;
+        self.acked += o.acked;
+        self.dead_lettered += o.dead_lettered;
+    }
+}
+
+/// Per second between two points of one counter; 0 across a reset (a
+/// queue deleted and made again) or no time.
+pub fn per_s(a: &Point, b: &Point, field: fn(&Point) -> u64) -> f64 {
+    let dt = b.at_ms.saturating_sub(a.at_ms);
+    if dt == 0 {
+        return 0.0;
+    }
+    field(b).saturating_sub(field(a)) as f64 * 1000.0 / dt as f64
+}
+
+/// Rates over the whole series: (added, acked, dead-lettered) per second
+/// between each pair of neighbours.
+pub fn rates(points: &[Point]) -> Vec<(f64, f64, f64)> {
+    points
+        .windows(2)
+        .map(|w| {
+            (
+                per_s(&w[0], &w[1], |p| p.added),
+                per_s(&w[0], &w[1], |p| p.acked),
+                per_s(&w[0], &w[1], |p| p.dead_lettered),
+            )
+        })
+        .collect()
+}
+
+/// The recent rate: over the last `n` samples (fewer when there are fewer).
+pub fn recent_rate(points: &[Point], n: usize, field: fn(&Point) -> u64) -> f64 {
+    if points.len() < 2 {
+        return 0.0;
+    }
+    let from = points.len().saturating_sub(n + 1);
+    per_s(&points[from], &points[points.len() - 1], field)
+}
+
+pub type QueueKey = (String, Vec<u8>);
+
+/// A ring buffer per queue, and one for the sum of all queues.
+pub struct History {
+    capacity: usize,
+    queues: HashMap<QueueKey, VecDeque<Point>>,
+    total: VecDeque<Point>,
+}
+
+impl History {
+    pub fn new(capacity: usize) -> History {
+        History {
+            capacity: capacity.max(2),
+            queues: HashMap::new(),
+            total: VecDeque::new(),
+        }
+    }
+
+    pub fn record(&mut self, at_ms: u64, snaps: &[ServerSnap]) {
+        let mut total = Point {
+            at_ms,
+            ..Point::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for snap in snaps {
+            for (name, stats) in &snap.queues {
+                let key = (snap.addr.clone(), name.clone());
+                let p = Point::of(at_ms, stats);
+                total.add(&p);
+                let ring = self.queues.entry(key.clone()).or_default();
+                if ring.len() == self.capacity {
+                    ring.pop_front();
+                }
+                ring.push_back(p);
+                seen.insert(key);
+            }
+        }
+        // A queue gone (deleted, or moved to another master) is forgotten,
+        // unless its server could not be read this time.
+        let unread: Vec<&str> = snaps
+            .iter()
+            .filter(|s| s.error.is_some())
+            .map(|s| s.addr.as_str())
+            .collect();
+        self.queues
+            .retain(|k, _| seen.contains(k) || unread.contains(&k.0.as_str()));
+        if self.total.len() == self.capacity {
+            self.total.pop_front();
+        }
+        self.total.push_back(total);
+    }
+
+    pub fn queue(&self, server: &str, name: &[u8]) -> Vec<Point> {
+        self.queues
+            .get(&(server.to_string(), name.to_vec()))
+            .map(|r| r.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn total(&self) -> Vec<Point> {
+        self.total.iter().copied().collect()
+    }
+}
+
+/// Samples every `interval` into `history`, refreshing the cluster's
+/// topology first. Runs until the process ends.
+pub async fn sample(
+    backend: Arc<Backend>,
+    history: Arc<Mutex<History>>,
+    latest: Arc<RwLock<Option<Arc<Vec<ServerSnap>>>>>,
+    interval: Duration,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A server's last error: logged when it changes, not at every sample.
+    let mut failing: HashMap<String, String> = HashMap::new();
+    loop {
+        tick.tick().await;
+        if let Err(e) = backend.refresh_topology().await {
+            tracing::warn!(error = format!("{e:#}"), "cluster topology not refreshed");
+        }
+        let snaps = backend.snapshot().await;
+        for s in &snaps {
+            match &s.error {
+                Some(e) if failing.get(&s.addr) != Some(e) => {
+                    tracing::warn!(server = %s.addr, error = %e, "cannot read the server");
+                    failing.insert(s.addr.clone(), e.clone());
+                }
+                None if failing.remove(&s.addr).is_some() => {
+                    tracing::info!(server = %s.addr, "the server answers again");
+                }
+                _ => {}
+            }
+        }
+        if let Ok(mut h) = history.lock() {
+            h.record(now_ms(), &snaps);
+        }
+        if let Ok(mut l) = latest.write() {
+            *l = Some(Arc::new(snaps));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(addr: &str, queues: &[(&str, u64, u64)]) -> ServerSnap {
+        ServerSnap {
+            addr: addr.into(),
+            queues: queues
+                .iter()
+                .map(|(n, ready, added)| {
+                    (
+                        n.as_bytes().to_vec(),
+                        Stats {
+                            ready: *ready,
+                            added: *added,
+                            ..Stats::default()
+                        },
+                    )
+                })
+                .collect(),
+            info: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn history_rings_rates_and_totals() {
+        let mut h = History::new(3);
+        for i in 0..5u64 {
+            h.record(
+                i * 2000,
+                &[
+                    snap("a:1", &[("q", i, i * 10)]),
+                    snap("b:2", &[("r", 1, 0)]),
+                ],
+            );
+        }
+        let q = h.queue("a:1", b"q");
+        assert_eq!(q.len(), 3);
+        assert_eq!(q[0].ready, 2);
+        assert_eq!(recent_rate(&q, 5, |p| p.added), 5.0);
+        assert_eq!(rates(&q).len(), 2);
+        assert_eq!(h.total().last().map(|p| p.ready), Some(5));
+        // r disappears from b:2: forgotten.
+        h.record(10_000, &[snap("a:1", &[("q", 0, 50)]), snap("b:2", &[])]);
+        assert!(h.queue("b:2", b"r").is_empty());
+        // A counter going back (queue made again) is no negative rate.
+        let a = Point {
+            at_ms: 0,
+            added: 10,
+            ..Point::default()
+        };
+        let b = Point {
+            at_ms: 1000,
+            added: 3,
+            ..Point::default()
+        };
+        assert_eq!(per_s(&a, &b, |p| p.added), 0.0);
+    }
+
+    #[test]
+    fn cluster_slots_masters() {
+        let node = |h: &str, p: i64| {
+            Value::Array(vec![
+                Value::BulkString(h.as_bytes().to_vec()),
+                Value::Int(p),
+                Value::BulkString(b"id".to_vec()),
+            ])
+        };
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(5460),
+                node("10.0.0.1", 7000),
+                node("10.0.0.4", 7003),
+            ]),
+            Value::Array(vec![Value::Int(5461), Value::Int(10922), node("", 7001)]),
+            Value::Array(vec![
+                Value::Int(10923),
+                Value::Int(16383),
+                node("10.0.0.1", 7000),
+            ]),
+        ]);
+        assert_eq!(
+            slots_masters(&reply, "seed"),
+            vec![("10.0.0.1".to_string(), 7000), ("seed".to_string(), 7001)]
+        );
+        assert!(slots_masters(&Value::Nil, "x").is_empty());
+    }
+
+    #[test]
+    fn addresses_never_show_credentials() {
+        let info: ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(
+            "redis://user:hunter2@127.0.0.1:6380/0",
+        )
+        .unwrap();
+        assert_eq!(addr_name(info.addr()), "127.0.0.1:6380");
+        let moved = with_addr(&info, "10.1.1.1", 7001);
+        assert_eq!(addr_name(moved.addr()), "10.1.1.1:7001");
+        assert_eq!(moved.redis_settings().password(), Some("hunter2"));
+    }
+}

@@ -1,0 +1,280 @@
+//! dq-dashboard: a web dashboard and Prometheus metrics for dq queues.
+//!
+//! It reads a Redis or Valkey server with the dq module (several, or every
+//! master of a cluster) only through dq's commands, shows each queue's
+//! messages per state, throughput and lag, each message's payload and
+//! failure, and lets an operator redrive, cancel and purge — each action a
+//! confirmed POST. See dashboard/README.md.
+
+mod backend;
+mod charts;
+mod metrics;
+mod pages;
+mod render;
+mod security;
+mod web;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, ValueEnum};
+use redis::IntoConnectionInfo;
+
+use crate::backend::{Backend, History};
+use crate::security::{Auth, Csrf};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Json,
+    Text,
+}
+
+/// A web dashboard and Prometheus metrics for dq queues.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Args {
+    /// A server: redis://[user[:password]@]host[:port][/db], or rediss://
+    /// for TLS. Repeatable; for a cluster one node is enough.
+    #[arg(
+        long = "redis",
+        env = "DQ_DASHBOARD_REDIS",
+        // It may hold a password: --help must not print it.
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379/"
+    )]
+    redis: Vec<String>,
+
+    /// ACL user name (instead of one in the URL).
+    #[arg(long, env = "DQ_DASHBOARD_REDIS_USER")]
+    redis_user: Option<String>,
+
+    /// Password (instead of one in the URL); prefer the environment
+    /// variable, which `ps` does not show.
+    #[arg(long, env = "DQ_DASHBOARD_REDIS_PASSWORD", hide_env_values = true)]
+    redis_password: Option<String>,
+
+    /// The servers are a Redis Cluster: show every master's queues.
+    /// Without it a seed answering `cluster_enabled:1` makes it so.
+    #[arg(long)]
+    cluster: bool,
+
+    /// Address to serve on (port 0: any free port, named in the log).
+    #[arg(long, env = "DQ_DASHBOARD_LISTEN", default_value = "127.0.0.1:7070")]
+    listen: SocketAddr,
+
+    /// Show no action and refuse every POST (403).
+    #[arg(long, env = "DQ_DASHBOARD_READ_ONLY")]
+    read_only: bool,
+
+    /// Require `Authorization: Bearer TOKEN` (for scrapers and proxies).
+    #[arg(long, env = "DQ_DASHBOARD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+
+    /// Require HTTP basic auth (for people in a browser), USER:PASSWORD.
+    #[arg(
+        long,
+        env = "DQ_DASHBOARD_BASIC_AUTH",
+        hide_env_values = true,
+        value_name = "USER:PASSWORD"
+    )]
+    basic_auth: Option<String>,
+
+    /// How often every queue's DQ.STATS is sampled for the charts.
+    #[arg(long, env = "DQ_DASHBOARD_SAMPLE_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
+    sample_interval: Duration,
+
+    /// How far back the charts go.
+    #[arg(long, env = "DQ_DASHBOARD_HISTORY", default_value = "10m", value_parser = humantime::parse_duration)]
+    history: Duration,
+
+    /// Log format, to standard error.
+    #[arg(long, value_enum, default_value = "json")]
+    log_format: LogFormat,
+
+    /// Log level or filter (error, warn, info, debug); DQ_DASHBOARD_LOG
+    /// overrides it with a full tracing filter.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+fn init_logs(args: &Args) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DQ_DASHBOARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+        LogFormat::Text => logs.init(),
+    }
+}
+
+fn connection_infos(args: &Args) -> anyhow::Result<Vec<redis::ConnectionInfo>> {
+    let mut infos = Vec::new();
+    for (n, url) in args.redis.iter().enumerate() {
+        // The URL itself is never quoted in an error: it may hold a password.
+        let mut info = url.as_str().into_connection_info().with_context(|| {
+            format!("--redis #{}: not a valid redis:// or rediss:// URL", n + 1)
+        })?;
+        let mut settings = info.redis_settings().clone();
+        if let Some(user) = &args.redis_user {
+            settings = settings.set_username(user);
+        }
+        if let Some(password) = &args.redis_password {
+            settings = settings.set_password(password);
+        }
+        info = info.set_redis_settings(settings);
+        infos.push(info);
+    }
+    Ok(infos)
+}
+
+/// `10m` as the pages name a window.
+fn window_name(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs().max(1))).to_string()
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    init_logs(&args);
+    match run(args).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "dq-dashboard stopped");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    // redis' rustls (rediss://) was built without a provider: ring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    if args.sample_interval < Duration::from_millis(100) {
+        bail!("--sample-interval must be at least 100ms");
+    }
+    if args.history < args.sample_interval * 2 {
+        bail!("--history must hold at least two samples (2 × --sample-interval)");
+    }
+    let auth =
+        Auth::new(args.token.clone(), args.basic_auth.as_deref()).map_err(anyhow::Error::msg)?;
+    let csrf = Csrf::new().map_err(anyhow::Error::msg)?;
+    let seeds = connection_infos(&args)?;
+    let names: Vec<String> = seeds.iter().map(|i| backend::addr_name(i.addr())).collect();
+    let backend = Arc::new(Backend::connect(seeds, args.cluster).await?);
+    let servers: Vec<String> = backend.servers().iter().map(|s| s.addr.clone()).collect();
+    tracing::info!(seeds = ?names, servers = ?servers, cluster = backend.is_cluster(), "connected");
+
+    let capacity =
+        (args.history.as_millis() / args.sample_interval.as_millis().max(1)) as usize + 1;
+    let history = Arc::new(Mutex::new(History::new(capacity)));
+    let latest = Arc::new(RwLock::new(None));
+    tokio::spawn(backend::sample(
+        backend.clone(),
+        history.clone(),
+        latest.clone(),
+        args.sample_interval,
+    ));
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("--listen {}", args.listen))?;
+    let bound = listener.local_addr()?;
+    if !bound.ip().is_loopback() && !auth.required() {
+        tracing::warn!(addr = %bound, "listening beyond loopback without --token or --basic-auth: \
+            anyone who can reach this address can read payloads{}",
+            if args.read_only { "" } else { " and redrive, cancel and purge" });
+    }
+    let app = Arc::new(web::App {
+        backend,
+        history,
+        latest,
+        auth,
+        csrf,
+        read_only: args.read_only,
+        window: window_name(args.history),
+    });
+    tracing::info!(addr = %bound, read_only = args.read_only, auth = app.auth.required(),
+        "dashboard at http://{bound}/");
+
+    let shutdown = stop_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            conn = listener.accept() => match conn {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            name = &mut shutdown => {
+                tracing::info!(signal = name, "dq-dashboard stopped");
+                return Ok(());
+            }
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| web::handle(app.clone(), req));
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .header_read_timeout(Duration::from_secs(30))
+                .timer(hyper_util::rt::TokioTimer::new())
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        std::future::pending::<()>().await;
+        return "";
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_bad_ones_are_refused() {
+        let a = Args::try_parse_from([
+            "dq-dashboard",
+            "--redis",
+            "redis://a:1",
+            "--redis",
+            "redis://b:2",
+        ])
+        .unwrap();
+        assert_eq!(a.redis.len(), 2);
+        assert_eq!(a.listen.to_string(), "127.0.0.1:7070");
+        assert_eq!(a.sample_interval, Duration::from_secs(2));
+        assert!(Args::try_parse_from(["dq-dashboard", "--listen", "nope"]).is_err());
+        assert!(Args::try_parse_from(["dq-dashboard", "--sample-interval", "fast"]).is_err());
+        let a =
+            Args::try_parse_from(["dq-dashboard", "--redis", "redis://u:hunter2@h:1/"]).unwrap();
+        let infos = connection_infos(&a).unwrap();
+        assert_eq!(backend::addr_name(infos[0].addr()), "h:1");
+        let bad = Args::try_parse_from(["dq-dashboard", "--redis", "http://u:hunter2@h/"]).unwrap();
+        let err = format!("{:#}", connection_infos(&bad).unwrap_err());
+        assert!(!err.contains("hunter2"), "{err}");
+        assert_eq!(window_name(Duration::from_secs(600)), "10m");
+    }
+}

@@ -1,0 +1,607 @@
+//! The pages, as maud templates: every `(value)` below is HTML-escaped by
+//! maud, and nothing is inserted with `PreEscaped` (the SVG charts of
+//! charts.rs are maud markup too).
+
+use dq_client::{Entry, Message, QueueConfig, State, Stats};
+use maud::{html, Markup, DOCTYPE};
+
+use crate::backend::{rates, recent_rate, Point};
+use crate::charts::{chart, spark, Series};
+use crate::render::{self, count, label, lossy, relative, time, url_part, Payload};
+
+/// What every page needs to know about the request and the dashboard.
+pub struct Ctx {
+    pub read_only: bool,
+    /// The CSRF token for forms on this page.
+    pub csrf: String,
+    pub cluster: bool,
+    pub now: u64,
+}
+
+/// What a "next to leave" page shows at most (the queue page's size).
+pub const PEEK_SHOWN: usize = 50;
+
+pub fn queue_url(server: &str, queue: &[u8]) -> String {
+    format!("/q/{}/{}", url_part(server.as_bytes()), url_part(queue))
+}
+
+pub fn message_url(server: &str, queue: &[u8], id: &[u8]) -> String {
+    format!("{}/m/{}", queue_url(server, queue), url_part(id))
+}
+
+pub fn action_url(server: &str, queue: &[u8]) -> String {
+    format!("{}/action", queue_url(server, queue))
+}
+
+fn state_badge(state: &str) -> Markup {
+    html! { span class=(format!("badge st-{}", state.to_ascii_lowercase())) { (state) } }
+}
+
+pub fn layout(title: &str, crumbs: &[(String, String)], refresh: bool, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · dq dashboard" }
+                link rel="stylesheet" href="/static/style.css";
+                script src="/static/app.js" defer {}
+            }
+            body data-refresh=(if refresh { "5" } else { "" }) {
+                header.top {
+                    a.brand href="/" { span.logo { "dq" } " dashboard" }
+                    nav.crumbs {
+                        @for (href, text) in crumbs {
+                            span.sep { "/" }
+                            a href=(href) { (text) }
+                        }
+                    }
+                    @if refresh {
+                        label.refresh id="refresh-toggle" hidden {
+                            input type="checkbox" id="refresh-box" checked;
+                            " auto-refresh"
+                        }
+                    }
+                }
+                main { (body) }
+                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, CONFIG · " a href="/metrics" { "/metrics" } }
+            }
+        }
+    }
+}
+
+pub fn error_page(status: u16, title: &str, detail: &str) -> Markup {
+    layout(
+        title,
+        &[],
+        false,
+        html! {
+            section.card.error-card {
+                h1 { (status) " · " (title) }
+                p.detail { (detail) }
+                p { a href="/" { "Back to all queues" } }
+            }
+        },
+    )
+}
+
+pub struct QueueRow<'a> {
+    pub server: &'a str,
+    pub name: &'a [u8],
+    pub stats: &'a Stats,
+    pub history: Vec<Point>,
+}
+
+fn rate_cells(history: &[Point]) -> (f64, f64, f64) {
+    (
+        recent_rate(history, 5, |p| p.added),
+        recent_rate(history, 5, |p| p.acked),
+        recent_rate(history, 5, |p| p.dead_lettered),
+    )
+}
+
+fn throughput_series(history: &[Point]) -> Vec<Series<'static>> {
+    let r = rates(history);
+    vec![
+        Series {
+            label: "added/s",
+            class: "s-added",
+            values: r.iter().map(|x| x.0).collect(),
+        },
+        Series {
+            label: "acked/s",
+            class: "s-acked",
+            values: r.iter().map(|x| x.1).collect(),
+        },
+        Series {
+            label: "dead-lettered/s",
+            class: "s-dead",
+            values: r.iter().map(|x| x.2).collect(),
+        },
+    ]
+}
+
+fn state_series(history: &[Point]) -> Vec<Series<'static>> {
+    let col = |f: fn(&Point) -> u64| history.iter().map(|p| f(p) as f64).collect();
+    vec![
+        Series {
+            label: "delayed",
+            class: "s-delayed",
+            values: col(|p| p.delayed),
+        },
+        Series {
+            label: "ready",
+            class: "s-ready",
+            values: col(|p| p.ready),
+        },
+        Series {
+            label: "in flight",
+            class: "s-inflight",
+            values: col(|p| p.inflight),
+        },
+        Series {
+            label: "dead",
+            class: "s-dead",
+            values: col(|p| p.dead),
+        },
+    ]
+}
+
+pub struct ServerNote {
+    pub addr: String,
+    pub error: Option<String>,
+    pub lateness_ms: Option<u64>,
+    pub ticks: Option<u64>,
+}
+
+pub fn queue_list(
+    ctx: &Ctx,
+    rows: &[QueueRow],
+    total: &[Point],
+    servers: &[ServerNote],
+    window: &str,
+) -> Markup {
+    let sum = |f: fn(&Stats) -> u64| rows.iter().map(|r| f(r.stats)).sum::<u64>();
+    let body = html! {
+        section.summary {
+            div.tile.t-delayed { span.k { "delayed" } span.v id="total-delayed" { (count(sum(|s| s.delayed))) } }
+            div.tile.t-ready { span.k { "ready" } span.v id="total-ready" { (count(sum(|s| s.ready))) } }
+            div.tile.t-inflight { span.k { "in flight" } span.v id="total-inflight" { (count(sum(|s| s.inflight))) } }
+            div.tile.t-dead { span.k { "dead" } span.v id="total-dead" { (count(sum(|s| s.dead))) } }
+            div.tile { span.k { "queues" } span.v { (rows.len()) } }
+            div.tile { span.k { (if ctx.cluster { "masters" } else { "servers" }) } span.v { (servers.len()) } }
+        }
+        section.charts {
+            (chart(&format!("Messages, last {window}"), &state_series(total), 520, 110, true, ""))
+            (chart(&format!("Throughput per second, last {window}"), &throughput_series(total), 520, 110, true, "/s"))
+        }
+        @for s in servers {
+            @if let Some(e) = &s.error {
+                p.alert { "Server " (s.addr) " could not be read: " (e) }
+            }
+        }
+        section.card {
+            h2 { "Queues" }
+            @if rows.is_empty() {
+                p.muted { "No queues yet. A queue appears with its first DQ.ADD." }
+            } @else {
+                table.queues id="queues" {
+                    thead { tr {
+                        th { "queue" }
+                        @if servers.len() > 1 { th { "server" } }
+                        th.num { "delayed" } th.num { "ready" } th.num { "in flight" } th.num { "dead" }
+                        th.num { "added/s" } th.num { "acked/s" } th.num { "dead/s" }
+                        th.num { "oldest ready" }
+                        th { "backlog" }
+                    } }
+                    tbody {
+                        @for r in rows {
+                            @let (added, acked, dead) = rate_cells(&r.history);
+                            tr data-queue=(lossy(r.name)) {
+                                td.name { a href=(queue_url(r.server, r.name)) { (label(r.name, 80)) } }
+                                @if servers.len() > 1 { td.server { (r.server) } }
+                                td.num.c-delayed data-state="delayed" { (count(r.stats.delayed)) }
+                                td.num.c-ready data-state="ready" { (count(r.stats.ready)) }
+                                td.num.c-inflight data-state="inflight" { (count(r.stats.inflight)) }
+                                td.num.c-dead.hot[r.stats.dead > 0] data-state="dead" { (count(r.stats.dead)) }
+                                td.num { (render::rate(added)) }
+                                td.num { (render::rate(acked)) }
+                                td.num.hot[dead > 0.0] { (render::rate(dead)) }
+                                td.num { (r.stats.oldest_ready_age_ms.map_or("—".to_string(), render::age)) }
+                                td.spark { (spark(&state_series(&r.history)[..3])) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section.card.servers {
+            h2 { (if ctx.cluster { "Cluster masters" } else { "Servers" }) }
+            table { thead { tr { th { "server" } th.num { "timer ticks" } th.num { "lateness" } th { "status" } } }
+                tbody { @for s in servers { tr {
+                    td { (s.addr) }
+                    td.num { (s.ticks.map_or("—".into(), count)) }
+                    td.num { (s.lateness_ms.map_or("—".into(), render::age)) }
+                    td { @if s.error.is_some() { span.badge.st-dead { "unreachable" } } @else { span.badge.st-ok { "ok" } } }
+                } } }
+            }
+        }
+    };
+    layout("Queues", &[], true, body)
+}
+
+pub struct QueuePage<'a> {
+    pub server: &'a str,
+    pub name: &'a [u8],
+    pub stats: &'a Stats,
+    pub config: &'a QueueConfig,
+    pub history: Vec<Point>,
+    pub state: Option<State>,
+    pub cursor: u64,
+    pub next_cursor: u64,
+    /// The entries are DQ.PEEK's: the first of the state, in the order
+    /// they will leave it (no paging).
+    pub next_order: bool,
+    pub entries: &'a [Entry],
+    pub window: &'a str,
+}
+
+fn action_form(
+    ctx: &Ctx,
+    server: &str,
+    queue: &[u8],
+    fields: &[(&str, &[u8])],
+    button: &str,
+    danger: bool,
+) -> Markup {
+    html! {
+        form.action method="post" action=(action_url(server, queue)) {
+            input type="hidden" name="csrf" value=(ctx.csrf);
+            @for (k, v) in fields {
+                input type="hidden" name=(k) value=(url_part(v));
+            }
+            button type="submit" class=(if danger { "btn danger" } else { "btn" }) { (button) }
+        }
+    }
+}
+
+pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
+    let title = label(p.name, 80);
+    let tab = |st: Option<State>| -> String {
+        let base = queue_url(p.server, p.name);
+        match st {
+            Some(s) => format!("{base}?state={}", s.as_str()),
+            None => base,
+        }
+    };
+    let time_head = match p.state {
+        Some(State::Inflight) => "lease ends",
+        Some(State::Dead) => "died",
+        Some(_) => "due",
+        None => "due / lease / died",
+    };
+    let body = html! {
+        section.titlebar {
+            h1 { span.muted { "queue " } (title) }
+            @if ctx.cluster { span.server-tag { "on " (p.server) } }
+        }
+        section.summary {
+            @for st in State::ALL {
+                a class=(format!("tile t-{}", st.as_str())) href=(tab(Some(st))) {
+                    span.k { (st.as_str()) }
+                    span.v id=(format!("count-{}", st.as_str())) { (count(p.stats.count(st))) }
+                }
+            }
+            div.tile { span.k { "oldest ready" } span.v { (p.stats.oldest_ready_age_ms.map_or("—".to_string(), render::age)) } }
+            div.tile { span.k { "next due" } span.v.small { (p.stats.next_due_at.map_or("—".to_string(), |t| relative(t, ctx.now))) } }
+        }
+        section.charts {
+            (chart(&format!("Messages, last {}", p.window), &state_series(&p.history), 520, 110, true, ""))
+            (chart(&format!("Throughput per second, last {}", p.window), &throughput_series(&p.history), 520, 110, true, "/s"))
+        }
+        div.columns {
+            section.card.settings {
+                h2 { "Settings" }
+                dl {
+                    dt { "lease" } dd { (render::age(p.config.lease_ms)) " " span.from { (p.config.lease_ms_from) } }
+                    dt { "max attempts" } dd { (p.config.max_attempts) " " span.from { (p.config.max_attempts_from) } }
+                    dt { "backoff" } dd { code { (p.config.backoff) } " " span.from { (p.config.backoff_from) } }
+                }
+            }
+            section.card.counters {
+                h2 { "Lifetime counters" }
+                dl.grid {
+                    @for (k, v) in p.stats.counters() {
+                        dt { (k) } dd { (count(v)) }
+                    }
+                }
+            }
+            @if !ctx.read_only {
+                section.card.actions-card {
+                    h2 { "Actions" }
+                    p.muted { "Each asks for confirmation first." }
+                    div.actions {
+                        @if p.stats.dead > 0 {
+                            (action_form(ctx, p.server, p.name, &[("op", b"redrive-all")], &format!("Redrive all {} dead", count(p.stats.dead)), false))
+                        }
+                        @for st in State::ALL {
+                            @if p.stats.count(st) > 0 {
+                                (action_form(ctx, p.server, p.name, &[("op", b"purge"), ("state", st.as_str().as_bytes())], &format!("Purge {}", st.as_str()), true))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section.card {
+            nav.tabs {
+                a.active[p.state.is_none()] href=(tab(None)) { "all" }
+                @for st in State::ALL {
+                    a.active[p.state == Some(st)] href=(tab(Some(st))) { (st.as_str()) " " span.n { (count(p.stats.count(st))) } }
+                }
+            }
+            @if let Some(st) = p.state {
+                nav.order {
+                    span.muted { "order: " }
+                    a.active[!p.next_order] href=(tab(Some(st))) { "storage (all, paged)" }
+                    a.active[p.next_order] href=(format!("{}&order=next", tab(Some(st)))) { "next to leave (first 50)" }
+                }
+            }
+            @if p.entries.is_empty() {
+                p.muted { "No messages on this page." }
+            } @else {
+                table.messages id="messages" {
+                    thead { tr { th { "id" } th { "payload" } th.num { "attempt" } th { (time_head) } th { "last error" } } }
+                    tbody {
+                        @for e in p.entries {
+                            tr {
+                                td.id { a href=(message_url(p.server, p.name, &e.id)) { (label(&e.id, 60)) } }
+                                td.payload { code { (label(&e.payload, 90)) } }
+                                td.num { (e.attempt) }
+                                td.time title=(time(e.time)) { (relative(e.time, ctx.now)) }
+                                td.err { @if let Some(err) = &e.last_error { (label(err, 80)) } }
+                            }
+                        }
+                    }
+                }
+            }
+            @if p.next_order {
+                nav.pager { span.muted.hint { "the first " (PEEK_SHOWN) " in the order they will leave this state (DQ.PEEK)" } }
+            } @else {
+            nav.pager {
+                @if p.cursor != 0 {
+                    a href=(tab(p.state)) { "« first page" }
+                }
+                @if p.next_cursor != 0 {
+                    @let sep = if p.state.is_some() { "&" } else { "?" };
+                    a.next href=(format!("{}{sep}cursor={}", tab(p.state), p.next_cursor)) { "next page »" }
+                } @else {
+                    span.muted { "end of the queue" }
+                }
+                span.muted.hint { "paged with DQ.SCAN, in storage order" }
+            }
+            }
+        }
+    };
+    layout(
+        &title,
+        &[(queue_url(p.server, p.name), title.clone())],
+        true,
+        body,
+    )
+}
+
+fn opt_time(t: Option<u64>, now: u64) -> Markup {
+    html! {
+        @match t {
+            Some(t) => { (relative(t, now)) " " span.muted { "(" (time(t)) ")" } },
+            None => span.muted { "—" },
+        }
+    }
+}
+
+pub fn payload_view(bytes: &[u8]) -> Markup {
+    let truncated = bytes.len() > render::PAYLOAD_SHOWN;
+    html! {
+        @match render::payload(bytes) {
+            Payload::Empty => p.muted { "(empty payload)" },
+            Payload::Json(text) => { span.kind { "JSON" } pre.payload.json id="payload" { (text) } },
+            Payload::Text(text) => { span.kind { "text" } pre.payload id="payload" { (text) } },
+            Payload::Binary { hex, text } => {
+                span.kind { "binary: hex dump and the text with bad UTF-8 replaced" }
+                pre.payload.hex id="payload-hex" { (hex) }
+                pre.payload id="payload" { (text) }
+            },
+        }
+        @if truncated {
+            p.muted { "Showing the first " (count(render::PAYLOAD_SHOWN as u64)) " of " (count(bytes.len() as u64)) " bytes." }
+        }
+    }
+}
+
+pub fn message_page(ctx: &Ctx, server: &str, queue: &[u8], m: &Message) -> Markup {
+    let qname = label(queue, 80);
+    let id = label(&m.id, 80);
+    let body = html! {
+        section.titlebar {
+            h1 { span.muted { "message " } span id="message-id" { (id) } }
+            span id="message-state" { (state_badge(&m.state)) }
+        }
+        div.columns {
+            section.card.details {
+                h2 { "Delivery" }
+                dl {
+                    dt { "state" } dd { (m.state) }
+                    dt { "attempt" } dd id="attempt" { (m.attempt) }
+                    dt { "attempts left" } dd { (m.attempts_left.map_or("—".to_string(), |n| n.to_string())) " of " (m.max_attempts.map_or("—".to_string(), |n| n.to_string())) " " span.from { (m.max_attempts_from.clone().unwrap_or_default()) } }
+                    dt { "priority" } dd { (m.priority) }
+                    dt { "due" } dd { (opt_time(m.due_at, ctx.now)) }
+                    dt { "lease deadline" } dd { (opt_time(m.lease_deadline, ctx.now)) }
+                    dt { "added" } dd { (opt_time(m.added_at, ctx.now)) }
+                    dt { "expires (TTL)" } dd { (opt_time(m.expires_at, ctx.now)) }
+                    dt { "group" } dd { @match &m.group { Some(g) => code { (lossy(g)) }, None => span.muted { "—" } } }
+                    @if let Some(w) = &m.waiting_for {
+                        dt { "waiting for" } dd { a href=(message_url(server, queue, w)) { (label(w, 80)) } }
+                    }
+                    dt { "backoff" } dd { code { (m.backoff.clone().unwrap_or_default()) } " " span.from { (m.backoff_from.clone().unwrap_or_default()) } }
+                    @if m.replacement_pending {
+                        dt { "replacement" } dd { "a newer version waits for this delivery to end" }
+                    }
+                }
+            }
+            section.card.failure {
+                h2 { "Failure" }
+                dl {
+                    dt { "dead reason" } dd id="dead-reason" { @match &m.dead_reason { Some(r) => span.badge.st-dead { (r) }, None => span.muted { "—" } } }
+                    dt { "died" } dd { (opt_time(m.died_at, ctx.now)) }
+                }
+                h3 { "Last error" }
+                @match &m.last_error {
+                    Some(e) => pre.error id="last-error" { (lossy(e)) },
+                    None => p.muted id="last-error" { "none" },
+                }
+            }
+            @if !ctx.read_only {
+                section.card.actions-card {
+                    h2 { "Actions" }
+                    div.actions {
+                        @if m.state == "dead" {
+                            (action_form(ctx, server, queue, &[("op", b"redrive"), ("id", &m.id)], "Redrive", false))
+                        }
+                        (action_form(ctx, server, queue, &[("op", b"cancel"), ("id", &m.id)], "Cancel message", true))
+                    }
+                }
+            }
+        }
+        section.card {
+            h2 { "Payload " span.muted { "(" (count(m.payload.len() as u64)) " bytes)" } }
+            (payload_view(&m.payload))
+        }
+    };
+    layout(
+        &format!("{id} in {qname}"),
+        &[
+            (queue_url(server, queue), qname.clone()),
+            (message_url(server, queue, &m.id), id.clone()),
+        ],
+        false,
+        body,
+    )
+}
+
+/// What an action will do, before it is done.
+pub struct Pending<'a> {
+    pub server: &'a str,
+    pub queue: &'a [u8],
+    pub op: &'a str,
+    pub id: Option<&'a [u8]>,
+    pub state: Option<State>,
+    pub description: String,
+    pub button: &'a str,
+    pub back: String,
+}
+
+pub fn confirm_page(ctx: &Ctx, p: &Pending) -> Markup {
+    let qname = label(p.queue, 80);
+    let body = html! {
+        section.card.confirm {
+            h1 { "Confirm" }
+            p.question id="question" { (p.description) }
+            form method="post" action=(action_url(p.server, p.queue)) {
+                input type="hidden" name="csrf" value=(ctx.csrf);
+                input type="hidden" name="op" value=(p.op);
+                @if let Some(id) = p.id { input type="hidden" name="id" value=(url_part(id)); }
+                @if let Some(st) = p.state { input type="hidden" name="state" value=(st.as_str()); }
+                input type="hidden" name="confirm" value="yes";
+                div.actions {
+                    button.btn.danger[p.op != "redrive" && p.op != "redrive-all"].primary type="submit" id="confirm" { (p.button) }
+                    a.btn.ghost href=(p.back) { "Back, do nothing" }
+                }
+            }
+        }
+    };
+    layout(
+        "Confirm",
+        &[(queue_url(p.server, p.queue), qname)],
+        false,
+        body,
+    )
+}
+
+pub fn done_page(server: &str, queue: &[u8], what: &str, back: &str) -> Markup {
+    let qname = label(queue, 80);
+    let body = html! {
+        section.card.done {
+            h1 { "Done" }
+            p.result id="result" { (what) }
+            p { a.btn href=(back) { "Back" } " " a.btn.ghost href=(queue_url(server, queue)) { "Queue " (qname) } }
+        }
+    };
+    layout(
+        "Done",
+        &[(queue_url(server, queue), qname.clone())],
+        false,
+        body,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Ctx {
+        Ctx {
+            read_only: false,
+            csrf: "tok".into(),
+            cluster: false,
+            now: 0,
+        }
+    }
+
+    #[test]
+    fn a_script_payload_id_and_error_are_escaped() {
+        let m = Message {
+            id: b"<img src=x onerror=alert(1)>".to_vec(),
+            state: "dead".into(),
+            payload: b"<script>window.__pwned=1</script>".to_vec(),
+            last_error: Some(b"</pre><script>x()</script>".to_vec()),
+            dead_reason: Some("permanent".into()),
+            ..Message::default()
+        };
+        let html = message_page(&ctx(), "h:1", b"<q>", &m).into_string();
+        assert!(!html.contains("<script>window"));
+        assert!(html.contains("&lt;script&gt;window.__pwned=1&lt;/script&gt;"));
+        assert!(!html.contains("<img src=x"));
+        assert!(!html.contains("</pre><script>x()"));
+        assert!(html.contains("&lt;q&gt;"));
+        // The id in a form and a URL is percent-encoded.
+        assert!(html.contains("%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E"));
+    }
+
+    #[test]
+    fn read_only_pages_have_no_forms() {
+        let m = Message {
+            id: b"a".to_vec(),
+            state: "dead".into(),
+            ..Message::default()
+        };
+        let mut c = ctx();
+        assert!(message_page(&c, "h:1", b"q", &m)
+            .into_string()
+            .contains("<form"));
+        c.read_only = true;
+        assert!(!message_page(&c, "h:1", b"q", &m)
+            .into_string()
+            .contains("<form"));
+    }
+
+    #[test]
+    fn urls_encode_every_part() {
+        assert_eq!(
+            queue_url("127.0.0.1:6379", b"a/b"),
+            "/q/127.0.0.1%3A6379/a%2Fb"
+        );
+        assert_eq!(message_url("h:1", b"q", b"?#"), "/q/h%3A1/q/m/%3F%23");
+    }
+}
