@@ -305,6 +305,31 @@ pub async fn redrive_all<C: ConnectionLike + ?Sized>(
     }
 }
 
+/// DQ.CONFIG queue SET field value ...: the queue's own LEASE, MAXATTEMPTS
+/// or BACKOFF (value `DEFAULT` removes it); all pairs or none.
+pub async fn config_set<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    pairs: &[(&str, &str)],
+) -> Result<(), Error> {
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let mut c = cmd("DQ.CONFIG", queue);
+    c.arg("SET");
+    for (field, value) in pairs {
+        c.arg(*field).arg(*value);
+    }
+    match query(con, &c).await? {
+        Value::Okay => Ok(()),
+        Value::SimpleString(s) if s == "OK" => Ok(()),
+        other => Err(Error::Reply {
+            command: "DQ.CONFIG",
+            detail: format!("{other:?}"),
+        }),
+    }
+}
+
 /// DQ.REDRIVE ID ...: those of `ids` that are dead back to ready. Returns
 /// how many moved.
 pub async fn redrive_ids<C: ConnectionLike + ?Sized>(

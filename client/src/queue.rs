@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use redis::{Cmd, Value};
 
+use crate::admin::{self, Entry, Message, QueueConfig, State, Stats};
 use crate::commands::{self, MAX_ERROR_BYTES};
 use crate::delivery::NackState;
 use crate::error::Error;
@@ -139,6 +140,66 @@ impl Queue {
     ) -> Result<u64, Error> {
         touch(&self.con, &self.name, id, lease, attempt).await
     }
+
+    pub async fn stats(&self) -> Result<Stats, Error> {
+        admin::stats(&mut self.con.clone(), self.name.as_bytes()).await
+    }
+
+    /// DQ.GET: `None` for an unknown id.
+    pub async fn get(&self, id: &[u8]) -> Result<Option<Message>, Error> {
+        admin::get(&mut self.con.clone(), self.name.as_bytes(), id).await
+    }
+
+    /// DQ.PEEK: up to `count` messages of `state` in the order they leave it.
+    pub async fn peek(&self, state: State, count: usize) -> Result<Vec<Entry>, Error> {
+        admin::peek(&mut self.con.clone(), self.name.as_bytes(), state, count).await
+    }
+
+    /// One DQ.SCAN page: the next cursor (0 at the end) and its entries.
+    pub async fn scan_page(
+        &self,
+        state: Option<State>,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(u64, Vec<Entry>), Error> {
+        admin::scan_page(
+            &mut self.con.clone(),
+            self.name.as_bytes(),
+            state,
+            cursor,
+            count,
+        )
+        .await
+    }
+
+    /// Every dead message back to ready; how many moved.
+    pub async fn redrive_all(&self) -> Result<u64, Error> {
+        admin::redrive_all(&mut self.con.clone(), self.name.as_bytes()).await
+    }
+
+    /// Those of `ids` that are dead back to ready; how many moved.
+    pub async fn redrive(&self, ids: &[&[u8]]) -> Result<u64, Error> {
+        admin::redrive_ids(&mut self.con.clone(), self.name.as_bytes(), ids).await
+    }
+
+    /// DQ.CANCEL: how many of `ids` existed.
+    pub async fn cancel(&self, ids: &[&[u8]]) -> Result<u64, Error> {
+        admin::cancel(&mut self.con.clone(), self.name.as_bytes(), ids).await
+    }
+
+    /// DQ.PURGE of one state, or of every message.
+    pub async fn purge(&self, state: Option<State>) -> Result<u64, Error> {
+        admin::purge(&mut self.con.clone(), self.name.as_bytes(), state).await
+    }
+
+    pub async fn config(&self) -> Result<QueueConfig, Error> {
+        admin::config(&mut self.con.clone(), self.name.as_bytes()).await
+    }
+
+    /// DQ.CONFIG SET: `("LEASE", "30000")`, `("BACKOFF", "DEFAULT")`, ...
+    pub async fn config_set(&self, pairs: &[(&str, &str)]) -> Result<(), Error> {
+        admin::config_set(&mut self.con.clone(), self.name.as_bytes(), pairs).await
+    }
 }
 
 /// A queue spread over shards (docs/sharding.md): each message goes to the
@@ -182,6 +243,121 @@ impl ShardedQueue {
             .find_map(|b| b.as_deref())
             .unwrap_or_default();
         add(&self.con, self.shards.route(basis), payload, options).await
+    }
+}
+
+/// Admin calls over every shard.
+impl ShardedQueue {
+    fn each(&self) -> impl Iterator<Item = Queue> + '_ {
+        self.shards
+            .names()
+            .iter()
+            .map(|n| Queue::new(self.con.clone(), n.clone()))
+    }
+
+    /// The shards' DQ.STATS summed; `oldest-ready-age-ms` is the oldest
+    /// shard's, `next-due-at` the earliest.
+    pub async fn stats(&self) -> Result<Stats, Error> {
+        let mut sum = Stats::default();
+        for shard in self.each() {
+            let s = shard.stats().await?;
+            for (total, part) in [
+                (&mut sum.delayed, s.delayed),
+                (&mut sum.ready, s.ready),
+                (&mut sum.inflight, s.inflight),
+                (&mut sum.dead, s.dead),
+                (&mut sum.added, s.added),
+                (&mut sum.delivered, s.delivered),
+                (&mut sum.acked, s.acked),
+                (&mut sum.nacked, s.nacked),
+                (&mut sum.retried, s.retried),
+                (&mut sum.lease_expired, s.lease_expired),
+                (&mut sum.dead_lettered, s.dead_lettered),
+                (&mut sum.expired, s.expired),
+                (&mut sum.redriven, s.redriven),
+                (&mut sum.cancelled, s.cancelled),
+                (&mut sum.purged, s.purged),
+            ] {
+                *total += part;
+            }
+            sum.oldest_ready_age_ms = sum.oldest_ready_age_ms.max(s.oldest_ready_age_ms);
+            sum.next_due_at = match (sum.next_due_at, s.next_due_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(sum)
+    }
+
+    /// DQ.GET on the shard that holds `id`, with that shard's name: the
+    /// shard of `basis` when given (its group or shard key), else every
+    /// shard in turn.
+    pub async fn get(
+        &self,
+        id: &[u8],
+        basis: Option<&[u8]>,
+    ) -> Result<Option<(String, Message)>, Error> {
+        for shard in self.candidates(basis) {
+            if let Some(m) = shard.get(id).await? {
+                return Ok(Some((shard.name, m)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// DQ.CANCEL of `ids` where they are (see [`ShardedQueue::get`]).
+    pub async fn cancel(&self, ids: &[&[u8]], basis: Option<&[u8]>) -> Result<u64, Error> {
+        let mut n = 0;
+        for shard in self.candidates(basis) {
+            n += shard.cancel(ids).await?;
+        }
+        Ok(n)
+    }
+
+    fn candidates(&self, basis: Option<&[u8]>) -> Vec<Queue> {
+        match basis {
+            Some(b) => vec![Queue::new(self.con.clone(), self.shards.route(b))],
+            None => self.each().collect(),
+        }
+    }
+
+    /// Up to `count` messages of `state` over all shards, by time (due time,
+    /// lease deadline or time of death), each with its shard's name.
+    pub async fn peek(&self, state: State, count: usize) -> Result<Vec<(String, Entry)>, Error> {
+        let mut all = Vec::new();
+        for shard in self.each() {
+            let entries = shard.peek(state, count).await?;
+            all.extend(entries.into_iter().map(|e| (shard.name.clone(), e)));
+        }
+        all.sort_by_key(|(_, e)| e.time);
+        all.truncate(count);
+        Ok(all)
+    }
+
+    /// Every dead message of every shard back to ready; how many moved.
+    pub async fn redrive_all(&self) -> Result<u64, Error> {
+        let mut n = 0;
+        for shard in self.each() {
+            n += shard.redrive_all().await?;
+        }
+        Ok(n)
+    }
+
+    /// DQ.PURGE on every shard; how many were deleted.
+    pub async fn purge(&self, state: Option<State>) -> Result<u64, Error> {
+        let mut n = 0;
+        for shard in self.each() {
+            n += shard.purge(state).await?;
+        }
+        Ok(n)
+    }
+
+    /// DQ.CONFIG SET on every shard (they share their settings).
+    pub async fn config_set(&self, pairs: &[(&str, &str)]) -> Result<(), Error> {
+        for shard in self.each() {
+            shard.config_set(pairs).await?;
+        }
+        Ok(())
     }
 }
 

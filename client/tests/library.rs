@@ -89,6 +89,16 @@ async fn a_sharded_queue_spreads_over_every_master_and_delivers_each_message_onc
         backlog.insert(name.clone(), ready as usize);
     }
 
+    // The admin calls see the sharded queue as one.
+    let total = queue.stats().await.unwrap();
+    assert_eq!(total.ready + total.delayed, 2000);
+    assert_eq!(total.added, 2000);
+    let by_basis = queue.get(b"m5", Some(b"g5")).await.unwrap().unwrap();
+    let by_search = queue.get(b"m5", None).await.unwrap().unwrap();
+    assert_eq!(by_basis.0, queue.shards().route(b"g5"));
+    assert_eq!(by_basis, by_search);
+    assert_eq!(text_of(&by_basis.1.payload), "5");
+
     let seen = Arc::new(Mutex::new(Seen::default()));
     let consumer = Consumer::sharded(server, queue.shards(), config()).unwrap();
     let stop = CancellationToken::new();
@@ -123,6 +133,7 @@ async fn a_sharded_queue_spreads_over_every_master_and_delivers_each_message_onc
         }
     }
     assert_eq!(acked, 2000);
+    assert_eq!(queue.stats().await.unwrap().acked, 2000);
     // A group's messages in the order they were added.
     for (g, order) in &groups {
         let handled: Vec<&String> = seen
@@ -146,6 +157,10 @@ async fn a_sharded_queue_spreads_over_every_master_and_delivers_each_message_onc
             "shard {name}: {given} of {total} in the first half"
         );
     }
+}
+
+fn text_of(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
 
 /// A command on the master that owns its queue.
