@@ -114,6 +114,7 @@ async fn a_sharded_queue_spreads_over_every_master_and_delivers_each_message_onc
     stop.cancel();
     run.await.unwrap().unwrap();
 
+    assert_eq!(queue.stats().await.unwrap().acked, 2000);
     let seen = seen.lock().unwrap();
     // Each message exactly once, on its first attempt.
     assert_eq!(seen.deliveries.len(), 2000);
@@ -133,7 +134,6 @@ async fn a_sharded_queue_spreads_over_every_master_and_delivers_each_message_onc
         }
     }
     assert_eq!(acked, 2000);
-    assert_eq!(queue.stats().await.unwrap().acked, 2000);
     // A group's messages in the order they were added.
     for (g, order) in &groups {
         let handled: Vec<&String> = seen
