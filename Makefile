@@ -16,9 +16,9 @@ FUZZ_SECS    ?= 60
 DQ_SOAK_SECS ?= 180
 DQ_FAILOVER_SECS ?= 60
 
-.PHONY: all deps valkey debian13 build release install run test examples bench instructions fuzz soak failover clippy fmt clean relay
+.PHONY: all deps valkey debian13 build release install run test examples bench instructions fuzz soak failover clippy fmt clean relay dashboard
 
-all: release relay
+all: release relay dashboard
 
 # Debian packages: the server, the libclang that bindgen needs to build the
 # redis-module crate, and the C compiler for the crate's C shim.
@@ -63,6 +63,10 @@ release: deps
 relay: deps
 	$(CARGO) build --release -p dq-relay
 
+# The web dashboard and /metrics (dashboard/): target/release/dq-dashboard.
+dashboard: deps
+	$(CARGO) build --release -p dq-dashboard
+
 # Copies the release build to $(DESTDIR)$(MODULEDIR), using sudo only when
 # that directory is not writable. Debian's systemd unit for redis-server
 # runs code only from /usr/lib and /lib, hence the default; Redis refuses
@@ -93,7 +97,8 @@ run: release
 # start on free loopback ports and always stop, once per server line:
 # Debian 12's Redis 7.0 and Valkey 8.0 (backports), Debian 13's Redis 8.0
 # and Valkey 8.1. Each run uses its own line's cli for `--cluster create`.
-# Then the client examples, 15 s of the Sentinel failover run (on the debug
+# Then the client examples, the dashboard's browser tests (chromium and
+# chromium-driver from apt), 15 s of the Sentinel failover run (on the debug
 # build, so CI builds no release module for it) and 10 s of each fuzzer.
 test: build valkey debian13
 	@echo "make: tests on $$(redis-server --version | cut -d' ' -f1-3)"
@@ -108,6 +113,8 @@ test: build valkey debian13
 	$(CARGO) test -p dq-client -p dq-relay
 	DQ_SERVER=$(VALKEY) $(CARGO) test -p dq-relay --test '*'
 	scripts/test-examples
+	@echo "make: the dashboard in headless Chromium"
+	scripts/test-dashboard
 	DQ_MODULE=$${CARGO_TARGET_DIR:-target}/debug/libdq.so DQ_FAILOVER_SECS=15 scripts/failover
 	FUZZ_SECS=10 scripts/fuzz
 
