@@ -10,6 +10,8 @@ returns the operation's result. `dq` drives plans with a blocking client,
 
 from __future__ import annotations
 
+import binascii
+import functools
 import os
 import time
 import zlib
@@ -586,15 +588,10 @@ def queues_call() -> Call:
 # --- sharded queues (docs/sharding.md) ---------------------------------------------------------
 
 
-def crc16(data: bytes) -> int:
-    """CRC-16/XMODEM, as Redis Cluster hashes keys."""
-    crc = 0
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xFFFF
-    return crc
+def crc16(data: bytes, crc: int = 0) -> int:
+    """CRC-16/XMODEM, as Redis Cluster hashes keys (binascii's crc_hqx is
+    that CRC, in C)."""
+    return binascii.crc_hqx(data, crc)
 
 
 def key_slot(name: bytes) -> int:
@@ -602,15 +599,27 @@ def key_slot(name: bytes) -> int:
     return crc16(name) % SLOTS
 
 
-def shard_name(queue: bytes, shards: int, shard: int) -> bytes:
+@functools.lru_cache(maxsize=64)
+def shard_names(queue: bytes, shards: int) -> Tuple[bytes, ...]:
+    """Every shard's name: `Q~<i>of<N>~<k>`, k the smallest that puts the
+    name's slot in shard i's segment of the slot space (about N tries each,
+    so 1024 shards take about a million CRCs: the prefix's CRC is computed
+    once and only k's digits are added per try)."""
     width = SLOTS // shards
-    low, high = shard * width, (shard + 1) * width
-    k = 0
-    while True:
-        name = queue + b"~%dof%d~%d" % (shard, shards, k)
-        if low <= key_slot(name) < high:
-            return name
-        k += 1
+    out = []
+    for shard in range(shards):
+        low, high = shard * width, (shard + 1) * width
+        prefix = queue + b"~%dof%d~" % (shard, shards)
+        start = crc16(prefix)
+        k = 0
+        while not low <= crc16(b"%d" % k, start) % SLOTS < high:
+            k += 1
+        out.append(prefix + b"%d" % k)
+    return tuple(out)
+
+
+def shard_name(queue: bytes, shards: int, shard: int) -> bytes:
+    return shard_names(queue, shards)[shard]
 
 
 def shard_of(basis: bytes, shards: int) -> int:
@@ -657,7 +666,7 @@ class ShardedCore:
         self.key = key
         self.name = _text(key) or ""
         self.shards = shards
-        self.cores = [QueueCore(shard_name(key, shards, i)) for i in range(shards)]
+        self.cores = [QueueCore(n) for n in shard_names(key, shards)]
         self._by_name = {c.name: c for c in self.cores}
         self._next = 0
 
@@ -864,3 +873,33 @@ def worker_parts(queues: Any, kinds: Tuple[type, ...]) -> List[Any]:
     if len(set(names)) != len(names):
         raise ValueError("a worker was given the same queue twice")
     return out
+
+
+def check_pool(client: Any, needed: int, block_ms: int) -> None:
+    if getattr(client, "connection", None) is not None:
+        raise ValueError("a Worker needs a client with a connection pool, not single_connection_client=True")
+    pool = getattr(client, "connection_pool", None)
+    kwargs: Dict[str, Any] = {}
+    if pool is not None:
+        limit = getattr(pool, "max_connections", None)
+        if isinstance(limit, int) and limit < needed:
+            raise ValueError(
+                f"the client's connection pool allows {limit} connections; this worker needs {needed} "
+                "(a blocking POP per queue, one per handler, one for the heartbeat)"
+            )
+        kwargs = getattr(pool, "connection_kwargs", {}) or {}
+    else:  # a cluster client: every node's pool is made with these
+        kwargs = getattr(client, "connection_kwargs", None) or getattr(
+            getattr(client, "nodes_manager", None), "connection_kwargs", None) or {}
+        limit = kwargs.get("max_connections")
+        if isinstance(limit, int) and limit < needed:
+            raise ValueError(
+                f"the cluster client allows {limit} connections per node; this worker may need {needed} "
+                "(a blocking POP per queue, one per handler, one for the heartbeat)"
+            )
+    timeout = kwargs.get("socket_timeout")
+    if isinstance(timeout, (int, float)) and timeout * 1000 <= block_ms:
+        raise ValueError(
+            f"block_ms={block_ms} needs the client's socket_timeout to be longer than {block_ms / 1000:g} s "
+            f"(it is {timeout:g} s): a blocking POP would time out"
+        )

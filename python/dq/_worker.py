@@ -122,30 +122,6 @@ class _Heartbeat(threading.Thread):
                 log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
 
 
-def _check_pool(client: Any, needed: int, block_ms: int) -> None:
-    if getattr(client, "connection", None) is not None:
-        raise ValueError("a Worker needs a client with a connection pool, not single_connection_client=True")
-    pool = getattr(client, "connection_pool", None)
-    kwargs: Dict[str, Any] = {}
-    if pool is not None:
-        limit = getattr(pool, "max_connections", None)
-        if isinstance(limit, int) and limit < needed:
-            raise ValueError(
-                f"the client's connection pool allows {limit} connections; this worker needs {needed} "
-                "(a blocking POP per queue, one per handler, one for the heartbeat)"
-            )
-        kwargs = getattr(pool, "connection_kwargs", {}) or {}
-    else:
-        manager = getattr(client, "nodes_manager", None)
-        kwargs = getattr(manager, "connection_kwargs", {}) or {}
-    timeout = kwargs.get("socket_timeout")
-    if isinstance(timeout, (int, float)) and timeout * 1000 <= block_ms:
-        raise ValueError(
-            f"block_ms={block_ms} needs the client's socket_timeout to be longer than {block_ms / 1000:g} s "
-            f"(it is {timeout:g} s): a blocking POP would time out"
-        )
-
-
 class Worker:
     """Runs `handler(delivery)` for the messages of one or more queues.
 
@@ -172,7 +148,7 @@ class Worker:
         c.check_worker_args(concurrency, lease_ms, block_ms)
         self._parts: List[Queue] = c.worker_parts(queues, (Queue, ShardedQueue))
         for part in self._parts:
-            _check_pool(part.client, len(self._parts) + concurrency + 1, block_ms)
+            c.check_pool(part.client, len(self._parts) + concurrency + 1, block_ms)
         self.handler = handler
         self.concurrency = concurrency
         self.lease_ms = lease_ms
