@@ -875,31 +875,46 @@ def worker_parts(queues: Any, kinds: Tuple[type, ...]) -> List[Any]:
     return out
 
 
+def _pool_kwargs(client: Any) -> List[Dict[str, Any]]:
+    """The connection settings of a client's pools: the standalone pool's;
+    on a cluster, the client's own (asyncio) and every known node's (sync)."""
+    found: List[Dict[str, Any]] = []
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        found.append(getattr(pool, "connection_kwargs", None) or {})
+    own = getattr(client, "connection_kwargs", None)
+    if isinstance(own, dict):
+        found.append(own)
+    manager = getattr(client, "nodes_manager", None)
+    if manager is not None:
+        found.append(getattr(manager, "connection_kwargs", None) or {})
+        for node in getattr(manager, "nodes_cache", {}).values():
+            node_client = getattr(node, "redis_connection", None)
+            node_pool = getattr(node_client, "connection_pool", None)
+            if node_pool is not None:
+                found.append(getattr(node_pool, "connection_kwargs", None) or {})
+    return found
+
+
 def check_pool(client: Any, needed: int, block_ms: int) -> None:
+    """Refuses a client a worker cannot use: one connection for everything,
+    a pool too small for its blocking POPs, a read timeout shorter than BLOCK."""
     if getattr(client, "connection", None) is not None:
         raise ValueError("a Worker needs a client with a connection pool, not single_connection_client=True")
     pool = getattr(client, "connection_pool", None)
-    kwargs: Dict[str, Any] = {}
-    if pool is not None:
-        limit = getattr(pool, "max_connections", None)
-        if isinstance(limit, int) and limit < needed:
-            raise ValueError(
-                f"the client's connection pool allows {limit} connections; this worker needs {needed} "
-                "(a blocking POP per queue, one per handler, one for the heartbeat)"
-            )
-        kwargs = getattr(pool, "connection_kwargs", {}) or {}
-    else:  # a cluster client: every node's pool is made with these
-        kwargs = getattr(client, "connection_kwargs", None) or getattr(
-            getattr(client, "nodes_manager", None), "connection_kwargs", None) or {}
-        limit = kwargs.get("max_connections")
-        if isinstance(limit, int) and limit < needed:
-            raise ValueError(
-                f"the cluster client allows {limit} connections per node; this worker may need {needed} "
-                "(a blocking POP per queue, one per handler, one for the heartbeat)"
-            )
-    timeout = kwargs.get("socket_timeout")
-    if isinstance(timeout, (int, float)) and timeout * 1000 <= block_ms:
+    limit = getattr(pool, "max_connections", None) if pool is not None else None
+    where = "the client's connection pool allows"
+    if pool is None:
+        limit = next((k["max_connections"] for k in _pool_kwargs(client) if "max_connections" in k), None)
+        where = "the cluster client allows, per node,"
+    if isinstance(limit, int) and limit < needed:
+        raise ValueError(
+            f"{where} {limit} connections; this worker needs {needed} "
+            "(a blocking POP per queue, one per handler, one for the heartbeat)"
+        )
+    timeouts = [k["socket_timeout"] for k in _pool_kwargs(client) if isinstance(k.get("socket_timeout"), (int, float))]
+    if timeouts and min(timeouts) * 1000 <= block_ms:
         raise ValueError(
             f"block_ms={block_ms} needs the client's socket_timeout to be longer than {block_ms / 1000:g} s "
-            f"(it is {timeout:g} s): a blocking POP would time out"
+            f"(it is {min(timeouts):g} s): a blocking POP would time out; lower block_ms or raise socket_timeout"
         )

@@ -32,14 +32,15 @@ class _Permits:
         self._waiters: Deque[List[Any]] = deque()  # [event, granted]
         self._closed = False
 
-    def acquire(self) -> int:
-        """Waits for at least one permit; returns how many it got (all the
-        free ones when nobody else waits), or 0 once closed."""
+    def acquire(self, most: int) -> int:
+        """Waits for at least one permit; returns how many it got (up to
+        `most` of the free ones when nobody else waits), or 0 once closed."""
         with self._lock:
             if self._closed:
                 return 0
             if self._free and not self._waiters:
-                n, self._free = self._free, 0
+                n = min(self._free, most)
+                self._free -= n
                 return n
             waiter: List[Any] = [threading.Event(), 0]
             self._waiters.append(waiter)
@@ -156,6 +157,9 @@ class Worker:
         self.on_settled = on_settled
         self._stop = threading.Event()
         self._permits = _Permits(concurrency)
+        # A poller takes at most its share of the free permits at once, so
+        # that one poller blocked on an empty queue does not hold them all.
+        self._share = max(1, concurrency // len(self._parts))
         self._started = False
         self._lock = threading.Lock()
 
@@ -212,7 +216,7 @@ class Worker:
         core: c.QueueCore = part._core
         pause = 0.1
         while not self._stop.is_set():
-            n = self._permits.acquire()
+            n = self._permits.acquire(self._share)
             if n == 0:
                 break
             if self._stop.is_set():

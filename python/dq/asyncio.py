@@ -345,12 +345,14 @@ class _Permits:
         self._waiters: Deque["asyncio.Future[int]"] = deque()
         self._closed = False
 
-    async def acquire(self) -> int:
-        """At least one permit (all the free ones when nobody waits), or 0 once closed."""
+    async def acquire(self, most: int) -> int:
+        """At least one permit (up to `most` of the free ones when nobody
+        waits), or 0 once closed."""
         if self._closed:
             return 0
         if self._free and not self._waiters:
-            n, self._free = self._free, 0
+            n = min(self._free, most)
+            self._free -= n
             return n
         fut: "asyncio.Future[int]" = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
@@ -417,6 +419,7 @@ class Worker:
         self.on_settled = on_settled
         self._stopping = False
         self._permits = _Permits(concurrency)
+        self._share = max(1, concurrency // len(self._parts))  # see dq.Worker
         self._tasks: Set["asyncio.Task[None]"] = set()
         self._started = False
         self._wake: Optional[asyncio.Event] = None
@@ -481,7 +484,7 @@ class Worker:
         core: c.QueueCore = part._core
         pause = 0.1
         while not self._stopping:
-            n = await self._permits.acquire()
+            n = await self._permits.acquire(self._share)
             if n == 0:
                 break
             if self._stopping:
