@@ -62,7 +62,17 @@ Client = Any  # redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster
 Id = Union[str, bytes, Delivery]
 
 
+async def _ready(client: Client) -> None:
+    # redis-py's asyncio RedisCluster initializes itself on first use; with
+    # several first commands at once (a sharded queue's calls go out
+    # together) redis 8.1.0 was seen to break a connection while it was being
+    # set up. So a cluster client is initialized, once, before any dq call.
+    if getattr(client, "_initialize", False) and hasattr(client, "get_primaries"):
+        await client.initialize()
+
+
 async def execute(client: Client, call: Call) -> Any:
+    await _ready(client)
     try:
         reply = await client.execute_command(*call.args, NEVER_DECODE=True)
     except redis.exceptions.ResponseError as e:
@@ -323,6 +333,7 @@ async def queues(client: Client) -> List[str]:
     _check_client(client)
     call = c.queues_call()
     if hasattr(client, "get_primaries"):
+        await _ready(client)
         names: List[str] = []
         for node in client.get_primaries():
             try:

@@ -86,6 +86,7 @@ async def acluster() -> Any:
     client = redis.asyncio.cluster.RedisCluster(
         startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in cluster_nodes()]
     )
+    # Not initialized here: dq.asyncio must cope with a fresh client.
     yield client
     await client.aclose() if hasattr(client, "aclose") else await client.close()
 
