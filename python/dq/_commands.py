@@ -840,8 +840,9 @@ def settle_call(core: QueueCore, delivery: Delivery, failure: Optional[BaseExcep
         text = str(failure) or "Permanent"
         return "dead", core.nack_call(delivery.id, dead=True, attempt=delivery.attempt, error=text), text
     if isinstance(failure, Retry):
-        text = failure.error or None
-        return "nack", core.nack_call(delivery.id, delay_ms=failure.delay_ms, attempt=delivery.attempt, error=text), text
+        retry_text = failure.error or None
+        call = core.nack_call(delivery.id, delay_ms=failure.delay_ms, attempt=delivery.attempt, error=retry_text)
+        return "nack", call, retry_text
     text = f"{type(failure).__name__}: {failure}"
     return "nack", core.nack_call(delivery.id, attempt=delivery.attempt, error=text), text
 
@@ -866,9 +867,9 @@ def worker_parts(queues: Any, kinds: Tuple[type, ...]) -> List[Any]:
     out: List[Any] = []
     for item in items:
         if not isinstance(item, kinds):
-            names = " or ".join(k.__name__ for k in kinds)
-            raise TypeError(f"a worker takes {names} (or a list of them), got {type(item).__name__}")
-        out += item.shards if hasattr(item, "shard_names") else [item]
+            kind_names = " or ".join(k.__name__ for k in kinds)
+            raise TypeError(f"a worker takes {kind_names} (or a list of them), got {type(item).__name__}")
+        out += getattr(item, "shards") if hasattr(item, "shard_names") else [item]
     names = [q.name for q in out]
     if len(set(names)) != len(names):
         raise ValueError("a worker was given the same queue twice")

@@ -11,7 +11,7 @@ import redis.exceptions
 from . import _commands as c
 from ._commands import Call, Delivery, Entry, Plan
 
-Client = Union["redis.Redis[Any]", "redis.cluster.RedisCluster[Any]", Any]
+Client = Any  # redis.Redis or redis.cluster.RedisCluster
 Id = Union[str, bytes, Delivery]
 
 

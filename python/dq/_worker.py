@@ -185,7 +185,7 @@ class Worker:
             if self._started:
                 raise RuntimeError("this Worker has already run; make a new one")
             self._started = True
-        previous: Dict[int, Any] = {}
+        previous: Dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda signum, frame: self.stop())

@@ -434,6 +434,7 @@ class Worker:
         self._tasks: Set["asyncio.Task[None]"] = set()
         self._started = False
         self._wake: Optional[asyncio.Event] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
 
     @property
     def queue_names(self) -> List[str]:
@@ -444,9 +445,21 @@ class Worker:
         return self._stopping
 
     def stop(self) -> None:
-        """Asks the worker to stop; call it on the worker's loop (from another
-        thread: loop.call_soon_threadsafe(worker.stop)). No new POP; running
-        handlers finish and are settled; run() returns."""
+        """Asks the worker to stop, from the worker's loop or any other thread:
+        no new POP; running handlers finish and are settled; run() returns."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                current = asyncio.get_running_loop()
+            except RuntimeError:
+                current = None
+            if current is not loop:
+                self._stopping = True
+                loop.call_soon_threadsafe(self._stop_now)
+                return
+        self._stop_now()
+
+    def _stop_now(self) -> None:
         self._stopping = True
         self._permits.close()
         if self._wake is not None:
@@ -461,13 +474,13 @@ class Worker:
         self._wake = asyncio.Event()
         if self._stopping:
             self._wake.set()
-        loop = asyncio.get_running_loop()
-        installed: Dict[int, Any] = {}
+        loop = self._loop = asyncio.get_running_loop()
+        installed: Dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 try:
                     previous = signal.getsignal(sig)
-                    loop.add_signal_handler(sig, self.stop)
+                    loop.add_signal_handler(sig, self._stop_now)
                     installed[sig] = previous
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass  # no signal support on this loop
@@ -477,7 +490,7 @@ class Worker:
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
         finally:
-            self.stop()
+            self._stop_now()
             for sig, previous in installed.items():
                 loop.remove_signal_handler(sig)
                 if previous is not None:

@@ -174,3 +174,16 @@ async def test_worker_arguments(ar, name):
     await w.run()
     with pytest.raises(RuntimeError, match="already run"):
         await w.run()
+
+
+async def test_stop_from_another_thread(ar, name):
+    import threading
+
+    q = dqa.Queue(ar, name)
+    await q.add("x")
+    w = dqa.Worker(q, lambda d: None, block_ms=200)
+    task = asyncio.ensure_future(w.run())
+    await await_for(lambda: _acked(ar, name), what="the ack")
+    threading.Thread(target=w.stop).start()
+    await asyncio.wait_for(task, 5)
+    assert w.stopping and (await q.stats())["inflight"] == 0
