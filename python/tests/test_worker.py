@@ -216,3 +216,17 @@ def test_worker_arguments(r, name):
     worker.run()  # stopped before it ran: returns at once
     with pytest.raises(RuntimeError, match="already run"):
         worker.run()
+
+
+def test_each_poller_blocks_on_its_own_connection(r, name):
+    s = dq.ShardedQueue(r, name, shards=4)
+
+    def blocked() -> int:
+        return sum(1 for c in r.client_list() if c.get("cmd") == "dq.pop" and "b" in c.get("flags", ""))
+
+    before = blocked()
+    running = Running(dq.Worker(s, lambda d: None, concurrency=4, block_ms=2000))
+    wait_for(lambda: blocked() - before == 4, what="4 POPs blocked at once")
+    s.add("x", id="wake")  # taken at once by its shard's poller, not after another's BLOCK
+    wait_for(lambda: s.stats()["acked"] == 1, timeout=1.5, what="the ack")
+    running.stop()
