@@ -112,7 +112,7 @@ def test_sharded_queue_on_the_cluster(cluster, name):
         with lock:
             seen.append((d.queue, d.id, d.attempt))
 
-    worker = dq.Worker(s, handler, concurrency=4, block_ms=500)
+    worker = dq.Worker(s, handler, concurrency=4, block_ms=200)  # a short BLOCK: at the end, pollers of empty shards hold permits while they wait
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
@@ -161,7 +161,7 @@ async def test_sharded_queue_on_the_cluster_asyncio(acluster, cluster, name):
     async def handler(d: dqa.Delivery) -> None:
         seen.append((d.queue, d.id, d.attempt))
 
-    worker = dqa.Worker(s, handler, concurrency=4, block_ms=500)
+    worker = dqa.Worker(s, handler, concurrency=4, block_ms=200)  # a short BLOCK: at the end, pollers of empty shards hold permits while they wait
     task = asyncio.ensure_future(worker.run())
     try:
         async def done() -> bool:
