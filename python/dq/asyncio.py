@@ -1,0 +1,601 @@
+"""dq on redis.asyncio: the same Queue, ShardedQueue, queues() and Worker
+as `dq`, with coroutines, an async iterator for scan, and a Worker made of
+asyncio tasks.
+
+    import redis.asyncio as redis
+    from dq.asyncio import Queue, Worker
+
+    client = redis.Redis()
+    orders = Queue(client, "orders")
+    await orders.add(b"...", delay_ms=30_000)
+    await Worker(orders, handle, concurrency=8).run()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import signal
+import threading
+from collections import deque
+from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Union
+
+import redis.exceptions
+
+from . import _commands as c
+from ._commands import (
+    Call,
+    Delivery,
+    DqError,
+    Entry,
+    OutOfMemory,
+    Outcome,
+    Permanent,
+    Plan,
+    Retry,
+    StaleDelivery,
+    UnknownMessage,
+    WrongType,
+)
+
+__all__ = [
+    "Delivery",
+    "DqError",
+    "Entry",
+    "OutOfMemory",
+    "Outcome",
+    "Permanent",
+    "Queue",
+    "Retry",
+    "ShardedQueue",
+    "StaleDelivery",
+    "UnknownMessage",
+    "Worker",
+    "WrongType",
+    "queues",
+]
+
+log = logging.getLogger("dq")
+
+Client = Any  # redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster
+Id = Union[str, bytes, Delivery]
+
+
+async def _ready(client: Client) -> None:
+    # redis-py's asyncio RedisCluster initializes itself on first use; with
+    # several first commands at once (a sharded queue's calls go out
+    # together) redis 8.1.0 was seen to break a connection while it was being
+    # set up. So a cluster client is initialized, once, before any dq call.
+    if getattr(client, "_initialize", False) and hasattr(client, "get_primaries"):
+        await client.initialize()
+
+
+async def execute(client: Client, call: Call) -> Any:
+    await _ready(client)
+    try:
+        reply = await client.execute_command(*call.args, NEVER_DECODE=True)
+    except redis.exceptions.ResponseError as e:
+        raise c.translate(e) from e
+    return call.parse(reply)
+
+
+async def _result(client: Client, call: Call) -> Any:
+    try:
+        return await execute(client, call)
+    except DqError as e:
+        return e
+
+
+async def drive(client: Client, plan: Plan) -> Any:
+    try:
+        step = next(plan)
+        while True:
+            if isinstance(step, float):
+                await asyncio.sleep(step)
+                step = plan.send(None)
+                continue
+            # The calls of one step go out together (to their nodes, on a cluster).
+            results = await asyncio.gather(*[_result(client, call) for call in step])
+            step = plan.send(list(results))
+    except StopIteration as stop:
+        return stop.value
+
+
+def _check_client(client: Any) -> None:
+    if not inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
+        raise TypeError(
+            f"client must be a redis.asyncio Redis or RedisCluster, got {type(client).__name__} "
+            "(use dq, not dq.asyncio, with a blocking client)"
+        )
+
+
+class _Base:
+    _core: Any
+
+    def __init__(self, client: Client) -> None:
+        _check_client(client)
+        self.client = client
+
+    @property
+    def name(self) -> str:
+        return self._core.name
+
+    async def _run(self, plan: Plan) -> Any:
+        return await drive(self.client, plan)
+
+    async def pop(
+        self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None
+    ) -> List[Delivery]:
+        """DQ.POP: up to `count` deliveries, [] when nothing was ready."""
+        return await self._run(self._core.pop(count, block_ms, lease_ms))
+
+    async def ack(self, *ids: Id) -> int:
+        """DQ.ACK: how many of the ids were in flight and are now gone."""
+        return await self._run(self._core.ack(ids))
+
+    async def stats(self) -> Dict[str, Optional[int]]:
+        """DQ.STATS as a dict."""
+        return await self._run(self._core.stats())
+
+    async def peek(self, state: str, count: int = 10) -> List[Entry]:
+        """DQ.PEEK."""
+        return await self._run(self._core.peek(state, count))
+
+    def scan(self, state: Optional[str] = None, count: Optional[int] = None) -> AsyncIterator[Entry]:
+        """Every entry (of one state), paging with DQ.SCAN cursors: `async for`."""
+        for part in self._core.parts:
+            part.scan_call("0", state, count)  # check the arguments now
+        return self._scan(state, count)
+
+    async def _scan(self, state: Optional[str], count: Optional[int]) -> AsyncIterator[Entry]:
+        for part in self._core.parts:
+            cursor = "0"
+            while True:
+                cursor, entries = await execute(self.client, part.scan_call(cursor, state, count))
+                for entry in entries:
+                    yield entry
+                if cursor == "0":
+                    break
+
+    async def redrive(self, count: Optional[int] = None, ids: Optional[Sequence[Id]] = None) -> int:
+        """DQ.REDRIVE."""
+        return await self._run(self._core.redrive(count, ids))
+
+    async def purge(self, state: Optional[str] = None) -> int:
+        """DQ.PURGE."""
+        return await self._run(self._core.purge(state))
+
+    async def config(self) -> Dict[str, Any]:
+        """DQ.CONFIG."""
+        return await self._run(self._core.config())
+
+    async def config_set(
+        self,
+        *,
+        lease_ms: Union[int, str, None] = None,
+        max_attempts: Union[int, str, None] = None,
+        backoff: Optional[str] = None,
+    ) -> None:
+        """DQ.CONFIG SET; "DEFAULT" removes the queue's own value."""
+        return await self._run(self._core.config_set(lease_ms=lease_ms, max_attempts=max_attempts, backoff=backoff))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class Queue(_Base):
+    """One dq queue over an asyncio client: each method is one DQ.* command."""
+
+    def __init__(self, client: Client, name: Union[str, bytes]) -> None:
+        self._core = c.QueueCore(name)
+        super().__init__(client)
+
+    async def add(
+        self,
+        payload: Union[bytes, str],
+        *,
+        delay_ms: Optional[int] = None,
+        at_ms: Optional[int] = None,
+        id: Optional[Union[str, bytes]] = None,
+        nx: bool = False,
+        xx: bool = False,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[str] = None,
+        group: Optional[Union[str, bytes]] = None,
+        ttl_ms: Optional[int] = None,
+    ) -> Optional[str]:
+        """DQ.ADD: the id, or None when NX found the id / XX did not."""
+        return await self._run(
+            self._core.add(
+                payload, delay_ms=delay_ms, at_ms=at_ms, id=id, nx=nx, xx=xx, priority=priority,
+                max_attempts=max_attempts, backoff=backoff, group=group, ttl_ms=ttl_ms,
+            )
+        )
+
+    async def nack(
+        self,
+        id: Id,
+        *,
+        delay_ms: Optional[int] = None,
+        dead: bool = False,
+        attempt: Optional[int] = None,
+        error: Optional[str] = None,
+    ) -> str:
+        """DQ.NACK: the new state. A Delivery passes its own attempt."""
+        return await self._run(self._core.nack(id, delay_ms=delay_ms, dead=dead, attempt=attempt, error=error))
+
+    async def touch(self, id: Id, *, lease_ms: Optional[int] = None, attempt: Optional[int] = None) -> int:
+        """DQ.TOUCH: the new lease deadline (Unix ms)."""
+        return await self._run(self._core.touch(id, lease_ms=lease_ms, attempt=attempt))
+
+    async def get(self, id: Union[str, bytes]) -> Optional[Dict[str, Any]]:
+        """DQ.GET: the record, or None."""
+        return await self._run(self._core.get(id))
+
+    async def cancel(self, *ids: Union[str, bytes]) -> int:
+        """DQ.CANCEL."""
+        return await self._run(self._core.cancel(ids))
+
+
+class ShardedQueue(_Base):
+    """One logical queue over `shards` dq queues (docs/sharding.md)."""
+
+    def __init__(self, client: Client, name: Union[str, bytes], shards: int) -> None:
+        self._core = c.ShardedCore(name, shards)
+        super().__init__(client)
+        self.shards: List[Queue] = [Queue(client, core.key) for core in self._core.cores]
+
+    @property
+    def shard_names(self) -> List[str]:
+        return [core.name for core in self._core.cores]
+
+    def shard_for(self, basis: Union[str, bytes]) -> int:
+        return self._core.shard_for(basis)
+
+    async def add(
+        self,
+        payload: Union[bytes, str],
+        *,
+        delay_ms: Optional[int] = None,
+        at_ms: Optional[int] = None,
+        id: Optional[Union[str, bytes]] = None,
+        nx: bool = False,
+        xx: bool = False,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[str] = None,
+        group: Optional[Union[str, bytes]] = None,
+        ttl_ms: Optional[int] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> Optional[str]:
+        """DQ.ADD on the shard of the group, else the shard key, else the id."""
+        return await self._run(
+            self._core.add(
+                payload, delay_ms=delay_ms, at_ms=at_ms, id=id, nx=nx, xx=xx, priority=priority,
+                max_attempts=max_attempts, backoff=backoff, group=group, ttl_ms=ttl_ms, shard_key=shard_key,
+            )
+        )
+
+    async def nack(
+        self,
+        id: Id,
+        *,
+        delay_ms: Optional[int] = None,
+        dead: bool = False,
+        attempt: Optional[int] = None,
+        error: Optional[str] = None,
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> str:
+        return await self._run(
+            self._core.nack(id, delay_ms=delay_ms, dead=dead, attempt=attempt, error=error, group=group,
+                            shard_key=shard_key)
+        )
+
+    async def touch(
+        self,
+        id: Id,
+        *,
+        lease_ms: Optional[int] = None,
+        attempt: Optional[int] = None,
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> int:
+        return await self._run(
+            self._core.touch(id, lease_ms=lease_ms, attempt=attempt, group=group, shard_key=shard_key)
+        )
+
+    async def get(
+        self,
+        id: Union[str, bytes],
+        *,
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> Optional[Dict[str, Any]]:
+        return await self._run(self._core.get(id, group=group, shard_key=shard_key))
+
+    async def cancel(
+        self,
+        *ids: Union[str, bytes],
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> int:
+        return await self._run(self._core.cancel(ids, group=group, shard_key=shard_key))
+
+    def __repr__(self) -> str:
+        return f"ShardedQueue({self.name!r}, shards={self._core.shards})"
+
+
+async def queues(client: Client) -> List[str]:
+    """DQ.QUEUES; on a cluster, every master's, merged and sorted by bytes."""
+    _check_client(client)
+    call = c.queues_call()
+    if hasattr(client, "get_primaries"):
+        await _ready(client)
+        names: List[str] = []
+        for node in client.get_primaries():
+            try:
+                reply = await client.execute_command(*call.args, target_nodes=node, NEVER_DECODE=True)
+            except redis.exceptions.ResponseError as e:
+                raise c.translate(e) from e
+            names += call.parse(reply)
+        return sorted(set(names), key=lambda n: n.encode("utf-8", "surrogateescape"))
+    return await execute(client, call)
+
+
+# --- the worker ---------------------------------------------------------------------------------
+
+
+class _Permits:
+    """An asyncio semaphore whose waiters are served first come, first served."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._waiters: Deque["asyncio.Future[int]"] = deque()
+        self._closed = False
+
+    async def acquire(self, most: int) -> int:
+        """At least one permit (up to `most` of the free ones when nobody
+        waits), or 0 once closed."""
+        if self._closed:
+            return 0
+        if self._free and not self._waiters:
+            n = min(self._free, most)
+            self._free -= n
+            return n
+        fut: "asyncio.Future[int]" = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release(fut.result())
+            raise
+
+    def release(self, n: int = 1) -> None:
+        for _ in range(n):
+            while self._waiters and self._waiters[0].done():
+                self._waiters.popleft()
+            if self._waiters and not self._closed:
+                self._waiters.popleft().set_result(1)
+            else:
+                self._free += 1
+
+    def close(self) -> None:
+        self._closed = True
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(0)
+
+
+Handler = Callable[[Delivery], Any]
+OnSettled = Callable[[Delivery, Outcome], Any]
+
+
+class Worker:
+    """Runs `handler(delivery)` for the messages of one or more queues, on
+    asyncio tasks. A coroutine function handler is awaited; a plain
+    function runs in a thread (asyncio.to_thread) so it cannot block the
+    loop. Settles as dq.Worker does. `on_settled(delivery, outcome)` may be a
+    function or a coroutine function."""
+
+    def __init__(
+        self,
+        queues: Union[Queue, ShardedQueue, Sequence[Union[Queue, ShardedQueue]]],
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        lease_ms: int = 30000,
+        block_ms: int = 1000,
+        on_settled: Optional[OnSettled] = None,
+    ) -> None:
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, got {type(handler).__name__}")
+        if on_settled is not None and not callable(on_settled):
+            raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
+        c.check_worker_args(concurrency, lease_ms, block_ms)
+        self._parts: List[Queue] = c.worker_parts(queues, (Queue, ShardedQueue))
+        for part in self._parts:
+            c.check_pool(part.client, len(self._parts) + concurrency + 1, block_ms)
+        self.handler = handler
+        self._async_handler = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+            getattr(handler, "__call__", None)
+        )
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.block_ms = block_ms
+        self.on_settled = on_settled
+        self._stopping = False
+        self._permits = _Permits(concurrency)
+        self._share = max(1, concurrency // len(self._parts))  # see dq.Worker
+        self._tasks: Set["asyncio.Task[None]"] = set()
+        self._started = False
+        self._wake: Optional[asyncio.Event] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    @property
+    def queue_names(self) -> List[str]:
+        return [p.name for p in self._parts]
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def stop(self) -> None:
+        """Asks the worker to stop, from the worker's loop or any other thread:
+        no new POP; running handlers finish and are settled; run() returns."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                current = asyncio.get_running_loop()
+            except RuntimeError:
+                current = None
+            if current is not loop:
+                self._stopping = True
+                loop.call_soon_threadsafe(self._stop_now)
+                return
+        self._stop_now()
+
+    def _stop_now(self) -> None:
+        self._stopping = True
+        self._permits.close()
+        if self._wake is not None:
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Polls and handles until stop() (or SIGTERM/SIGINT when run in the
+        main thread). A worker runs once."""
+        if self._started:
+            raise RuntimeError("this Worker has already run; make a new one")
+        self._started = True
+        self._wake = asyncio.Event()
+        if self._stopping:
+            self._wake.set()
+        loop = self._loop = asyncio.get_running_loop()
+        installed: Dict[signal.Signals, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    previous = signal.getsignal(sig)
+                    loop.add_signal_handler(sig, self._stop_now)
+                    installed[sig] = previous
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass  # no signal support on this loop
+        log.info("dq: worker started on %d queue(s), concurrency %d", len(self._parts), self.concurrency)
+        try:
+            await asyncio.gather(*[self._poll(part) for part in self._parts])
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        finally:
+            self._stop_now()
+            for sig, previous in installed.items():
+                loop.remove_signal_handler(sig)
+                if previous is not None:
+                    signal.signal(sig, previous)
+        log.info("dq: worker stopped")
+
+    async def _pause(self, seconds: float) -> None:
+        assert self._wake is not None
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _poll(self, part: Queue) -> None:
+        core: c.QueueCore = part._core
+        pause = 0.1
+        while not self._stopping:
+            n = await self._permits.acquire(self._share)
+            if n == 0:
+                break
+            if self._stopping:
+                self._permits.release(n)
+                break
+            try:
+                batch = await execute(part.client, core.pop_call(n, self.block_ms, self.lease_ms))
+            except Exception as e:
+                self._permits.release(n)
+                log.error("dq: POP from %s failed: %s (retrying in %.1f s)", part.name, e, pause)
+                await self._pause(pause)
+                pause = min(pause * 2, 5.0)
+                continue
+            pause = 0.1
+            if len(batch) < n:
+                self._permits.release(n - len(batch))
+            # Deliveries taken after a stop request are handled all the same.
+            for delivery in batch:
+                task = asyncio.ensure_future(self._handle(part, delivery))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _heartbeat(self, part: Queue, delivery: Delivery, done: asyncio.Event) -> None:
+        every = self.lease_ms / 3000
+        while True:
+            try:
+                await asyncio.wait_for(done.wait(), every)
+                return
+            except asyncio.TimeoutError:
+                pass
+            try:
+                await execute(part.client, part._core.touch_call(delivery.id, lease_ms=self.lease_ms,
+                                                                 attempt=delivery.attempt))
+            except StaleDelivery:
+                if done.is_set():
+                    return
+                delivery.lost = True
+                log.warning("dq: lost the lease of %s attempt %d in %s: another consumer may have it",
+                            delivery.id, delivery.attempt, delivery.queue)
+                return
+            except Exception as e:
+                log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
+
+    async def _handle(self, part: Queue, delivery: Delivery) -> None:
+        done = asyncio.Event()
+        beat = asyncio.ensure_future(self._heartbeat(part, delivery, done))
+        failure: Optional[BaseException] = None
+        try:
+            try:
+                if self._async_handler:
+                    await self.handler(delivery)
+                else:
+                    result = await asyncio.to_thread(self.handler, delivery)
+                    if inspect.isawaitable(result):
+                        await result
+            except Exception as e:
+                failure = e
+                if not isinstance(e, (Permanent, Retry)):
+                    log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
+                                delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
+            finally:
+                done.set()
+                await beat
+            outcome = await self._settle(part, delivery, failure)
+            if self.on_settled is not None:
+                try:
+                    result = self.on_settled(delivery, outcome)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    log.exception("dq: on_settled raised")
+        finally:
+            self._permits.release(1)
+
+    async def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
+        action, call, error = c.settle_call(part._core, delivery, failure)
+        if call is None:
+            log.warning("dq: not settling %s attempt %d in %s: its lease was lost", delivery.id, delivery.attempt,
+                        delivery.queue)
+            return Outcome(action, None, None, failure)
+        try:
+            reply = await execute(part.client, call)
+        except StaleDelivery as e:
+            log.warning("dq: %s", e)
+            return Outcome(action, None, error, e)
+        except Exception as e:
+            log.error("dq: settling %s attempt %d in %s failed: %s (it comes back after its lease)",
+                      delivery.id, delivery.attempt, delivery.queue, e)
+            return Outcome(action, None, error, e)
+        return Outcome(action, c.settle_state(action, reply), error, failure)

@@ -1,0 +1,196 @@
+"""A sharded queue on the 3-master cluster (DQ_CLUSTER_NODES), sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter, defaultdict
+from typing import Any, Dict, List, Tuple
+
+import pytest
+import redis
+
+import dq
+import dq.asyncio as dqa
+
+from conftest import await_for, wait_for
+
+SHARDS = 8
+PER_SHARD_FREE = 200  # messages without a group, per shard
+PER_GROUP = 50  # one group per shard
+TOTAL = SHARDS * (PER_SHARD_FREE + PER_GROUP)  # 2000, an equal backlog in every shard
+
+
+def plan(s: Any) -> List[Tuple[str, Any, int]]:
+    """(id, group or None, seq): 250 messages per shard, 50 of them in one group."""
+    groups: Dict[int, str] = {}
+    j = 0
+    while len(groups) < SHARDS:
+        groups.setdefault(s.shard_for(f"group-{j}"), f"group-{j}")
+        j += 1
+    free: Dict[int, List[str]] = defaultdict(list)
+    k = 0
+    while min((len(free[i]) for i in range(SHARDS)), default=0) < PER_SHARD_FREE or len(free) < SHARDS:
+        shard = s.shard_for(f"m{k}")
+        if len(free[shard]) < PER_SHARD_FREE:
+            free[shard].append(f"m{k}")
+        k += 1
+    out: List[Tuple[str, Any, int]] = []
+    for n in range(PER_SHARD_FREE):
+        for i in range(SHARDS):
+            out.append((free[i][n], None, n))
+            if n < PER_GROUP:
+                out.append((f"{groups[i]}-{n}", groups[i], n))
+    return out
+
+
+def check_placement(cluster: Any, s: Any) -> None:
+    """Every shard's key is on the master that owns its slot, and the shards use all three masters."""
+    owners = set()
+    for shard_name in s.shard_names:
+        slot = cluster.keyslot(shard_name)
+        assert slot == int(cluster.execute_command("CLUSTER KEYSLOT", shard_name, target_nodes=cluster.get_random_node()))
+        node = cluster.get_node_from_key(shard_name)
+        owners.add(node.name)
+        direct = redis.Redis(host=node.host, port=node.port)
+        try:
+            assert direct.exists(shard_name) == 1, f"{shard_name} is not on {node.name}, the owner of slot {slot}"
+            assert direct.type(shard_name) == b"dq--queue"
+        finally:
+            direct.close()
+    assert len(owners) == 3, owners
+
+
+def check_run(s_stats: Dict[str, Any], seen: List[Tuple[str, str, int]], messages: List[Tuple[str, Any, int]],
+              shard_names: List[str]) -> None:
+    ids = [i for _, i, _ in seen]
+    assert len(ids) == TOTAL and len(set(ids)) == TOTAL, "every message delivered exactly once"
+    assert all(attempt == 1 for _, _, attempt in seen)
+    assert s_stats["acked"] == TOTAL and s_stats["delivered"] == TOTAL and s_stats["inflight"] == 0
+    # Each group's messages were handled in add order.
+    by_id = {m[0]: m for m in messages}
+    order: Dict[str, List[int]] = defaultdict(list)
+    for _, i, _ in seen:
+        _, group, seq = by_id[i]
+        if group is not None:
+            order[group].append(seq)
+    assert len(order) == SHARDS
+    for group, seqs in order.items():
+        assert seqs == list(range(PER_GROUP)), f"{group} out of order"
+    # A fair share: after half the deliveries, every shard had >= 25% of its backlog delivered.
+    first_half = Counter(q for q, _, _ in seen[: TOTAL // 2])
+    per_shard = TOTAL // SHARDS
+    for shard_name in shard_names:
+        assert first_half[shard_name] >= per_shard // 4, (shard_name, dict(first_half))
+
+
+def blocked_pops(cluster: Any) -> int:
+    """How many clients are blocked in DQ.POP, over every master."""
+    n = 0
+    for node in cluster.get_primaries():
+        direct = redis.Redis(host=node.host, port=node.port)
+        try:
+            n += sum(1 for c in direct.client_list() if c.get("cmd") == "dq.pop" and "b" in c.get("flags", ""))
+        finally:
+            direct.close()
+    return n
+
+
+def test_sharded_queue_on_the_cluster(cluster, name):
+    s = dq.ShardedQueue(cluster, name, shards=SHARDS)
+    messages = plan(s)
+    for msg_id, group, seq in messages:
+        assert s.add(f"{seq}", id=msg_id, group=group) == msg_id
+    check_placement(cluster, s)
+    assert set(s.shard_names) <= set(dq.queues(cluster))
+    assert s.get(messages[1][0])["group"] == messages[1][1]
+
+    seen: List[Tuple[str, str, int]] = []
+    lock = threading.Lock()
+
+    def handler(d: dq.Delivery) -> None:
+        with lock:
+            seen.append((d.queue, d.id, d.attempt))
+
+    worker = dq.Worker(s, handler, concurrency=4, block_ms=200)  # a short BLOCK: at the end, pollers of empty shards hold permits while they wait
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for(lambda: len(seen) >= TOTAL, timeout=120, what=f"{TOTAL} deliveries")
+        wait_for(lambda: s.stats()["acked"] == TOTAL, what="every ack")
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
+    check_run(s.stats(), seen, messages, s.shard_names)
+
+
+def test_blocking_pops_do_not_share_a_connection(cluster, name):
+    s = dq.ShardedQueue(cluster, name, shards=SHARDS)
+    before = blocked_pops(cluster)
+    worker = dq.Worker(s, lambda d: None, concurrency=SHARDS, block_ms=3000)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        # One permit each: all eight pollers wait in DQ.POP at once, each on its own connection.
+        wait_for(lambda: blocked_pops(cluster) - before == SHARDS, what="8 blocked POPs")
+        # A message added to any shard is taken at once, not behind another shard's BLOCK.
+        s.add("x", id="wake")
+        wait_for(lambda: s.stats()["acked"] == 1, timeout=3, what="the ack")
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
+
+
+@pytest.mark.asyncio
+async def test_sharded_queue_on_the_cluster_asyncio(acluster, cluster, name):
+    s = dqa.ShardedQueue(acluster, name, shards=SHARDS)
+    messages = plan(s)
+    # Round by round (a round holds one message of each group), each round's adds at once.
+    rounds: Dict[int, List[Tuple[str, Any, int]]] = defaultdict(list)
+    for m in messages:
+        rounds[m[2]].append(m)
+    for seq in sorted(rounds):
+        await asyncio.gather(*[s.add(f"{n}", id=i, group=g) for i, g, n in rounds[seq]])
+    check_placement(cluster, s)
+    assert set(s.shard_names) <= set(await dqa.queues(acluster))
+
+    seen: List[Tuple[str, str, int]] = []
+
+    async def handler(d: dqa.Delivery) -> None:
+        seen.append((d.queue, d.id, d.attempt))
+
+    worker = dqa.Worker(s, handler, concurrency=4, block_ms=200)  # a short BLOCK: at the end, pollers of empty shards hold permits while they wait
+    task = asyncio.ensure_future(worker.run())
+    try:
+        async def done() -> bool:
+            return len(seen) >= TOTAL and (await s.stats())["acked"] == TOTAL
+
+        await await_for(done, timeout=120, what=f"{TOTAL} acked deliveries")
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)
+    check_run(await s.stats(), seen, messages, s.shard_names)
+
+
+@pytest.mark.asyncio
+async def test_blocking_pops_do_not_share_a_connection_asyncio(acluster, cluster, name):
+    s = dqa.ShardedQueue(acluster, name, shards=SHARDS)
+    before = blocked_pops(cluster)
+    worker = dqa.Worker(s, lambda d: None, concurrency=SHARDS, block_ms=3000)
+    task = asyncio.ensure_future(worker.run())
+    try:
+        async def all_blocked() -> bool:
+            return await asyncio.to_thread(blocked_pops, cluster) - before == SHARDS
+
+        await await_for(all_blocked, what="8 blocked POPs")
+        await s.add("x", id="wake")
+
+        async def acked() -> bool:
+            return (await s.stats())["acked"] == 1
+
+        await await_for(acked, timeout=3, what="the ack")
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)

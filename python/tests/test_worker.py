@@ -1,0 +1,232 @@
+"""The threaded Worker against a real standalone server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any, List
+
+import pytest
+import redis
+
+import dq
+
+from conftest import redis_url, wait_for
+
+
+class Running:
+    """Runs a worker in a thread; .stop() stops it and waits for run() to return."""
+
+    def __init__(self, worker: dq.Worker) -> None:
+        self.worker = worker
+        self.error: List[BaseException] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.worker.run()
+        except BaseException as e:  # surfaced by stop()
+            self.error.append(e)
+
+    def stop(self, timeout: float = 15.0) -> float:
+        began = time.monotonic()
+        self.worker.stop()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "run() did not return after stop()"
+        assert not self.error, self.error
+        return time.monotonic() - began
+
+
+def test_consume_and_ack(r, name):
+    q = dq.Queue(r, name)
+    seen: List[Any] = []
+    settled: List[Any] = []
+    for i in range(10):
+        q.add(f"p{i}", id=f"m{i}")
+    running = Running(dq.Worker(q, lambda d: seen.append((d.id, d.payload, d.attempt, d.queue)), concurrency=3,
+                                block_ms=200, on_settled=lambda d, o: settled.append(o)))
+    wait_for(lambda: q.stats()["acked"] == 10, what="10 acks")
+    running.stop()
+    assert sorted(seen) == sorted((f"m{i}", f"p{i}".encode(), 1, name) for i in range(10))
+    assert [o.action for o in settled] == ["ack"] * 10 and {o.state for o in settled} == {"acked"}
+    stats = q.stats()
+    assert (stats["delivered"], stats["nacked"], stats["inflight"]) == (10, 0, 0)
+
+
+def test_handler_exception_nacks_with_error(r, name):
+    q = dq.Queue(r, name)
+    q.add("x", id="x", backoff="fixed:1h")
+
+    def handler(d: dq.Delivery) -> None:
+        raise ValueError("the payment service said no")
+
+    running = Running(dq.Worker(q, handler, block_ms=200))
+    got = wait_for(lambda: (g := q.get("x")) and g["state"] == "delayed" and g, what="the NACK")
+    running.stop()
+    assert got["last-error"] == "ValueError: the payment service said no"
+    assert got["attempt"] == 1 and got["due-at"] - int(time.time() * 1000) > 3_500_000
+    assert q.stats()["nacked"] == 1
+
+
+def test_permanent_and_retry(r, name):
+    q = dq.Queue(r, name)
+    q.add("p", id="perm")
+    q.add("r", id="retry")
+    outcomes = {}
+
+    def handler(d: dq.Delivery) -> None:
+        if d.id == "perm":
+            raise dq.Permanent("HTTP 410 Gone")
+        raise dq.Retry(delay_ms=600_000, error="busy")
+
+    running = Running(dq.Worker(q, handler, concurrency=2, block_ms=200,
+                                on_settled=lambda d, o: outcomes.__setitem__(d.id, o)))
+    wait_for(lambda: len(outcomes) == 2, what="two settlements")
+    running.stop()
+    perm = q.get("perm")
+    assert (perm["state"], perm["dead-reason"], perm["last-error"]) == ("dead", "permanent", "HTTP 410 Gone")
+    retry = q.get("retry")
+    assert retry["state"] == "delayed" and retry["last-error"] == "busy"
+    assert 590_000 < retry["due-at"] - int(time.time() * 1000) <= 600_000
+    assert (outcomes["perm"].action, outcomes["perm"].state) == ("dead", "dead")
+    assert (outcomes["retry"].action, outcomes["retry"].state, outcomes["retry"].error) == ("nack", "delayed", "busy")
+
+
+def test_heartbeat_keeps_a_long_handler_s_lease(r, name):
+    q = dq.Queue(r, name)
+    q.add("slow", id="slow")
+    runs: List[int] = []
+
+    def handler(d: dq.Delivery) -> None:
+        runs.append(d.attempt)
+        time.sleep(0.9)  # three leases of 300 ms: the heartbeat must keep it
+        assert not d.lost
+
+    running = Running(dq.Worker(q, handler, lease_ms=300, block_ms=200))
+    wait_for(lambda: q.stats()["acked"] == 1, what="the ack")
+    running.stop()
+    stats = q.stats()
+    assert runs == [1]
+    assert (stats["delivered"], stats["lease-expired"], stats["acked"]) == (1, 0, 1)
+
+
+def test_lost_lease_is_not_nacked(r, name):
+    q = dq.Queue(r, name)
+    q.add("x", id="x", backoff="fixed:1h")
+    release = threading.Event()
+    outcomes: List[dq.Outcome] = []
+
+    def handler(d: dq.Delivery) -> None:
+        # Another consumer takes the message meanwhile: the lease is cut short.
+        q.touch(d, lease_ms=1)
+        wait_for(lambda: d.lost, what="the heartbeat to notice the lost lease")
+        release.wait(10)
+        raise RuntimeError("too late")
+
+    running = Running(dq.Worker(q, handler, lease_ms=300, block_ms=200,
+                                on_settled=lambda d, o: outcomes.append(o)))
+    wait_for(lambda: q.stats()["lease-expired"] == 1, what="the lease to run out")
+    release.set()
+    wait_for(lambda: outcomes, what="the settlement")
+    running.stop()
+    assert outcomes[0].action == "lost"
+    stats = q.stats()
+    assert stats["nacked"] == 0 and q.get("x")["last-error"] is None
+
+
+def test_graceful_stop_loses_nothing(r, name):
+    q = dq.Queue(r, name)
+    for i in range(40):
+        q.add(f"p{i}")
+    started = threading.Semaphore(0)
+    finished: List[str] = []
+    lock = threading.Lock()
+
+    def handler(d: dq.Delivery) -> None:
+        started.release()
+        time.sleep(0.3)
+        with lock:
+            finished.append(d.id)
+
+    worker = dq.Worker(q, handler, concurrency=4, block_ms=500)
+    running = Running(worker)
+    wait_for(lambda: q.stats()["inflight"] >= 4, what="four handlers at work")
+    took = running.stop()
+    stats = q.stats()
+    assert stats["inflight"] == 0
+    assert stats["acked"] == len(finished) >= 4
+    assert stats["acked"] + stats["ready"] == 40  # the rest still queued
+    assert took < 0.3 + 0.5 + 2  # the running handlers plus at most one BLOCK, with slack
+
+
+def test_sigterm_stops_run_in_the_main_thread(r, name):
+    assert threading.current_thread() is threading.main_thread()
+    q = dq.Queue(r, name)
+    q.add("x")
+    before = signal.getsignal(signal.SIGTERM)
+    worker = dq.Worker(q, lambda d: None, block_ms=200)
+    timer = threading.Thread(target=lambda: (wait_for(lambda: q.stats()["acked"] == 1, what="the ack"),
+                                             os.kill(os.getpid(), signal.SIGTERM)))
+    timer.start()
+    worker.run()  # returns on SIGTERM
+    timer.join()
+    assert worker.stopping
+    assert signal.getsignal(signal.SIGTERM) is before  # put back
+    assert q.stats()["inflight"] == 0
+
+
+def test_several_queues_share_the_permits(r, name):
+    a, b = dq.Queue(r, name + "a"), dq.Queue(r, name + "b")
+    for i in range(30):
+        a.add("x")
+        b.add("y")
+    seen: List[str] = []
+    running = Running(dq.Worker([a, b], lambda d: seen.append(d.queue), concurrency=2, block_ms=200))
+    wait_for(lambda: len(seen) == 60, what="60 deliveries")
+    running.stop()
+    assert seen[:30].count(a.name) >= 8 and seen[:30].count(b.name) >= 8
+
+
+def test_worker_arguments(r, name):
+    q = dq.Queue(r, name)
+    with pytest.raises(TypeError, match="handler must be callable"):
+        dq.Worker(q, "nope")
+    with pytest.raises(ValueError, match="concurrency must be from 1"):
+        dq.Worker(q, print, concurrency=0)
+    with pytest.raises(ValueError, match="block_ms must be from 1"):
+        dq.Worker(q, print, block_ms=0)
+    with pytest.raises(TypeError, match="a worker takes Queue or ShardedQueue"):
+        dq.Worker("orders", print)
+    with pytest.raises(ValueError, match="the same queue twice"):
+        dq.Worker([q, dq.Queue(r, name)], print)
+    small = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(redis_url(), max_connections=3))
+    with pytest.raises(ValueError, match="allows 3 connections; this worker needs 6"):
+        dq.Worker(dq.Queue(small, name), print, concurrency=4)
+    impatient = redis.Redis.from_url(redis_url(), socket_timeout=0.5)
+    with pytest.raises(ValueError, match="socket_timeout to be longer than 1 s"):
+        dq.Worker(dq.Queue(impatient, name), print)
+    single = redis.Redis.from_url(redis_url(), single_connection_client=True)
+    with pytest.raises(ValueError, match="single_connection_client"):
+        dq.Worker(dq.Queue(single, name), print)
+    worker = dq.Worker(q, print, block_ms=100)
+    worker.stop()
+    worker.run()  # stopped before it ran: returns at once
+    with pytest.raises(RuntimeError, match="already run"):
+        worker.run()
+
+
+def test_each_poller_blocks_on_its_own_connection(r, name):
+    s = dq.ShardedQueue(r, name, shards=4)
+
+    def blocked() -> int:
+        return sum(1 for c in r.client_list() if c.get("cmd") == "dq.pop" and "b" in c.get("flags", ""))
+
+    before = blocked()
+    running = Running(dq.Worker(s, lambda d: None, concurrency=4, block_ms=2000))
+    wait_for(lambda: blocked() - before == 4, what="4 POPs blocked at once")
+    s.add("x", id="wake")  # taken at once by its shard's poller, not after another's BLOCK
+    wait_for(lambda: s.stats()["acked"] == 1, timeout=1.5, what="the ack")
+    running.stop()
