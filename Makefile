@@ -113,6 +113,8 @@ test: build valkey debian13
 	$(CARGO) test -p dq-client -p dq-relay
 	DQ_SERVER=$(VALKEY) $(CARGO) test -p dq-relay --test '*'
 	scripts/test-examples
+	@echo "make: the client libraries (Python, Node.js) on a server and a 3-master cluster"
+	scripts/test-python
 	@echo "make: the dashboard in headless Chromium"
 	scripts/test-dashboard
 	DQ_MODULE=$${CARGO_TARGET_DIR:-target}/debug/libdq.so DQ_FAILOVER_SECS=15 scripts/failover
