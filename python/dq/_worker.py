@@ -223,7 +223,16 @@ class Worker:
                 self._permits.release(n)
                 break
             try:
-                batch = execute(part.client, core.pop_call(n, self.block_ms, self.lease_ms))
+                # What is ready now, up to this poller's permits.
+                batch = execute(part.client, core.pop_call(n, None, self.lease_ms))
+                if not batch and not self._stop.is_set():
+                    # Nothing ready: give the permits back (another queue may
+                    # have work) and wait for one message holding none. The
+                    # handler pool, `concurrency` threads, queues it until a
+                    # thread is free; the heartbeat keeps its lease meanwhile.
+                    self._permits.release(n)
+                    n = 0
+                    batch = execute(part.client, core.pop_call(1, self.block_ms, self.lease_ms))
             except Exception as e:
                 self._permits.release(n)
                 log.error("dq: POP from %s failed: %s (retrying in %.1f s)", part.name, e, pause)
@@ -235,11 +244,12 @@ class Worker:
                 self._permits.release(n - len(batch))
             # Deliveries taken after a stop request are handled all the same:
             # they are leased to us, and finishing them loses nothing.
-            for delivery in batch:
+            for i, delivery in enumerate(batch):
                 key = heartbeat.add(delivery, part, time.monotonic())
-                pool.submit(self._handle, part, delivery, heartbeat, key)
+                pool.submit(self._handle, part, delivery, heartbeat, key, i < n)
 
-    def _handle(self, part: Queue, delivery: Delivery, heartbeat: _Heartbeat, key: int) -> None:
+    def _handle(self, part: Queue, delivery: Delivery, heartbeat: _Heartbeat, key: int,
+                permitted: bool = True) -> None:
         failure: Optional[BaseException] = None
         try:
             try:
@@ -258,7 +268,8 @@ class Worker:
                 except Exception:
                     log.exception("dq: on_settled raised")
         finally:
-            self._permits.release(1)
+            if permitted:
+                self._permits.release(1)
 
     def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
         action, call, error = c.settle_call(part._core, delivery, failure)

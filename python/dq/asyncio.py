@@ -515,7 +515,15 @@ class Worker:
                 self._permits.release(n)
                 break
             try:
-                batch = await execute(part.client, core.pop_call(n, self.block_ms, self.lease_ms))
+                # What is ready now, up to this poller's permits.
+                batch = await execute(part.client, core.pop_call(n, None, self.lease_ms))
+                if not batch and not self._stopping:
+                    # Nothing ready: give the permits back (another queue may
+                    # have work) and wait for one message holding none; it
+                    # then waits for a permit, its lease renewed meanwhile.
+                    self._permits.release(n)
+                    n = 0
+                    batch = await execute(part.client, core.pop_call(1, self.block_ms, self.lease_ms))
             except Exception as e:
                 self._permits.release(n)
                 log.error("dq: POP from %s failed: %s (retrying in %.1f s)", part.name, e, pause)
@@ -526,8 +534,8 @@ class Worker:
             if len(batch) < n:
                 self._permits.release(n - len(batch))
             # Deliveries taken after a stop request are handled all the same.
-            for delivery in batch:
-                task = asyncio.ensure_future(self._handle(part, delivery))
+            for i, delivery in enumerate(batch):
+                task = asyncio.ensure_future(self._handle(part, delivery, permitted=i < n))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
@@ -552,12 +560,16 @@ class Worker:
             except Exception as e:
                 log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
 
-    async def _handle(self, part: Queue, delivery: Delivery) -> None:
+    async def _handle(self, part: Queue, delivery: Delivery, permitted: bool = True) -> None:
         done = asyncio.Event()
         beat = asyncio.ensure_future(self._heartbeat(part, delivery, done))
         failure: Optional[BaseException] = None
         try:
             try:
+                if not permitted:
+                    # Taken by a blocking POP without a permit: wait for one
+                    # (0 once stopping: leased to us, it is handled anyway).
+                    permitted = await self._permits.acquire(1) > 0
                 if self._async_handler:
                     await self.handler(delivery)
                 else:
@@ -581,7 +593,8 @@ class Worker:
                 except Exception:
                     log.exception("dq: on_settled raised")
         finally:
-            self._permits.release(1)
+            if permitted:
+                self._permits.release(1)
 
     async def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
         action, call, error = c.settle_call(part._core, delivery, failure)
