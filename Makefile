@@ -115,6 +115,7 @@ test: build valkey debian13
 	scripts/test-examples
 	@echo "make: the client libraries (Python, Node.js) on a server and a 3-master cluster"
 	scripts/test-python
+	scripts/test-node
 	@echo "make: the dashboard in headless Chromium"
 	scripts/test-dashboard
 	DQ_MODULE=$${CARGO_TARGET_DIR:-target}/debug/libdq.so DQ_FAILOVER_SECS=15 scripts/failover

@@ -1,0 +1,212 @@
+// Types of dq-client (index.js). test/types.ts checks them with tsc.
+import type { Redis, Cluster } from 'ioredis';
+
+export type Client = Redis | Cluster;
+export type Bytes = string | Buffer;
+export type State = 'DELAYED' | 'READY' | 'INFLIGHT' | 'DEAD' | 'delayed' | 'ready' | 'inflight' | 'dead';
+
+export interface AddOptions {
+  /** Due this long from now (DELAY). */
+  delayMs?: number;
+  /** Due at this Unix time in ms (AT). */
+  atMs?: number;
+  /** Your id, 1 to 1024 bytes; else the server makes one (a sharded queue: this library). */
+  id?: Bytes;
+  nx?: boolean;
+  xx?: boolean;
+  priority?: number;
+  maxAttempts?: number;
+  /** exp:BASE:MAX, fixed:D or a list such as 15s,3m,1h. */
+  backoff?: string;
+  group?: Bytes;
+  ttlMs?: number;
+  /** Sharded queues: the shard basis when there is no group. Ignored by a Queue. */
+  shardKey?: Bytes;
+}
+
+export interface NackOptions {
+  delayMs?: number;
+  dead?: boolean;
+  attempt?: number;
+  error?: string;
+}
+
+export interface Delivery {
+  id: string;
+  payload: Buffer;
+  /** Which delivery of the message this is, from 1. */
+  attempt: number;
+  queue: string;
+  /** Set when a heartbeat found the lease lost: another consumer may hold the message. */
+  lost: boolean;
+  /** Aborted when the lease is lost (set while a Worker handles the delivery). */
+  signal?: AbortSignal;
+}
+
+export interface Entry {
+  id: string;
+  payload: Buffer;
+  attempt: number;
+  time: number;
+  lastError: string | null;
+  /** ShardedQueue only: the shard it is in. */
+  shard?: string;
+}
+
+/** DQ.STATS, field names as the server gives them. */
+export interface Stats {
+  delayed: number;
+  ready: number;
+  inflight: number;
+  dead: number;
+  added: number;
+  delivered: number;
+  acked: number;
+  nacked: number;
+  retried: number;
+  'lease-expired': number;
+  'dead-lettered': number;
+  expired: number;
+  redriven: number;
+  cancelled: number;
+  purged: number;
+  'oldest-ready-age-ms': number | null;
+  'next-due-at': number | null;
+}
+
+/** DQ.GET, field names as the server gives them. */
+export interface Message {
+  id: string;
+  state: 'delayed' | 'ready' | 'inflight' | 'dead';
+  payload: Buffer;
+  priority: number;
+  attempt: number;
+  'due-at': number;
+  'lease-deadline': number | null;
+  'added-at': number;
+  'replacement-pending': number;
+  'max-attempts': number;
+  'max-attempts-from': string;
+  backoff: string;
+  'backoff-from': string;
+  'dead-reason': string | null;
+  'died-at': number | null;
+  'expires-at': number | null;
+  group: string | null;
+  'waiting-for': string | null;
+  'attempts-left': number;
+  'last-error': string | null;
+  /** ShardedQueue.get only. */
+  shard?: string;
+}
+
+export interface QueueConfig {
+  'lease-ms': number;
+  'lease-ms-from': string;
+  'max-attempts': number;
+  'max-attempts-from': string;
+  backoff: string;
+  'backoff-from': string;
+}
+
+export interface ConfigSettings {
+  leaseMs?: number | 'DEFAULT';
+  maxAttempts?: number | 'DEFAULT';
+  backoff?: string;
+}
+
+export class Queue {
+  constructor(client: Client, name: string);
+  readonly client: Client;
+  readonly name: string;
+  add(payload: Bytes, options?: AddOptions): Promise<string | null>;
+  pop(options?: { count?: number; blockMs?: number; leaseMs?: number }): Promise<Delivery[]>;
+  ack(...ids: Bytes[]): Promise<number>;
+  nack(id: Bytes, options?: NackOptions): Promise<'delayed' | 'ready' | 'dead'>;
+  touch(id: Bytes, options?: { leaseMs?: number; attempt?: number }): Promise<number>;
+  stats(): Promise<Stats>;
+  get(id: Bytes): Promise<Message | null>;
+  peek(state: State, count?: number): Promise<Entry[]>;
+  scan(options?: { state?: State; count?: number }): AsyncGenerator<Entry>;
+  redrive(options?: { count?: number; ids?: Bytes[] }): Promise<number>;
+  cancel(...ids: Bytes[]): Promise<number>;
+  purge(state?: State): Promise<number>;
+  config(): Promise<QueueConfig>;
+  configSet(settings: ConfigSettings): Promise<void>;
+}
+
+export interface Basis {
+  group?: Bytes;
+  shardKey?: Bytes;
+}
+
+export class ShardedQueue {
+  constructor(client: Client, name: string, options: { shards: number });
+  readonly client: Client;
+  readonly name: string;
+  readonly shardNames: string[];
+  readonly shards: Queue[];
+  shardFor(basis: Bytes): Queue;
+  add(payload: Bytes, options?: AddOptions): Promise<string | null>;
+  stats(): Promise<Stats>;
+  get(id: Bytes, basis?: Basis): Promise<Message | null>;
+  cancel(id: Bytes, basis?: Basis): Promise<number>;
+  peek(state: State, count?: number): Promise<Entry[]>;
+  scan(options?: { state?: State; count?: number }): AsyncGenerator<Entry>;
+  redrive(): Promise<number>;
+  purge(state?: State): Promise<number>;
+  config(): Promise<QueueConfig>;
+  configSet(settings: ConfigSettings): Promise<void>;
+}
+
+export interface Outcome {
+  /** What the handler asked for. */
+  action: 'ack' | 'retry' | 'dead';
+  /** What the server made of it: 'acked', 'acked-late', the NACK's new state, or null when not settled (lost lease, STALE, a failure). */
+  state: 'acked' | 'acked-late' | 'delayed' | 'ready' | 'dead' | null;
+  error: string | null;
+  failure?: Error;
+}
+
+export interface Logger {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+export interface WorkerOptions {
+  concurrency?: number;
+  leaseMs?: number;
+  blockMs?: number;
+  handleSignals?: boolean;
+  logger?: Logger;
+  onSettled?: (delivery: Delivery, outcome: Outcome) => void | Promise<void>;
+}
+
+export class Worker {
+  constructor(queues: Queue | ShardedQueue | Array<Queue | ShardedQueue>, handler: (delivery: Delivery) => unknown, options?: WorkerOptions);
+  run(): Promise<void>;
+  stop(): void;
+}
+
+export class DqError extends Error {}
+export class StaleDelivery extends DqError {}
+export class UnknownMessage extends DqError {}
+export class WrongType extends DqError {}
+export class OutOfMemory extends DqError {}
+export class Permanent extends Error {
+  constructor(message: string);
+}
+export class Retry extends Error {
+  constructor(delayMs?: number | null, message?: string);
+  readonly delayMs: number | null;
+}
+
+export function queues(client: Client): Promise<string[]>;
+export function truncateError(text: string, max?: number): string;
+export function crc32(data: Buffer): number;
+export function keySlot(key: Bytes): number;
+export function shardOf(basis: Bytes, shards: number): number;
+export function shardNames(name: string, shards: number): string[];
+export const MAX_ERROR_BYTES: number;
+export const MAX_SHARDS: number;

@@ -1,0 +1,158 @@
+'use strict';
+// The DQ.* grammar in one place: argument checks and lists, reply parsing,
+// error mapping, and how a command is sent (routed by its queue's slot on a
+// cluster, so no command takes a MOVED detour).
+
+const { Command } = require('ioredis');
+const { keySlot } = require('./shard');
+
+const MAX_ERROR_BYTES = 4096;
+const MAX_TIME = 2 ** 53 - 1;
+const STATES = ['DELAYED', 'READY', 'INFLIGHT', 'DEAD'];
+
+class DqError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = this.constructor.name;
+  }
+}
+/** STALE: the delivery a fenced NACK or TOUCH names is over. */
+class StaleDelivery extends DqError {}
+/** NACK or TOUCH without ATTEMPT found the id not in flight. */
+class UnknownMessage extends DqError {}
+/** WRONGTYPE: the key under the queue's name is not a dq queue. */
+class WrongType extends DqError {}
+/** OOM, or the eviction guard's refusal of DQ.ADD. */
+class OutOfMemory extends DqError {}
+/** Thrown by a handler: the failure is permanent, the message is dead now. */
+class Permanent extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'Permanent';
+  }
+}
+/** Thrown by a handler: try again after `delayMs` (else the backoff decides). */
+class Retry extends Error {
+  constructor(delayMs, message) {
+    super(message || 'retry');
+    this.name = 'Retry';
+    if (delayMs !== undefined && delayMs !== null) intArg('delayMs', delayMs, 0, MAX_TIME);
+    this.delayMs = delayMs === undefined ? null : delayMs;
+  }
+}
+
+/** The server's error as a typed one; anything else is a DqError. */
+function mapError(e) {
+  const text = (e && e.message) || String(e);
+  if (!(e && e.name === 'ReplyError')) return e;
+  if (text.startsWith('STALE')) return new StaleDelivery(text);
+  if (text.startsWith('WRONGTYPE')) return new WrongType(text);
+  if (text.startsWith('OOM') || text.startsWith('ERR maxmemory-policy is')) return new OutOfMemory(text);
+  return new DqError(text);
+}
+
+function intArg(name, v, min, max) {
+  if (!Number.isInteger(v) || v < min || v > max) {
+    throw new RangeError(`${name} must be an integer from ${min} to ${max}, not ${v}`);
+  }
+  return v;
+}
+
+function bytesArg(name, v, max = 1024) {
+  if (typeof v !== 'string' && !Buffer.isBuffer(v)) throw new TypeError(`${name} must be a string or a Buffer`);
+  const n = Buffer.byteLength(v);
+  if (n < 1 || n > max) throw new RangeError(`${name} must be 1 to ${max} bytes, not ${n}`);
+  return v;
+}
+
+function stateArg(state) {
+  const s = typeof state === 'string' ? state.toUpperCase() : '';
+  if (!STATES.includes(s)) throw new RangeError(`state must be one of ${STATES.join(', ')}, not ${state}`);
+  return s;
+}
+
+/** `text` cut to at most `max` bytes at a UTF-8 character boundary. */
+function truncateError(text, max = MAX_ERROR_BYTES) {
+  const b = Buffer.from(String(text), 'utf8');
+  if (b.length <= max) return String(text);
+  let end = max;
+  while (end > 0 && (b[end] & 0xc0) === 0x80) end--;
+  return b.subarray(0, end).toString('utf8');
+}
+
+const ADD_OPTIONS = ['delayMs', 'atMs', 'id', 'nx', 'xx', 'priority', 'maxAttempts', 'backoff', 'group', 'ttlMs', 'shardKey'];
+
+function addArgs(payload, o = {}) {
+  if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) throw new TypeError('payload must be a string or a Buffer');
+  for (const k of Object.keys(o)) if (!ADD_OPTIONS.includes(k)) throw new TypeError(`unknown add option '${k}'`);
+  const a = [payload];
+  if (o.delayMs != null && o.atMs != null) throw new TypeError('delayMs and atMs cannot be used together');
+  if (o.nx && o.xx) throw new TypeError('nx and xx cannot be used together');
+  if (o.xx && o.id == null) throw new TypeError('xx needs id');
+  if (o.delayMs != null) a.push('DELAY', intArg('delayMs', o.delayMs, 0, MAX_TIME));
+  if (o.atMs != null) a.push('AT', intArg('atMs', o.atMs, 0, MAX_TIME));
+  if (o.id != null) a.push('ID', bytesArg('id', o.id));
+  if (o.nx) a.push('NX');
+  if (o.xx) a.push('XX');
+  if (o.priority != null) a.push('PRIORITY', intArg('priority', o.priority, -(2 ** 31), 2 ** 31 - 1));
+  if (o.maxAttempts != null) a.push('MAXATTEMPTS', intArg('maxAttempts', o.maxAttempts, 1, 2 ** 31 - 1));
+  if (o.backoff != null) a.push('BACKOFF', bytesArg('backoff', o.backoff, 4096));
+  if (o.group != null) a.push('GROUP', bytesArg('group', o.group));
+  if (o.ttlMs != null) a.push('TTL', intArg('ttlMs', o.ttlMs, 1, MAX_TIME));
+  return a;
+}
+
+function nackArgs(id, o = {}) {
+  const a = [bytesArg('id', id)];
+  if (o.delayMs != null && o.dead) throw new TypeError('delayMs and dead cannot be used together');
+  if (o.delayMs != null) a.push('DELAY', intArg('delayMs', o.delayMs, 0, MAX_TIME));
+  if (o.dead) a.push('DEAD');
+  if (o.attempt != null) a.push('ATTEMPT', intArg('attempt', o.attempt, 1, 2 ** 32 - 1));
+  if (o.error != null && String(o.error) !== '') a.push('ERROR', truncateError(o.error));
+  return a;
+}
+
+const str = (v) => (v == null ? null : Buffer.isBuffer(v) ? v.toString('utf8') : typeof v === 'number' ? v : String(v));
+
+/** A record reply (flat RESP2 array) as an object; `payload` stays a Buffer. */
+function record(reply) {
+  if (reply == null) return null;
+  const out = {};
+  for (let i = 0; i + 1 < reply.length; i += 2) {
+    const key = str(reply[i]);
+    out[key] = key === 'payload' ? reply[i + 1] : str(reply[i + 1]);
+  }
+  return out;
+}
+
+/** A PEEK/SCAN entry. */
+function entry(e) {
+  return { id: str(e[0]), payload: e[1], attempt: Number(e[2]), time: Number(e[3]), lastError: e.length > 4 ? str(e[4]) : null };
+}
+
+/** A POP entry. */
+function delivery(e, queue) {
+  return { id: str(e[0]), payload: e[1], attempt: Number(e[2]), queue, lost: false };
+}
+
+/**
+ * Sends `name queue ...args` on `client` (Redis or Cluster): replies keep
+ * bulk strings as Buffers; on a cluster the command goes to the queue's
+ * slot owner, as ioredis knows no key position for module commands.
+ */
+async function send(client, name, queue, args = []) {
+  const cmd = new Command(name, queue === undefined ? args : [queue, ...args], { replyEncoding: null });
+  if (queue !== undefined) cmd.slot = keySlot(queue);
+  client.sendCommand(cmd);
+  try {
+    return await cmd.promise;
+  } catch (e) {
+    throw mapError(e);
+  }
+}
+
+module.exports = {
+  DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry,
+  MAX_ERROR_BYTES, MAX_TIME, mapError, intArg, bytesArg, stateArg, truncateError,
+  addArgs, nackArgs, record, entry, delivery, str, send,
+};

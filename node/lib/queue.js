@@ -1,0 +1,226 @@
+'use strict';
+// Queue and ShardedQueue handles: one method per command, over an ioredis
+// Redis or Cluster client the caller owns.
+
+const crypto = require('node:crypto');
+const c = require('./commands');
+const { shardNames, shardOf } = require('./shard');
+
+class Queue {
+  /** @param client an ioredis Redis or Cluster @param name the queue (its key) */
+  constructor(client, name) {
+    if (!client || typeof client.sendCommand !== 'function') throw new TypeError('client must be an ioredis Redis or Cluster');
+    if (typeof name !== 'string') throw new TypeError('name must be a string');
+    this.client = client;
+    this.name = name;
+  }
+
+  _send(command, args) {
+    return c.send(this.client, command, this.name, args);
+  }
+
+  /** DQ.ADD: the id, or null when NX found the id or XX did not. */
+  async add(payload, options = {}) {
+    const { shardKey, ...rest } = options;
+    return c.str(await this._send('DQ.ADD', c.addArgs(payload, rest)));
+  }
+
+  /** DQ.POP: the deliveries taken (an empty array when none). */
+  async pop({ count = 1, blockMs, leaseMs } = {}) {
+    const a = ['COUNT', c.intArg('count', count, 1, 10000)];
+    if (blockMs != null) a.push('BLOCK', c.intArg('blockMs', blockMs, 0, c.MAX_TIME));
+    if (leaseMs != null) a.push('LEASE', c.intArg('leaseMs', leaseMs, 1, c.MAX_TIME));
+    const reply = await this._send('DQ.POP', a);
+    return (reply || []).map((e) => c.delivery(e, this.name));
+  }
+
+  /** DQ.ACK: how many of the ids were in flight and are now gone. */
+  async ack(...ids) {
+    if (ids.length === 0) throw new TypeError('ack needs at least one id');
+    return Number(await this._send('DQ.ACK', ids.map((id) => c.bytesArg('id', id))));
+  }
+
+  /** DQ.NACK: the new state ('delayed', 'ready' or 'dead'). */
+  async nack(id, options = {}) {
+    const state = await this._send('DQ.NACK', c.nackArgs(id, options));
+    if (state == null) throw new c.UnknownMessage(`message '${id}' is not in flight in queue '${this.name}'`);
+    return c.str(state);
+  }
+
+  /** DQ.TOUCH: the new lease deadline (Unix ms). */
+  async touch(id, { leaseMs, attempt } = {}) {
+    const a = [c.bytesArg('id', id)];
+    if (leaseMs != null) a.push('LEASE', c.intArg('leaseMs', leaseMs, 1, c.MAX_TIME));
+    if (attempt != null) a.push('ATTEMPT', c.intArg('attempt', attempt, 1, 2 ** 32 - 1));
+    const deadline = await this._send('DQ.TOUCH', a);
+    if (deadline == null) throw new c.UnknownMessage(`message '${id}' is not in flight in queue '${this.name}'`);
+    return Number(deadline);
+  }
+
+  /** DQ.STATS: counts and counters (numbers, or null). */
+  async stats() {
+    return c.record(await this._send('DQ.STATS'));
+  }
+
+  /** DQ.GET: the message's record, or null for an unknown id. */
+  async get(id) {
+    return c.record(await this._send('DQ.GET', [c.bytesArg('id', id)]));
+  }
+
+  /** DQ.PEEK: up to `count` messages of `state` in the order they leave it. */
+  async peek(state, count = 10) {
+    const reply = await this._send('DQ.PEEK', [c.stateArg(state), 'COUNT', c.intArg('count', count, 1, 10000)]);
+    return reply.map(c.entry);
+  }
+
+  /** Every message (of `state`), paging with DQ.SCAN until its cursor is 0. */
+  async *scan({ state, count } = {}) {
+    const a = [];
+    if (state != null) a.push('STATE', c.stateArg(state));
+    if (count != null) a.push('COUNT', c.intArg('count', count, 1, 10000));
+    let cursor = '0';
+    do {
+      const [next, entries] = await this._send('DQ.SCAN', [cursor, ...a]);
+      cursor = c.str(next);
+      for (const e of entries) yield c.entry(e);
+    } while (cursor !== '0');
+  }
+
+  /** DQ.REDRIVE: dead messages back to ready (`count`, `ids`, or up to 10000). */
+  async redrive({ count, ids } = {}) {
+    if (count != null && ids != null) throw new TypeError('count and ids cannot be used together');
+    const a = [];
+    if (count != null) a.push('COUNT', c.intArg('count', count, 1, 10000));
+    if (ids != null) {
+      if (!Array.isArray(ids) || ids.length === 0) throw new TypeError('ids must be a non-empty array');
+      a.push('ID', ...ids.map((id) => c.bytesArg('id', id)));
+    }
+    return Number(await this._send('DQ.REDRIVE', a));
+  }
+
+  /** DQ.CANCEL: how many of the ids existed. */
+  async cancel(...ids) {
+    if (ids.length === 0) throw new TypeError('cancel needs at least one id');
+    return Number(await this._send('DQ.CANCEL', ids.map((id) => c.bytesArg('id', id))));
+  }
+
+  /** DQ.PURGE of one state, or of every message. */
+  async purge(state) {
+    return Number(await this._send('DQ.PURGE', state == null ? [] : [c.stateArg(state)]));
+  }
+
+  /** DQ.CONFIG: the settings in force and where each comes from. */
+  async config() {
+    return c.record(await this._send('DQ.CONFIG'));
+  }
+
+  /** DQ.CONFIG SET: { leaseMs, maxAttempts, backoff } (a value 'DEFAULT' removes it). */
+  async configSet({ leaseMs, maxAttempts, backoff } = {}) {
+    const a = [];
+    if (leaseMs != null) a.push('LEASE', leaseMs === 'DEFAULT' ? leaseMs : c.intArg('leaseMs', leaseMs, 1, c.MAX_TIME));
+    if (maxAttempts != null) a.push('MAXATTEMPTS', maxAttempts === 'DEFAULT' ? maxAttempts : c.intArg('maxAttempts', maxAttempts, 1, 2 ** 31 - 1));
+    if (backoff != null) a.push('BACKOFF', c.bytesArg('backoff', backoff, 4096));
+    if (a.length === 0) throw new TypeError('configSet needs leaseMs, maxAttempts or backoff');
+    await this._send('DQ.CONFIG', ['SET', ...a]);
+  }
+}
+
+/** A queue spread over `shards` dq queues (docs/sharding.md). */
+class ShardedQueue {
+  constructor(client, name, { shards } = {}) {
+    this.client = client;
+    this.name = name;
+    this.shardNames = shardNames(name, shards);
+    this.shards = this.shardNames.map((n) => new Queue(client, n));
+  }
+
+  /** The shard queue a basis (group, else shard key, else id) goes to. */
+  shardFor(basis) {
+    return this.shards[shardOf(basis, this.shards.length)];
+  }
+
+  /** DQ.ADD on the message's shard; an id is made here when none is given. */
+  async add(payload, options = {}) {
+    const o = { ...options };
+    if (o.id == null) o.id = crypto.randomBytes(16).toString('hex');
+    const basis = o.group != null ? o.group : o.shardKey != null ? c.bytesArg('shardKey', o.shardKey) : o.id;
+    return this.shardFor(basis).add(payload, o);
+  }
+
+  _candidates({ group, shardKey } = {}) {
+    const basis = group != null ? group : shardKey;
+    return basis != null ? [this.shardFor(basis)] : this.shards;
+  }
+
+  /** The shards' DQ.STATS summed (oldest-ready-age-ms: the oldest; next-due-at: the earliest). */
+  async stats() {
+    const all = await Promise.all(this.shards.map((s) => s.stats()));
+    const sum = {};
+    for (const s of all) {
+      for (const [k, v] of Object.entries(s)) {
+        if (k === 'oldest-ready-age-ms') sum[k] = v == null ? sum[k] ?? null : Math.max(sum[k] ?? 0, v);
+        else if (k === 'next-due-at') sum[k] = v == null ? sum[k] ?? null : Math.min(sum[k] ?? Infinity, v);
+        else sum[k] = (sum[k] || 0) + (v || 0);
+      }
+    }
+    return sum;
+  }
+
+  /** DQ.GET where the id is: the shard of `group`/`shardKey` when given, else every shard. */
+  async get(id, basis) {
+    for (const shard of this._candidates(basis)) {
+      const m = await shard.get(id);
+      if (m) return { ...m, shard: shard.name };
+    }
+    return null;
+  }
+
+  /** DQ.CANCEL of one id where it is (see get). */
+  async cancel(id, basis) {
+    let n = 0;
+    for (const shard of this._candidates(basis)) n += await shard.cancel(id);
+    return n;
+  }
+
+  /** Up to `count` messages of `state` over all shards, by time. */
+  async peek(state, count = 10) {
+    const all = (await Promise.all(this.shards.map(async (s) => (await s.peek(state, count)).map((e) => ({ ...e, shard: s.name }))))).flat();
+    return all.sort((a, b) => a.time - b.time).slice(0, count);
+  }
+
+  /** Every message of every shard (of `state`), shard after shard. */
+  async *scan(options) {
+    for (const shard of this.shards) for await (const e of shard.scan(options)) yield { ...e, shard: shard.name };
+  }
+
+  /** Dead messages of every shard back to ready (up to 10000 per shard); how many moved. */
+  async redrive() {
+    let n = 0;
+    for (const shard of this.shards) n += await shard.redrive();
+    return n;
+  }
+
+  async purge(state) {
+    let n = 0;
+    for (const shard of this.shards) n += await shard.purge(state);
+    return n;
+  }
+
+  /** Shard 0's settings: configSet keeps every shard alike. */
+  config() {
+    return this.shards[0].config();
+  }
+
+  async configSet(settings) {
+    for (const shard of this.shards) await shard.configSet(settings);
+  }
+}
+
+/** DQ.QUEUES: every queue of the server, or of every master of a cluster, sorted. */
+async function queues(client) {
+  const nodes = typeof client.nodes === 'function' ? client.nodes('master') : [client];
+  const lists = await Promise.all(nodes.map((n) => c.send(n, 'DQ.QUEUES')));
+  return [...new Set(lists.flat().map(c.str))].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+}
+
+module.exports = { Queue, ShardedQueue, queues };

@@ -1,0 +1,133 @@
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert');
+const dq = require('..');
+const { unique, redis, eventually } = require('./helpers');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function withWorker(queue, handler, options, body) {
+  const worker = new dq.Worker(queue, handler, { blockMs: 200, ...options });
+  const run = worker.run();
+  try {
+    await body(worker);
+  } finally {
+    worker.stop();
+    await run;
+  }
+}
+
+test('a worker acks what its handler finished, NACKs with the error text, dead on Permanent', async () => {
+  const client = redis();
+  try {
+    const q = new dq.Queue(client, unique('work'));
+    await q.add('ok', { id: 'ok' });
+    await q.add('fail', { id: 'fail', backoff: 'fixed:1h' });
+    await q.add('gone', { id: 'gone' });
+    const settled = [];
+    await withWorker(q, async (d) => {
+      if (d.payload.toString() === 'fail') throw new TypeError('no such order');
+      if (d.payload.toString() === 'gone') throw new dq.Permanent('HTTP 410 Gone');
+    }, { concurrency: 2, onSettled: (d, o) => settled.push([d.id, o.action, o.state]) }, async () => {
+      assert.ok(await eventually(() => settled.length === 3));
+    });
+    const stats = await q.stats();
+    assert.strictEqual(stats.acked, 1);
+    assert.strictEqual(stats.nacked, 2);
+    const fail = await q.get('fail');
+    assert.strictEqual(fail.state, 'delayed');
+    assert.strictEqual(fail['last-error'], 'TypeError: no such order');
+    const gone = await q.get('gone');
+    assert.strictEqual(gone['dead-reason'], 'permanent');
+    assert.strictEqual(gone['last-error'], 'HTTP 410 Gone');
+    assert.deepStrictEqual(settled.sort(), [['fail', 'retry', 'delayed'], ['gone', 'dead', 'dead'], ['ok', 'ack', 'acked']]);
+  } finally {
+    client.disconnect();
+  }
+});
+
+test('Retry chooses the delay', async () => {
+  const client = redis();
+  try {
+    const q = new dq.Queue(client, unique('retry'));
+    await q.add('x', { id: 'r' });
+    await withWorker(q, async () => {
+      throw new dq.Retry(3600000, 'later');
+    }, {}, async () => {
+      assert.ok(await eventually(async () => (await q.stats()).nacked === 1));
+    });
+    const m = await q.get('r');
+    assert.ok(m['due-at'] > Date.now() + 3500000);
+    assert.strictEqual(m['last-error'], 'later');
+  } finally {
+    client.disconnect();
+  }
+});
+
+test('the heartbeat keeps the lease past its first deadline', async () => {
+  const client = redis();
+  try {
+    const q = new dq.Queue(client, unique('beat'));
+    await q.add('slow', { id: 'slow' });
+    await withWorker(q, () => sleep(900), { leaseMs: 300 }, async () => {
+      assert.ok(await eventually(async () => (await q.stats()).acked === 1));
+    });
+    const stats = await q.stats();
+    assert.strictEqual(stats.delivered, 1);
+    assert.strictEqual(stats['lease-expired'], 0);
+  } finally {
+    client.disconnect();
+  }
+});
+
+test('stop() lets running handlers finish and loses nothing', async () => {
+  const client = redis();
+  try {
+    const q = new dq.Queue(client, unique('stop'));
+    for (let i = 0; i < 60; i++) await q.add('x', { id: `m${i}` });
+    const worker = new dq.Worker(q, () => sleep(40), { concurrency: 4, blockMs: 200 });
+    const run = worker.run();
+    assert.ok(await eventually(async () => (await q.stats()).acked >= 8));
+    worker.stop();
+    await run;
+    const s = await q.stats();
+    assert.strictEqual(s.inflight, 0);
+    assert.ok(s.ready > 0, 'the stop came too late to test anything');
+    assert.strictEqual(s.acked + s.ready, 60);
+  } finally {
+    client.disconnect();
+  }
+});
+
+test('a lost lease marks the delivery and it is not NACKed', async () => {
+  const client = redis();
+  try {
+    const name = unique('lost');
+    const q = new dq.Queue(client, name);
+    await q.add('x', { id: 'l' });
+    let seen;
+    await withWorker(q, async (d) => {
+      seen = d;
+      // Someone else takes over: the delivery this handler holds is over.
+      await client.call('DQ.NACK', name, 'l', 'DELAY', '3600000');
+      await eventually(() => d.lost, 5000);
+      throw new Error('too late');
+    }, { leaseMs: 150 }, async () => {
+      assert.ok(await eventually(() => seen && seen.lost));
+    });
+    assert.ok(seen.signal.aborted);
+    const s = await q.stats();
+    assert.strictEqual(s.nacked, 1); // only the takeover's
+  } finally {
+    client.disconnect();
+  }
+});
+
+test('bad worker options are refused', () => {
+  const client = { sendCommand() {} };
+  const q = new dq.Queue(client, 'q');
+  assert.throws(() => new dq.Worker(q, 'not a function'), TypeError);
+  assert.throws(() => new dq.Worker(q, () => {}, { concurrency: 0 }), RangeError);
+  assert.throws(() => new dq.Worker([], () => {}), TypeError);
+  assert.throws(() => new dq.Worker(['q'], () => {}), TypeError);
+});
