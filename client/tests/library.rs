@@ -263,6 +263,23 @@ fn stats(c: &mut redis::Connection, queue: &str, f: &str) -> i64 {
     int(&field(&cmd(c, &format!("DQ.STATS {queue}")), f))
 }
 
+/// Runs a consumer of `queue` with [`Work`] until the token is cancelled.
+fn consume(
+    server: &Server,
+    queue: &str,
+    config: ConsumerConfig,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), Error>>,
+) {
+    let dq = DqServer::single(server.url()).unwrap();
+    let consumer = Consumer::new(dq, vec![queue.into()], config).unwrap();
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    let run = tokio::spawn(async move { consumer.run(Arc::new(Work), token).await });
+    (stop, run)
+}
+
 async fn wait_for(mut condition: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while !condition() {
@@ -284,17 +301,7 @@ async fn the_lease_is_kept_alive_past_its_first_deadline() {
         lease: Duration::from_millis(300),
         ..config()
     };
-    let consumer = Consumer::new(
-        DqServer::single(server.url()).unwrap(),
-        vec!["slow".into()],
-        config,
-    )
-    .unwrap();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move { consumer.run(Arc::new(Work), stop).await }
-    });
+    let (stop, run) = consume(&server, "slow", config);
     assert!(wait_for(|| stats(&mut c, "slow", "acked") == 1).await);
     stop.cancel();
     run.await.unwrap().unwrap();
@@ -309,17 +316,7 @@ async fn a_graceful_stop_loses_nothing() {
     for i in 0..60 {
         cmd(&mut c, &format!("DQ.ADD stop 40 ID m{i}"));
     }
-    let consumer = Consumer::new(
-        DqServer::single(server.url()).unwrap(),
-        vec!["stop".into()],
-        config(),
-    )
-    .unwrap();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move { consumer.run(Arc::new(Work), stop).await }
-    });
+    let (stop, run) = consume(&server, "stop", config());
     // Stop while handlers run: run() returns once they are settled.
     assert!(wait_for(|| stats(&mut c, "stop", "acked") >= 8).await);
     stop.cancel();
@@ -338,17 +335,7 @@ async fn a_panicking_handler_fails_the_delivery_with_its_message() {
     let server = Server::start();
     let mut c = server.conn();
     cmd(&mut c, "DQ.ADD p panic ID bad BACKOFF fixed:1h");
-    let consumer = Consumer::new(
-        DqServer::single(server.url()).unwrap(),
-        vec!["p".into()],
-        config(),
-    )
-    .unwrap();
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move { consumer.run(Arc::new(Work), stop).await }
-    });
+    let (stop, run) = consume(&server, "p", config());
     assert!(wait_for(|| stats(&mut c, "p", "nacked") == 1).await);
     stop.cancel();
     run.await.unwrap().unwrap();
