@@ -97,8 +97,10 @@ run: release
 # start on free loopback ports and always stop, once per server line:
 # Debian 12's Redis 7.0 and Valkey 8.0 (backports), Debian 13's Redis 8.0
 # and Valkey 8.1. Each run uses its own line's cli for `--cluster create`.
-# Then the client examples, the dashboard's browser tests (chromium and
-# chromium-driver from apt), 15 s of the Sentinel failover run (on the debug
+# Then the client examples, the Python and Node.js libraries and the
+# dashboard's browser tests (chromium and chromium-driver from apt) on a
+# server and a 3-master cluster of each Debian 12 line, 15 s of the
+# Sentinel failover run (on the debug
 # build, so CI builds no release module for it) and 10 s of each fuzzer.
 test: build valkey debian13
 	@echo "make: tests on $$(redis-server --version | cut -d' ' -f1-3)"
@@ -109,15 +111,17 @@ test: build valkey debian13
 	DQ_SERVER=$(D13)/redis-server DQ_CLI=$(D13)/redis-cli $(CARGO) test --test '*'
 	@echo "make: integration tests on $$($(D13)/valkey-server --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(D13)/valkey-server DQ_CLI=$(D13)/valkey-cli $(CARGO) test --test '*'
-	@echo "make: the consume loop and the HTTP relay, on redis-server and $(VALKEY)"
+	@echo "make: the Rust client library and the HTTP relay, on redis-server and $(VALKEY)"
 	$(CARGO) test -p dq-client -p dq-relay
-	DQ_SERVER=$(VALKEY) $(CARGO) test -p dq-relay --test '*'
+	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli $(CARGO) test -p dq-client -p dq-relay --test '*'
 	scripts/test-examples
-	@echo "make: the client libraries (Python, Node.js) on a server and a 3-master cluster"
+	@echo "make: the client libraries (Python, Node.js) and the dashboard (headless Chromium), on redis-server and $(VALKEY)"
 	scripts/test-python
 	scripts/test-node
-	@echo "make: the dashboard in headless Chromium"
 	scripts/test-dashboard
+	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli scripts/test-python
+	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli scripts/test-node
+	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli scripts/test-dashboard
 	DQ_MODULE=$${CARGO_TARGET_DIR:-target}/debug/libdq.so DQ_FAILOVER_SECS=15 scripts/failover
 	FUZZ_SECS=10 scripts/fuzz
 

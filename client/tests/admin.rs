@@ -1,6 +1,7 @@
 //! dq_client::admin against a real server with the module: every call's
 //! reply, under RESP2 and RESP3.
 
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use dq_client::admin;
@@ -38,7 +39,7 @@ fn name(test: &str, resp3: bool) -> Vec<u8> {
 
 async fn every_call(resp3: bool) {
     let server = support::Server::start();
-    let mut con = connect(&server.url, resp3).await;
+    let mut con = connect(&server.url(), resp3).await;
     let q = name("calls", resp3);
     let _ = admin::purge(&mut con, &q, None).await.unwrap();
     let before = admin::stats(&mut con, &q).await.unwrap();
@@ -179,7 +180,7 @@ async fn every_call_resp3() {
 #[tokio::test]
 async fn redrive_all_moves_more_than_one_batch() {
     let server = support::Server::start();
-    let mut con = connect(&server.url, false).await;
+    let mut con = connect(&server.url(), false).await;
     let q = name("redrive-all", false);
     let _ = admin::purge(&mut con, &q, None).await.unwrap();
     for i in 0..25 {
