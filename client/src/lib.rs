@@ -44,7 +44,7 @@ pub use consumer::{stop_on_signals, Consumer, ConsumerConfig};
 pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};
 pub use error::Error;
 pub use queue::{AddOptions, NackOptions, Queue, ShardedQueue};
-pub use server::{Connection, Server};
+pub use server::{node_info, Connection, Server};
 pub use shard::{key_slot, random_id, shard_of, Shards, MAX_SHARDS};
 // The token type of `Consumer::run`, so users need not name tokio-util.
 pub use tokio_util::sync::CancellationToken;

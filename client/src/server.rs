@@ -91,21 +91,7 @@ impl Server {
             (Server::Single(client), _) => client.as_ref().clone(),
             (Server::Cluster { nodes }, None) => redis::Client::open(seed(nodes)?.clone())?,
             (Server::Cluster { nodes }, Some((host, port))) => {
-                let seed = seed(nodes)?;
-                let addr = match seed.addr() {
-                    ConnectionAddr::TcpTls {
-                        insecure,
-                        tls_params,
-                        ..
-                    } => ConnectionAddr::TcpTls {
-                        host: host.clone(),
-                        port: *port,
-                        insecure: *insecure,
-                        tls_params: tls_params.clone(),
-                    },
-                    _ => ConnectionAddr::Tcp(host.clone(), *port),
-                };
-                redis::Client::open(seed.clone().set_addr(addr))?
+                redis::Client::open(node_info(seed(nodes)?, host, *port))?
             }
         };
         Ok(client
@@ -132,6 +118,25 @@ impl Server {
     pub fn is_cluster(&self) -> bool {
         matches!(self, Server::Cluster { .. })
     }
+}
+
+/// How to reach cluster node `host:port`: `template`'s settings (TLS,
+/// user, password, database) with the address replaced.
+pub fn node_info(template: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
+    let addr = match template.addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host: host.to_owned(),
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host.to_owned(), port),
+    };
+    template.clone().set_addr(addr)
 }
 
 fn seed(nodes: &[ConnectionInfo]) -> Result<&ConnectionInfo, Error> {

@@ -81,23 +81,6 @@ async fn connect(info: ConnectionInfo) -> anyhow::Result<Arc<Server>> {
     Ok(Arc::new(Server { addr, con }))
 }
 
-fn with_addr(template: &ConnectionInfo, host: &str, port: u16) -> ConnectionInfo {
-    let addr = match template.addr() {
-        ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => ConnectionAddr::TcpTls {
-            host: host.to_string(),
-            port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => ConnectionAddr::Tcp(host.to_string(), port),
-    };
-    template.clone().set_addr(addr)
-}
-
 /// The masters of a CLUSTER SLOTS reply, as (host, port), in slot order,
 /// each once. An empty host means "the node you asked".
 pub fn slots_masters(reply: &Value, asked_host: &str) -> Vec<(String, u16)> {
@@ -217,7 +200,7 @@ impl Backend {
             }
             let mut next = Vec::new();
             for (host, port) in masters {
-                let info = with_addr(&self.template, &host, port);
+                let info = dq_client::node_info(&self.template, &host, port);
                 let name = addr_name(info.addr());
                 match known.iter().find(|k| k.addr == name) {
                     Some(k) => next.push(k.clone()),
@@ -568,7 +551,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(addr_name(info.addr()), "127.0.0.1:6380");
-        let moved = with_addr(&info, "10.1.1.1", 7001);
+        let moved = dq_client::node_info(&info, "10.1.1.1", 7001);
         assert_eq!(addr_name(moved.addr()), "10.1.1.1:7001");
         assert_eq!(moved.redis_settings().password(), Some("hunter2"));
     }
