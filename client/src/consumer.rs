@@ -19,9 +19,10 @@ use crate::shard::Shards;
 /// How a [`Consumer`] takes and holds messages.
 #[derive(Clone, Debug)]
 pub struct ConsumerConfig {
-    /// Deliveries of one queue being handled at once. The popper asks for
-    /// no more than the free slots, so no message is leased only to wait
-    /// in this process while its lease runs.
+    /// Deliveries handled at once per queue (per sharded queue: for all
+    /// its shards together). A popper asks for no more than the free slots;
+    /// only a message its blocking POP brings while every slot is taken
+    /// waits here, its lease renewed.
     pub concurrency: usize,
     /// At most this many messages per POP (`COUNT`), 1 to 10000.
     pub batch: usize,

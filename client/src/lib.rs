@@ -1,4 +1,7 @@
-//! A consume loop for dq queues (the Redis module in this repository).
+//! The Rust client of dq (the Redis module in this repository): a
+//! [`Server`] (one node or a Redis Cluster), [`Queue`] and [`ShardedQueue`]
+//! handles with every DQ.ADD option and the admin calls, typed [`Error`]s,
+//! and a consume loop. Sharded queues follow docs/sharding.md.
 //!
 //! [`Consumer::run`] takes messages from one or more queues with blocking
 //! `DQ.POP`s, hands each to a [`Handler`] — at most `concurrency` at once per
