@@ -26,6 +26,7 @@ fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
     raw::add_info_section(ctx, Some("timer"));
     raw::add_info_field_long_long(ctx, "timer_armed", report.armed.into());
     raw::add_info_field_unsigned_long_long(ctx, "timer_ticks", work.ticks);
+    raw::add_info_field_unsigned_long_long(ctx, "tick_budget", timer::TICK_BUDGET as u64);
     raw::add_info_field_unsigned_long_long(ctx, "ticks_continued", work.continued);
     raw::add_info_field_unsigned_long_long(ctx, "queues_scheduled", report.queues_scheduled as u64);
     raw::add_info_field_unsigned_long_long(ctx, "promoted", work.promoted);
