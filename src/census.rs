@@ -55,6 +55,13 @@ impl Census {
         }
     }
 
+    /// The names of database `db`'s queues, unordered.
+    pub fn names(&self, db: i32) -> Vec<Vec<u8>> {
+        self.queues
+            .get(&db)
+            .map_or_else(Vec::new, |q| q.keys().cloned().collect())
+    }
+
     /// Number of queues, and messages per state across them.
     pub fn totals(&self) -> (usize, Counts) {
         let mut sum = [0; 4];
@@ -84,6 +91,10 @@ pub fn knows(db: i32, name: &[u8]) -> bool {
 
 pub fn clear(db: Option<i32>) {
     CENSUS.with(|c| c.borrow_mut().clear(db));
+}
+
+pub fn names(db: i32) -> Vec<Vec<u8>> {
+    CENSUS.with(|c| c.borrow().names(db))
 }
 
 pub fn totals() -> (usize, Counts) {

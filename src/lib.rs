@@ -23,6 +23,7 @@ pub mod commands;
 pub mod docs;
 pub mod error;
 pub mod eviction;
+pub mod glob;
 pub mod guard;
 pub mod info;
 pub mod keys;

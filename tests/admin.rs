@@ -128,7 +128,65 @@ fn queues_lists_every_queue_of_the_database() {
     assert_eq!(names, ["a:b:c", "only-config", "orders", "{tag}name", "}{"]);
     cmd(&mut c, "SELECT 1");
     assert_eq!(cmd(&mut c, "DQ.QUEUES"), Value::Array(vec![]));
-    assert!(cmd_err(&mut c, "DQ.QUEUES extra").contains("wrong number of arguments"));
+    assert!(cmd_err(&mut c, "DQ.QUEUES extra").contains("unknown option 'extra'"));
+}
+
+#[test]
+fn queues_match_a_pattern_and_carry_their_stats() {
+    let server = Server::start();
+    let mut c = server.conn();
+    for q in ["tenant-1", "tenant-2", "tenant-10", "other"] {
+        cmd(&mut c, &format!("DQ.ADD {q} x"));
+    }
+    cmd(&mut c, "DQ.ADD tenant-2 y DELAY 60000");
+    cmd(&mut c, "DQ.ADD tenant-2 z ID doomed");
+    cmd(&mut c, "DQ.POP tenant-2 COUNT 5");
+    cmd(&mut c, "DQ.NACK tenant-2 doomed DEAD");
+    let names = |v: Value| -> Vec<String> { list(&v).iter().map(text).collect() };
+    assert_eq!(
+        names(cmd(&mut c, "DQ.QUEUES MATCH tenant-?")),
+        ["tenant-1", "tenant-2"]
+    );
+    assert_eq!(
+        names(cmd(&mut c, "DQ.QUEUES MATCH tenant-[12]*")),
+        ["tenant-1", "tenant-10", "tenant-2"]
+    );
+    assert!(list(&cmd(&mut c, "DQ.QUEUES MATCH nothing*")).is_empty());
+    // RESP2: name, record, name, record; each record is DQ.STATS's.
+    let flat = list(&cmd(&mut c, "DQ.QUEUES MATCH tenant-* WITHSTATS"));
+    assert_eq!(flat.len(), 6);
+    assert_eq!(text(&flat[2]), "tenant-10");
+    assert_eq!(text(&flat[4]), "tenant-2");
+    // The same as DQ.STATS, but for the two fields that move with the
+    // clock (the oldest ready message's age and the next due time).
+    let steady = |v: &Value| -> Vec<Value> {
+        let mut fields = list(v);
+        fields.truncate(fields.len() - 4);
+        fields
+    };
+    for pair in flat.chunks(2) {
+        let one = cmd(&mut c, &format!("DQ.STATS {}", text(&pair[0])));
+        assert_eq!(steady(&pair[1]), steady(&one), "{}", text(&pair[0]));
+    }
+    let tenant2 = &flat[5];
+    assert_eq!(int(&field(tenant2, "delayed")), 1);
+    assert_eq!(int(&field(tenant2, "dead")), 1);
+    // RESP3: a map of name to map.
+    let mut c3 = server.conn_resp3();
+    let Value::Map(pairs) = cmd(&mut c3, "DQ.QUEUES MATCH other WITHSTATS") else {
+        panic!("not a map under RESP3")
+    };
+    assert_eq!(pairs.len(), 1);
+    assert_eq!(text(&pairs[0].0), "other");
+    let Value::Map(fields) = &pairs[0].1 else {
+        panic!("a queue's stats are a map under RESP3")
+    };
+    assert!(fields
+        .iter()
+        .any(|(k, v)| text(k) == "ready" && int(v) == 1));
+    // A queue deleted behind dq's back is not listed.
+    cmd(&mut c, "DEL other");
+    assert!(!names(cmd(&mut c, "DQ.QUEUES")).contains(&"other".to_string()));
 }
 
 #[test]

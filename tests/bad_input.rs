@@ -471,7 +471,12 @@ fn read_cases() -> Vec<Case> {
         line("DQ.GET q ready extra", arity("dq.get")),
         line("DQ.STATS", arity("dq.stats")),
         line("DQ.STATS q extra", arity("dq.stats")),
-        line("DQ.QUEUES extra", arity("dq.queues")),
+        line("DQ.QUEUES extra", "ERR unknown option 'extra'"),
+        line("DQ.QUEUES MATCH", "ERR MATCH needs a value"),
+        line(
+            "DQ.QUEUES WITHSTATS WITHSTATS",
+            "ERR WITHSTATS is given more than once",
+        ),
         line("DQ.PEEK", arity("dq.peek")),
         line("DQ.PEEK q", arity("dq.peek")),
         line("DQ.PEEK q READY COUNT", "ERR COUNT needs a value"),

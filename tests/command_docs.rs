@@ -12,13 +12,6 @@ fn strings(v: &Value) -> Vec<String> {
     }
 }
 
-fn list(v: &Value) -> Vec<Value> {
-    match v {
-        Value::Array(items) => items.clone(),
-        other => panic!("not an array: {other:?}"),
-    }
-}
-
 #[test]
 fn every_command_has_docs_with_the_queue_as_its_key() {
     let server = Server::start();

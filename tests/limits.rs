@@ -10,13 +10,6 @@ use std::time::Duration;
 
 use support::*;
 
-fn list(v: &Value) -> Vec<Value> {
-    match v {
-        Value::Array(items) | Value::Set(items) => items.clone(),
-        other => panic!("not a list: {other:?}"),
-    }
-}
-
 fn bytes(v: &Value) -> Vec<u8> {
     match v {
         Value::BulkString(b) => b.clone(),

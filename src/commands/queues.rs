@@ -1,39 +1,124 @@
-//! DQ.QUEUES
+//! DQ.QUEUES [MATCH pattern] [WITHSTATS]
 //!
-//! The queues this node holds in the selected database: every key of the
-//! dq queue type, sorted by bytes (`SCAN 0 TYPE dq--queue` pages the same
-//! names). It walks the keyspace, O(N) in the keys of the database, like
-//! KEYS: meant for operators, not for a hot path.
+//! The queues this node holds in the selected database, sorted by bytes.
+//! MATCH keeps the names that match a glob-style pattern, as SCAN MATCH
+//! does. WITHSTATS adds each queue's DQ.STATS record: a map of name to
+//! record under RESP3, a flat `[name, record, name, record, ...]` array
+//! under RESP2 (as CONFIG GET pairs names and values), so a dashboard or
+//! a metrics scrape reads every queue of a node in one call.
+//!
+//! The names come from the module's own list of the queues it holds (kept
+//! by every write, load and key event), not from a walk of the keyspace:
+//! O(Q log Q) in the node's queues, whatever else the database holds.
 
-use std::collections::BTreeSet;
+use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
-
-use crate::commands::reply;
-use crate::docs::CommandDoc;
-use crate::error::DqError;
-use crate::qkey::scan_queues;
+use crate::args::{is_keyword, unknown_option, ArgCursor, Seen};
+use crate::census;
+use crate::commands::{bytes, reply, reply_record, stats};
+use crate::docs::{Arg, CommandDoc};
+use crate::error::{DqError, Result};
+use crate::glob;
+use crate::qkey::{open_read, read};
+use crate::rkey::selected_db;
+use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.queues",
-    summary: "Lists the queues held in the selected database",
-    complexity: "O(N) where N is the number of keys in the database",
-    arity: 1,
+    summary: "Lists the queues held in the selected database, with their stats on request",
+    complexity: "O(Q log Q) for Q queues in the database",
+    arity: -1,
     key: None,
-    args: &[],
+    args: &[
+        Arg::string("pattern").token("MATCH").optional(),
+        Arg::pure_token("withstats", "WITHSTATS").optional(),
+    ],
 };
 
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    if args.len() != 1 {
-        return reply(Err(DqError::WrongArity("dq.queues")));
-    }
-    let mut names = BTreeSet::new();
-    scan_queues(ctx, |name, queue| {
-        if queue.is_some() {
-            names.insert(name.to_vec());
+/// What DQ.QUEUES was asked.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Listing<'a> {
+    pub pattern: Option<&'a [u8]>,
+    pub with_stats: bool,
+}
+
+/// Parses `[MATCH pattern] [WITHSTATS]` (the arguments after the name).
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Listing<'a>> {
+    let mut listing = Listing::default();
+    let mut seen = Seen::default();
+    let mut cursor = ArgCursor::new(args);
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "MATCH") {
+            seen.mark("MATCH")?;
+            listing.pattern = Some(cursor.value_of("MATCH")?);
+        } else if is_keyword(arg, "WITHSTATS") {
+            seen.mark("WITHSTATS")?;
+            listing.with_stats = true;
+        } else {
+            return Err(unknown_option(arg));
         }
-    });
-    Ok(RedisValue::Array(
-        names.into_iter().map(RedisValue::StringBuffer).collect(),
-    ))
+    }
+    Ok(listing)
+}
+
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(queues(ctx, args))
+}
+
+fn queues(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let listing = parse(argv.get(1..).ok_or(DqError::WrongArity("dq.queues"))?)?;
+    let mut names = census::names(selected_db(ctx));
+    if let Some(pattern) = listing.pattern {
+        names.retain(|name| glob::matches(pattern, name));
+    }
+    names.sort_unstable();
+    let now = now_ms();
+    // Each name is checked against its key: one that went since the list
+    // last heard of it is left out.
+    let mut found = Vec::with_capacity(names.len());
+    for name in names {
+        let key_name = RedisString::create_from_slice(ctx.ctx, &name);
+        let key = open_read(ctx, &key_name);
+        if let Ok(Some(queue)) = read(&key, &key_name) {
+            let stats = listing.with_stats.then(|| queue.stats());
+            found.push((name, stats));
+        }
+    }
+    if !listing.with_stats {
+        return Ok(RedisValue::Array(
+            found
+                .into_iter()
+                .map(|(name, _)| RedisValue::StringBuffer(name))
+                .collect(),
+        ));
+    }
+    raw::reply_with_map(ctx.ctx, found.len() as std::os::raw::c_long);
+    for (name, queue_stats) in found {
+        ctx.reply(Ok(RedisValue::StringBuffer(name)));
+        reply_record(ctx, stats::fields(&queue_stats.unwrap_or_default(), now));
+    }
+    Ok(RedisValue::NoReply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grammar() {
+        assert_eq!(parse(&[]).unwrap(), Listing::default());
+        let args: [&[u8]; 3] = [b"match", b"t-*", b"WithStats"];
+        assert_eq!(
+            parse(&args).unwrap(),
+            Listing {
+                pattern: Some(b"t-*"),
+                with_stats: true
+            }
+        );
+        assert!(parse(&[b"MATCH"]).is_err());
+        assert!(parse(&[b"WITHSTATS", b"WITHSTATS"]).is_err());
+        assert!(parse(&[b"MATCH", b"a", b"MATCH", b"b"]).is_err());
+        assert!(parse(&[b"COUNT"]).is_err());
+    }
 }

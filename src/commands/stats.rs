@@ -16,7 +16,7 @@ use crate::commands::{int, reply, reply_record};
 use crate::docs::{Arg, CommandDoc, KeyUse};
 use crate::error::{DqError, Result};
 use crate::qkey::{open_read, read};
-use crate::queue::Queue;
+use crate::queue::{Queue, Stats};
 use crate::timer::now_ms;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -39,7 +39,12 @@ fn stats(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let key = open_read(ctx, name);
     // An absent queue is an empty one: all zeros.
     let stats = read(&key, name)?.map(Queue::stats).unwrap_or_default();
-    let now = now_ms();
+    Ok(reply_record(ctx, fields(&stats, now_ms())))
+}
+
+/// The reply's fields, in their documented order (DQ.QUEUES WITHSTATS
+/// gives the same record per queue).
+pub fn fields(stats: &Stats, now: u64) -> Vec<(&'static str, RedisValue)> {
     let mut fields = vec![
         ("delayed", int(stats.delayed)),
         ("ready", int(stats.ready)),
@@ -55,5 +60,5 @@ fn stats(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
         "next-due-at",
         stats.next_due_at.map_or(RedisValue::Null, int),
     ));
-    Ok(reply_record(ctx, fields))
+    fields
 }

@@ -407,6 +407,14 @@ pub fn record(v: &Value) -> Vec<(String, Value)> {
     }
 }
 
+/// The items of an array (or set) reply.
+pub fn list(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Array(items) | Value::Set(items) => items.clone(),
+        other => panic!("not a list: {other:?}"),
+    }
+}
+
 pub fn field(v: &Value, name: &str) -> Value {
     record(v)
         .into_iter()
