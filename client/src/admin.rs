@@ -220,6 +220,47 @@ pub async fn queues<C: ConnectionLike + ?Sized>(con: &mut C) -> Result<Vec<Vec<u
     parse_queues(v)
 }
 
+/// DQ.QUEUES MATCH pattern: the names matching a glob-style `pattern` (as
+/// SCAN MATCH: `*`, `?`, `[a-z]`, `[^x]`, `\x`), sorted by bytes.
+/// [`glob_escape`] makes a pattern matching one name only.
+pub async fn queues_matching<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    pattern: &[u8],
+) -> Result<Vec<Vec<u8>>, Error> {
+    let mut c = redis::cmd("DQ.QUEUES");
+    c.arg("MATCH").arg(pattern);
+    parse_queues(query(con, &c).await?)
+}
+
+/// DQ.QUEUES [MATCH pattern] WITHSTATS: every queue of the node (those
+/// matching `pattern`, when given) with its DQ.STATS, sorted by bytes. One
+/// call, however many queues: what a dashboard or an exporter should send
+/// instead of one DQ.STATS per queue.
+pub async fn queues_with_stats<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    pattern: Option<&[u8]>,
+) -> Result<Vec<(Vec<u8>, Stats)>, Error> {
+    let mut c = redis::cmd("DQ.QUEUES");
+    if let Some(pattern) = pattern {
+        c.arg("MATCH").arg(pattern);
+    }
+    c.arg("WITHSTATS");
+    parse_queues_with_stats(query(con, &c).await?)
+}
+
+/// A DQ.QUEUES MATCH pattern that matches exactly `name`: every character
+/// a glob gives a meaning to is escaped with a backslash.
+pub fn glob_escape(name: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + 2);
+    for &b in name {
+        if matches!(b, b'*' | b'?' | b'[' | b']' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
+}
+
 /// DQ.STATS.
 pub async fn stats<C: ConnectionLike + ?Sized>(con: &mut C, queue: &[u8]) -> Result<Stats, Error> {
     parse_stats(query(con, &cmd("DQ.STATS", queue)).await?)
@@ -449,27 +490,45 @@ fn array(command: &'static str, v: Value) -> Result<Vec<Value>, Error> {
     }
 }
 
-/// A record: RESP3 map or RESP2 flat field/value array, as (name, value).
-fn record(command: &'static str, v: Value) -> Result<Vec<(String, Value)>, Error> {
-    let pairs: Vec<(Value, Value)> = match v {
-        Value::Map(pairs) => pairs,
+/// RESP3 map or RESP2 flat array of alternating keys and values, as pairs.
+fn pairs(command: &'static str, v: Value, odd: &str) -> Result<Vec<(Value, Value)>, Error> {
+    match v {
+        Value::Map(pairs) => Ok(pairs),
         Value::Array(items) => {
             if items.len() % 2 != 0 {
-                return Err(bad(command, "a record with an odd number of elements"));
+                return Err(bad(command, odd));
             }
             let mut it = items.into_iter();
-            let mut pairs = Vec::new();
+            let mut pairs = Vec::with_capacity(it.len() / 2);
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
                 pairs.push((k, v));
             }
-            pairs
+            Ok(pairs)
         }
-        other => return Err(bad(command, format!("expected a record, got {other:?}"))),
-    };
-    pairs
+        other => Err(bad(command, format!("expected a record, got {other:?}"))),
+    }
+}
+
+/// A record: RESP3 map or RESP2 flat field/value array, as (name, value).
+fn record(command: &'static str, v: Value) -> Result<Vec<(String, Value)>, Error> {
+    pairs(command, v, "a record with an odd number of elements")?
         .into_iter()
         .map(|(k, v)| Ok((text(command, &k)?, v)))
         .collect()
+}
+
+/// A field name as bytes, without copying: DQ.QUEUES WITHSTATS has
+/// seventeen of them per queue, and a node may hold many thousand queues.
+fn field_name<'a>(command: &'static str, k: &'a Value) -> Result<&'a [u8], Error> {
+    match k {
+        Value::BulkString(b) => Ok(b),
+        Value::SimpleString(s) => Ok(s.as_bytes()),
+        Value::VerbatimString { text, .. } => Ok(text.as_bytes()),
+        other => Err(bad(
+            command,
+            format!("expected a field name, got {other:?}"),
+        )),
+    }
 }
 
 pub(crate) fn parse_queues(v: Value) -> Result<Vec<Vec<u8>>, Error> {
@@ -479,37 +538,53 @@ pub(crate) fn parse_queues(v: Value) -> Result<Vec<Vec<u8>>, Error> {
         .collect()
 }
 
+/// RESP2: `[name, record, name, record, ...]`; RESP3: a map of name to
+/// record. Each record is DQ.STATS's, parsed by the same code.
+pub(crate) fn parse_queues_with_stats(v: Value) -> Result<Vec<(Vec<u8>, Stats)>, Error> {
+    const C: &str = "DQ.QUEUES";
+    if v == Value::Nil {
+        return Ok(Vec::new());
+    }
+    pairs(C, v, "WITHSTATS: a queue name without its record")?
+        .into_iter()
+        .map(|(name, record)| Ok((bytes(C, name)?, stats_record(C, record)?)))
+        .collect()
+}
+
 pub(crate) fn parse_stats(v: Value) -> Result<Stats, Error> {
-    const C: &str = "DQ.STATS";
+    stats_record("DQ.STATS", v)
+}
+
+fn stats_record(command: &'static str, v: Value) -> Result<Stats, Error> {
     let mut s = Stats::default();
-    for (name, value) in record(C, v)? {
-        let slot = match name.as_str() {
-            "delayed" => &mut s.delayed,
-            "ready" => &mut s.ready,
-            "inflight" => &mut s.inflight,
-            "dead" => &mut s.dead,
-            "added" => &mut s.added,
-            "delivered" => &mut s.delivered,
-            "acked" => &mut s.acked,
-            "nacked" => &mut s.nacked,
-            "retried" => &mut s.retried,
-            "lease-expired" => &mut s.lease_expired,
-            "dead-lettered" => &mut s.dead_lettered,
-            "expired" => &mut s.expired,
-            "redriven" => &mut s.redriven,
-            "cancelled" => &mut s.cancelled,
-            "purged" => &mut s.purged,
-            "oldest-ready-age-ms" => {
-                s.oldest_ready_age_ms = opt_uint(C, &value)?;
+    for (name, value) in pairs(command, v, "a record with an odd number of elements")? {
+        let slot = match field_name(command, &name)? {
+            b"delayed" => &mut s.delayed,
+            b"ready" => &mut s.ready,
+            b"inflight" => &mut s.inflight,
+            b"dead" => &mut s.dead,
+            b"added" => &mut s.added,
+            b"delivered" => &mut s.delivered,
+            b"acked" => &mut s.acked,
+            b"nacked" => &mut s.nacked,
+            b"retried" => &mut s.retried,
+            b"lease-expired" => &mut s.lease_expired,
+            b"dead-lettered" => &mut s.dead_lettered,
+            b"expired" => &mut s.expired,
+            b"redriven" => &mut s.redriven,
+            b"cancelled" => &mut s.cancelled,
+            b"purged" => &mut s.purged,
+            b"oldest-ready-age-ms" => {
+                s.oldest_ready_age_ms = opt_uint(command, &value)?;
                 continue;
             }
-            "next-due-at" => {
-                s.next_due_at = opt_uint(C, &value)?;
+            b"next-due-at" => {
+                s.next_due_at = opt_uint(command, &value)?;
                 continue;
             }
             _ => continue,
         };
-        *slot = opt_uint(C, &value)?.unwrap_or(0);
+        *slot = opt_uint(command, &value)?.unwrap_or(0);
     }
     Ok(s)
 }
@@ -685,6 +760,73 @@ mod tests {
         assert_eq!(resp2.next_due_at, None);
         assert_eq!(resp2.counters()[5], ("lease-expired", 10));
         assert_eq!(resp2.count(State::Inflight), 3);
+    }
+
+    #[test]
+    fn queues_with_stats_from_resp2_and_resp3_agree() {
+        let record2 = |ready: i64| {
+            let mut fields = stats_fields();
+            fields[1].1 = Value::Int(ready);
+            Value::Array(fields.into_iter().flat_map(|(k, v)| [k, v]).collect())
+        };
+        let record3 = |ready: i64| {
+            let mut fields = stats_fields();
+            fields[1].1 = Value::Int(ready);
+            Value::Map(fields)
+        };
+        let resp2 = parse_queues_with_stats(Value::Array(vec![
+            bulk(b"a\xff"),
+            record2(5),
+            bulk(b"b"),
+            record2(0),
+        ]))
+        .unwrap();
+        let resp3 = parse_queues_with_stats(Value::Map(vec![
+            (bulk(b"a\xff"), record3(5)),
+            (bulk(b"b"), record3(0)),
+        ]))
+        .unwrap();
+        assert_eq!(resp2, resp3);
+        assert_eq!(resp2.len(), 2);
+        assert_eq!(resp2[0].0, b"a\xff");
+        assert_eq!(resp2[0].1.ready, 5);
+        assert_eq!(resp2[1].1.ready, 0);
+        // The same record as DQ.STATS gives: one parser for both.
+        assert_eq!(resp2[0].1.dead, parse_stats(record2(5)).unwrap().dead);
+        assert_eq!(resp2[0].1.oldest_ready_age_ms, Some(1500));
+        assert!(parse_queues_with_stats(Value::Array(vec![]))
+            .unwrap()
+            .is_empty());
+        assert!(parse_queues_with_stats(Value::Map(vec![]))
+            .unwrap()
+            .is_empty());
+        assert!(parse_queues_with_stats(Value::Nil).unwrap().is_empty());
+    }
+
+    #[test]
+    fn queues_with_stats_that_are_malformed_are_errors() {
+        // A name without its record, a record that is not one, a name that
+        // is not a string, a count that is not a number: errors, no panic.
+        assert!(parse_queues_with_stats(Value::Array(vec![bulk(b"a")])).is_err());
+        assert!(parse_queues_with_stats(Value::Array(vec![bulk(b"a"), Value::Int(1)])).is_err());
+        assert!(
+            parse_queues_with_stats(Value::Map(vec![(Value::Int(1), Value::Map(vec![]))])).is_err()
+        );
+        assert!(parse_queues_with_stats(Value::Array(vec![
+            bulk(b"a"),
+            Value::Array(vec![simple("ready"), bulk(b"x")])
+        ]))
+        .is_err());
+        assert!(parse_queues_with_stats(Value::Int(3)).is_err());
+        let err = parse_queues_with_stats(Value::Array(vec![bulk(b"a")])).unwrap_err();
+        assert!(err.to_string().contains("DQ.QUEUES"), "{err}");
+    }
+
+    #[test]
+    fn glob_escape_quotes_every_special_character() {
+        assert_eq!(glob_escape(b"orders"), b"orders");
+        assert_eq!(glob_escape(b"a*b?c[d]e\\f"), b"a\\*b\\?c\\[d\\]e\\\\f");
+        assert_eq!(glob_escape(b""), b"");
     }
 
     #[test]

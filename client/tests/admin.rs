@@ -77,6 +77,62 @@ async fn every_call(resp3: bool) {
 
     assert!(admin::queues(&mut con).await.unwrap().contains(&q));
 
+    // Every queue with its stats in one call: the same record as DQ.STATS.
+    let all = admin::queues_with_stats(&mut con, None).await.unwrap();
+    let names: Vec<&Vec<u8>> = all.iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        admin::queues(&mut con)
+            .await
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>()
+    );
+    // The lag grows between the two calls: compared apart.
+    let without_age = |s: &dq_client::Stats| dq_client::Stats {
+        oldest_ready_age_ms: s.oldest_ready_age_ms.map(|_| 0),
+        ..s.clone()
+    };
+    let listed = all.iter().find(|(n, _)| *n == q).map(|(_, s)| s.clone());
+    let alone = admin::stats(&mut con, &q).await.unwrap();
+    assert_eq!(listed.as_ref().map(without_age), Some(without_age(&alone)));
+    let listed_age = listed.and_then(|s| s.oldest_ready_age_ms).unwrap_or(0);
+    assert!(listed_age <= alone.oldest_ready_age_ms.unwrap_or(0));
+    // MATCH: the exact name (its `\n` and `é` included), a glob, nothing.
+    let exact = admin::glob_escape(&q);
+    let one = admin::queues_with_stats(&mut con, Some(&exact))
+        .await
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].0, q);
+    assert_eq!((one[0].1.ready, one[0].1.dead), (1, 1));
+    assert_eq!(
+        admin::queues_matching(&mut con, &exact).await.unwrap(),
+        vec![q.clone()]
+    );
+    let glob = format!("admin-calls-{}-*", if resp3 { 3 } else { 2 });
+    let globbed = admin::queues_with_stats(&mut con, Some(glob.as_bytes()))
+        .await
+        .unwrap();
+    assert!(globbed.iter().any(|(n, _)| *n == q), "{globbed:?}");
+    assert!(admin::queues_with_stats(&mut con, Some(b"no-such-queue-*"))
+        .await
+        .unwrap()
+        .is_empty());
+    // The reply really is RESP3's map of maps, or RESP2's flat array.
+    let raw = cmd(&mut con, &[b"DQ.QUEUES", b"MATCH", &exact, b"WITHSTATS"]).await;
+    match raw {
+        redis::Value::Map(ref m) => {
+            assert!(resp3);
+            assert!(matches!(m[0].1, redis::Value::Map(_)), "{raw:?}");
+        }
+        redis::Value::Array(ref a) => {
+            assert!(!resp3);
+            assert_eq!(a.len(), 2, "{raw:?}");
+        }
+        ref other => panic!("{other:?}"),
+    }
+
     let s = admin::stats(&mut con, &q).await.unwrap();
     assert_eq!((s.delayed, s.ready, s.inflight, s.dead), (1, 1, 0, 1));
     assert_eq!(s.added - before.added, 3);
