@@ -41,6 +41,13 @@ pub const MAX_ATTEMPTS_FIELD: &str = "max-attempts";
 pub const BACKOFF_FIELD: &str = "backoff";
 
 impl QueueConfig {
+    /// No overrides: the module settings apply.
+    pub const NONE: QueueConfig = QueueConfig {
+        lease_ms: None,
+        max_attempts: None,
+        backoff: None,
+    };
+
     /// The hash fields to write: `None` removes the field.
     pub fn to_fields(&self) -> [(&'static str, Option<String>); 3] {
         [

@@ -14,7 +14,7 @@
 //! Encoding versions (the module type's encver):
 //! - 1: this layout.
 
-use super::{Counter, Death, DeathReason, Options, Queue, Record, State, Terms, Version};
+use super::{Counter, Death, DeathReason, Options, Queue, Rare, Record, State, Terms, Version};
 use crate::args::{MAX_ID_LEN, MAX_TIME_MS};
 use crate::backoff::{Backoff, MAX_STEPS};
 use crate::policy::QueueConfig;
@@ -425,11 +425,11 @@ impl Loader {
         if !r.is_empty() {
             return Err(bad("trailing bytes after the header"));
         }
-        queue.config = QueueConfig {
+        queue.set_config(QueueConfig {
             lease_ms,
             max_attempts,
             backoff,
-        };
+        });
         Ok(Loader { queue, expected })
     }
 
@@ -469,7 +469,10 @@ impl Loader {
                 let Some(name) = record.group() else {
                     return Err(bad("a message without a group holds one"));
                 };
-                let group = q.groups.entry(name.into()).or_default();
+                let group = Rare::make(&mut q.rare)
+                    .groups
+                    .entry(name.into())
+                    .or_default();
                 if group.holder.replace(slot).is_some() {
                     return Err(bad("a group has two holders"));
                 }
@@ -488,12 +491,13 @@ pub fn assemble(
     counters: super::Counters,
     records: Vec<Record>,
 ) -> Decoded<Queue> {
+    let mut queue = Queue {
+        counters,
+        ..Queue::default()
+    };
+    queue.set_config(config);
     let mut loader = Loader {
-        queue: Queue {
-            config,
-            counters,
-            ..Queue::default()
-        },
+        queue,
         expected: records.len() as u64,
     };
     for record in records {

@@ -10,11 +10,20 @@
 //! itself, and taking the front of a run is O(1). Inserting into the middle
 //! of a run moves at most `RUN` keys.
 //!
-//! Invariants (checked by `check`): no run is empty; each run is sorted
-//! and its keys are at least its bound; every key of a run is smaller than
-//! the bound of the next run; `len` counts the keys.
+//!
+//! Most queues are small, so an index of at most `RUN` keys is one buffer
+//! with no tree at all, grown from one key and given back as it empties;
+//! it becomes runs under a tree when it outgrows one run, and one again
+//! when removals leave a single run.
+//!
+//! Invariants (checked by `check`): a small index is one sorted buffer of
+//! at most `RUN` keys; otherwise there are at least two runs, none empty,
+//! each sorted with its keys at least its bound, every key of a run
+//! smaller than the bound of the next run; `len` counts the keys.
 
 use std::collections::{BTreeMap, VecDeque};
+
+use super::heap::alloc_size;
 
 /// Keys a run holds at most.
 const RUN: usize = 128;
@@ -35,61 +44,110 @@ fn needs_tidying<K>(run: &VecDeque<K>) -> bool {
     run.len() < RUN / 4 || run.capacity() > 4 * run.len()
 }
 
+/// Gives back room a run no longer needs, keeping twice what it holds.
+fn give_room_back<K>(run: &mut VecDeque<K>) {
+    if run.is_empty() {
+        *run = VecDeque::new();
+    } else if run.capacity() > 4 * run.len() && run.capacity() > 8 {
+        run.shrink_to(2 * run.len());
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Layout<K> {
+    /// At most [`RUN`] keys, in one buffer grown a key at a time from one:
+    /// a B-tree leaf costs some 650 bytes, more than a small queue's
+    /// messages, and most queues are small.
+    Small(VecDeque<K>),
+    /// More keys: runs under a B-tree of bounds (never fewer than two).
+    /// Boxed, so that an index is no bigger than its small form.
+    Runs(Box<Runs<K>>),
+}
+
+#[derive(Debug, Clone)]
+struct Runs<K> {
+    tree: BTreeMap<K, VecDeque<K>>,
+    len: usize,
+}
+
 #[derive(Debug, Clone)]
 pub struct SortedIndex<K> {
-    runs: BTreeMap<K, VecDeque<K>>,
-    len: usize,
+    layout: Layout<K>,
 }
 
 impl<K> Default for SortedIndex<K> {
     fn default() -> Self {
+        SortedIndex::new()
+    }
+}
+
+impl<K> SortedIndex<K> {
+    pub const fn new() -> Self {
         SortedIndex {
-            runs: BTreeMap::new(),
-            len: 0,
+            layout: Layout::Small(VecDeque::new()),
         }
+    }
+}
+
+/// Where `key` belongs in a sorted run: its index, or `None` when the run
+/// has it already. Keys mostly arrive in order: past the back, no search.
+fn slot_in<K: Ord>(run: &VecDeque<K>, key: &K) -> Option<usize> {
+    match run.back() {
+        Some(back) if back < key => Some(run.len()),
+        _ => run.binary_search(key).err(),
     }
 }
 
 impl<K: Ord + Copy> SortedIndex<K> {
     pub fn len(&self) -> usize {
-        self.len
+        match &self.layout {
+            Layout::Small(run) => run.len(),
+            Layout::Runs(runs) => runs.len,
+        }
     }
 
     /// Which run holds `key` if any run does: the last one whose bound is
     /// not above it. The last and the first run are looked at first: keys
     /// mostly arrive at the end and leave from the front, and a range
     /// search costs two descents of the tree.
-    fn place(&self, key: &K) -> Place {
-        let Some((last, _)) = self.runs.last_key_value() else {
+    fn place(tree: &BTreeMap<K, VecDeque<K>>, key: &K) -> Place {
+        let Some((last, _)) = tree.last_key_value() else {
             return Place::Nowhere;
         };
         if last <= key {
             return Place::Last;
         }
-        match self.runs.first_key_value() {
+        match tree.first_key_value() {
             Some((first, _)) if first > key => Place::Nowhere,
             Some((_, run)) if run.back().is_some_and(|back| key <= back) => Place::First,
             _ => Place::Between,
         }
     }
 
-    fn run_of(&self, key: &K) -> Option<(K, &VecDeque<K>)> {
-        let found = match self.place(key) {
-            Place::Nowhere => None,
-            Place::Last => self.runs.last_key_value(),
-            Place::First => self.runs.first_key_value(),
-            Place::Between => self.runs.range(..=key).next_back(),
+    /// The run that holds `key`, if any can.
+    fn run_of(&self, key: &K) -> Option<&VecDeque<K>> {
+        let tree = match &self.layout {
+            Layout::Small(run) => return Some(run),
+            Layout::Runs(runs) => &runs.tree,
         };
-        found.map(|(&bound, run)| (bound, run))
+        let found = match Self::place(tree, key) {
+            Place::Nowhere => None,
+            Place::Last => tree.last_key_value(),
+            Place::First => tree.first_key_value(),
+            Place::Between => tree.range(..=key).next_back(),
+        };
+        found.map(|(_, run)| run)
     }
 
-    fn run_of_mut(&mut self, key: &K) -> Option<(K, &mut VecDeque<K>)> {
-        match self.place(key) {
+    fn run_of_mut<'r>(
+        tree: &'r mut BTreeMap<K, VecDeque<K>>,
+        key: &K,
+    ) -> Option<(K, &'r mut VecDeque<K>)> {
+        match Self::place(tree, key) {
             Place::Nowhere => None,
-            Place::Last => self.runs.last_entry().map(|e| (*e.key(), e.into_mut())),
-            Place::First => self.runs.first_entry().map(|e| (*e.key(), e.into_mut())),
-            Place::Between => self
-                .runs
+            Place::Last => tree.last_entry().map(|e| (*e.key(), e.into_mut())),
+            Place::First => tree.first_entry().map(|e| (*e.key(), e.into_mut())),
+            Place::Between => tree
                 .range_mut(..=key)
                 .next_back()
                 .map(|(&bound, run)| (bound, run)),
@@ -98,16 +156,19 @@ impl<K: Ord + Copy> SortedIndex<K> {
 
     pub fn contains(&self, key: &K) -> bool {
         self.run_of(key)
-            .is_some_and(|(_, run)| run.binary_search(key).is_ok())
+            .is_some_and(|run| run.binary_search(key).is_ok())
     }
 
     pub fn first(&self) -> Option<&K> {
-        self.runs.first_key_value().and_then(|(_, run)| run.front())
+        match &self.layout {
+            Layout::Small(run) => run.front(),
+            Layout::Runs(runs) => runs.tree.first_key_value().and_then(|(_, run)| run.front()),
+        }
     }
 
     /// The smallest key greater than `key`.
     pub fn first_after(&self, key: &K) -> Option<&K> {
-        if let Some((_, run)) = self.run_of(key) {
+        if let Some(run) = self.run_of(key) {
             let at = match run.binary_search(key) {
                 Ok(i) => i + 1,
                 Err(i) => i,
@@ -117,40 +178,80 @@ impl<K: Ord + Copy> SortedIndex<K> {
             }
         }
         use std::ops::Bound::{Excluded, Unbounded};
-        self.runs
-            .range((Excluded(key), Unbounded))
-            .next()
-            .and_then(|(_, run)| run.front())
+        match &self.layout {
+            Layout::Small(_) => None,
+            Layout::Runs(runs) => runs
+                .tree
+                .range((Excluded(key), Unbounded))
+                .next()
+                .and_then(|(_, run)| run.front()),
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &K> + '_ {
-        self.runs.values().flatten()
+        let (small, runs) = match &self.layout {
+            Layout::Small(run) => (Some(run), None),
+            Layout::Runs(runs) => (None, Some(&runs.tree)),
+        };
+        small
+            .into_iter()
+            .flatten()
+            .chain(runs.into_iter().flat_map(|r| r.values().flatten()))
     }
 
     /// Adds `key`; false when it was there already.
     pub fn insert(&mut self, key: K) -> bool {
-        let Some((_, run)) = self.run_of_mut(&key) else {
-            // Below every bound: the first run takes it under a new bound.
-            let mut run = self.runs.pop_first().map_or_else(VecDeque::new, |(_, r)| r);
-            run.push_front(key);
-            self.put_run(run);
-            self.len += 1;
+        if let Layout::Small(run) = &mut self.layout {
+            let Some(at) = slot_in(run, &key) else {
+                return false;
+            };
+            if run.len() < RUN {
+                if run.len() == run.capacity() {
+                    // Doubling from one: a one-message queue holds one key.
+                    run.reserve_exact(run.len().max(1));
+                }
+                run.insert(at, key);
+                return true;
+            }
+            // A full run: from now on, runs under a tree.
+            let run = std::mem::take(run);
+            let mut tree = BTreeMap::new();
+            let len = run.len();
+            if let Some(&first) = run.front() {
+                tree.insert(first, run);
+            }
+            self.layout = Layout::Runs(Box::new(Runs { tree, len }));
+        }
+        let Layout::Runs(runs) = &mut self.layout else {
+            unreachable!("a small layout was handled above");
+        };
+        let tree = &mut runs.tree;
+        let Some((_, run)) = Self::run_of_mut(tree, &key) else {
+            // Below every bound: the first run takes it under a new bound,
+            // or, when full, a run of its own goes first (keys arriving in
+            // descending order must not grow one run without limit).
+            match tree.first_entry() {
+                Some(first) if first.get().len() < RUN => {
+                    let mut run = first.remove();
+                    run.push_front(key);
+                    Self::put_run(tree, run);
+                }
+                _ => {
+                    tree.insert(key, VecDeque::from([key]));
+                }
+            }
+            runs.len += 1;
             return true;
         };
-        // Keys mostly arrive in order: past the back, no search.
-        let at = match run.back() {
-            Some(back) if *back < key => run.len(),
-            _ => match run.binary_search(&key) {
-                Ok(_) => return false,
-                Err(at) => at,
-            },
+        let Some(at) = slot_in(run, &key) else {
+            return false;
         };
         if run.len() < RUN {
             run.insert(at, key);
         } else if at == RUN {
             // Past the end of a full run: a new run, so that keys arriving
             // in order fill each run before the next starts.
-            self.runs.insert(key, VecDeque::from([key]));
+            tree.insert(key, VecDeque::from([key]));
         } else {
             let mut upper = run.split_off(RUN / 2);
             if at <= RUN / 2 {
@@ -158,23 +259,27 @@ impl<K: Ord + Copy> SortedIndex<K> {
             } else {
                 upper.insert(at - RUN / 2, key);
             }
-            self.put_run(upper);
+            Self::put_run(tree, upper);
         }
-        self.len += 1;
+        runs.len += 1;
         true
     }
 
     /// Files a non-empty run under its first key.
-    fn put_run(&mut self, run: VecDeque<K>) {
+    fn put_run(tree: &mut BTreeMap<K, VecDeque<K>>, run: VecDeque<K>) {
         if let Some(&first) = run.front() {
-            self.runs.insert(first, run);
+            tree.insert(first, run);
         }
     }
 
     /// Removes `key`; false when it was not there.
     pub fn remove(&mut self, key: &K) -> bool {
-        let Some((bound, run)) = self.run_of_mut(key) else {
-            return false;
+        let (bound, run) = match &mut self.layout {
+            Layout::Small(run) => (None, run),
+            Layout::Runs(runs) => match Self::run_of_mut(&mut runs.tree, key) {
+                Some((bound, run)) => (Some(bound), run),
+                None => return false,
+            },
         };
         // Keys mostly leave from the front: no search.
         let at = match run.front() {
@@ -185,99 +290,158 @@ impl<K: Ord + Copy> SortedIndex<K> {
             },
         };
         run.remove(at);
-        let untidy = needs_tidying(run);
-        self.len -= 1;
-        if untidy {
-            self.tidy(bound);
+        match bound {
+            None => give_room_back(run),
+            Some(bound) => {
+                let untidy = needs_tidying(run);
+                if let Layout::Runs(runs) = &mut self.layout {
+                    runs.len -= 1;
+                }
+                if untidy {
+                    self.tidy(bound);
+                }
+            }
         }
         true
     }
 
     /// Takes the smallest key.
     pub fn pop_first(&mut self) -> Option<K> {
-        let mut entry = self.runs.first_entry()?;
-        let key = entry.get_mut().pop_front();
-        if key.is_some() {
-            self.len -= 1;
+        match &mut self.layout {
+            Layout::Small(run) => {
+                let key = run.pop_front();
+                give_room_back(run);
+                key
+            }
+            Layout::Runs(runs) => {
+                let mut entry = runs.tree.first_entry()?;
+                let key = entry.get_mut().pop_front();
+                let untidy = needs_tidying(entry.get()).then_some(*entry.key());
+                if key.is_some() {
+                    runs.len -= 1;
+                }
+                if let Some(bound) = untidy {
+                    self.tidy(bound);
+                }
+                key
+            }
         }
-        if needs_tidying(entry.get()) {
-            let bound = *entry.key();
-            self.tidy(bound);
-        }
-        key
     }
 
     /// After a removal from the run under `bound` that left it
     /// [`needs_tidying`]: an empty run goes; a
     /// small one joins the run before it when both fit in one, so that
     /// removals cannot leave many nearly empty runs; and a run holding far
-    /// less than it has room for gives the room back.
+    /// less than it has room for gives the room back. One run left makes
+    /// the index small again.
     fn tidy(&mut self, bound: K) {
-        let Some(len) = self.runs.get(&bound).map(VecDeque::len) else {
+        let Layout::Runs(runs) = &mut self.layout else {
+            return;
+        };
+        Self::tidy_runs(&mut runs.tree, bound);
+        if runs.tree.len() <= 1 {
+            let mut run = runs
+                .tree
+                .pop_first()
+                .map(|(_, run)| run)
+                .unwrap_or_default();
+            give_room_back(&mut run);
+            self.layout = Layout::Small(run);
+        }
+    }
+
+    fn tidy_runs(tree: &mut BTreeMap<K, VecDeque<K>>, bound: K) {
+        let Some(len) = tree.get(&bound).map(VecDeque::len) else {
             return;
         };
         if len == 0 {
-            self.runs.remove(&bound);
+            tree.remove(&bound);
             return;
         }
         if len < RUN / 4 {
-            let fits = self
-                .runs
+            let fits = tree
                 .range(..bound)
                 .next_back()
                 .is_some_and(|(_, previous)| previous.len() + len <= RUN);
             if fits {
-                if let Some(run) = self.runs.remove(&bound) {
-                    if let Some((_, previous)) = self.runs.range_mut(..bound).next_back() {
+                if let Some(run) = tree.remove(&bound) {
+                    if let Some((_, previous)) = tree.range_mut(..bound).next_back() {
                         previous.extend(run);
                     }
                 }
                 return;
             }
         }
-        if let Some(run) = self.runs.get_mut(&bound) {
-            if run.capacity() > 4 * run.len() && run.capacity() > 8 {
-                run.shrink_to(2 * run.len());
-            }
+        if let Some(run) = tree.get_mut(&bound) {
+            give_room_back(run);
         }
     }
 
     /// Bytes held beyond the queue value itself: the runs' buffers and the
-    /// B-tree of bounds (for MEMORY USAGE).
+    /// B-tree of bounds (for MEMORY USAGE), as the allocator sizes them.
     pub fn heap_bytes(&self) -> usize {
         let key = std::mem::size_of::<K>();
-        let entry = key + std::mem::size_of::<VecDeque<K>>();
-        // B-tree leaves of 11 entries, about two thirds full.
-        let tree = self.runs.len() * entry * 3 / 2;
-        tree + self
-            .runs
-            .values()
-            .map(|r| r.capacity() * key)
-            .sum::<usize>()
+        let buffer = |run: &VecDeque<K>| match run.capacity() {
+            0 => 0,
+            n => alloc_size(n * key),
+        };
+        match &self.layout {
+            Layout::Small(run) => buffer(run),
+            Layout::Runs(runs) => {
+                let entry = key + std::mem::size_of::<VecDeque<K>>();
+                // B-tree leaves of 11 entries, about two thirds full.
+                let tree = runs.tree.len() * entry * 3 / 2;
+                alloc_size(std::mem::size_of::<Runs<K>>())
+                    + tree
+                    + runs.tree.values().map(buffer).sum::<usize>()
+            }
+        }
     }
 
     /// The invariants in the module comment.
     pub fn check(&self) -> Result<(), String> {
         let mut previous: Option<K> = None;
         let mut len = 0;
-        for (bound, run) in &self.runs {
-            if run.is_empty() {
-                return Err("an empty run".into());
+        let runs: Vec<(Option<&K>, &VecDeque<K>)> = match &self.layout {
+            Layout::Small(run) => {
+                if run.len() > RUN {
+                    return Err("a small index over its size".into());
+                }
+                vec![(None, run)]
             }
-            if previous.is_some_and(|p| p >= *bound) {
-                return Err("a run's bound is not above the run before".into());
+            Layout::Runs(runs) => {
+                if runs.tree.len() < 2 {
+                    return Err("runs under a tree for a small index".into());
+                }
+                runs.tree
+                    .iter()
+                    .map(|(bound, run)| (Some(bound), run))
+                    .collect()
+            }
+        };
+        for (bound, run) in runs {
+            if let Some(bound) = bound {
+                if run.is_empty() {
+                    return Err("an empty run".into());
+                }
+                if previous.is_some_and(|p| p >= *bound) {
+                    return Err("a run's bound is not above the run before".into());
+                }
+                if run.front().is_some_and(|f| f < bound) {
+                    return Err("a key below its run's bound".into());
+                }
+            }
+            if run.len() > RUN {
+                return Err(format!("a run of {} keys", run.len()));
             }
             if run.iter().zip(run.iter().skip(1)).any(|(a, b)| a >= b) {
                 return Err("a run is not sorted".into());
             }
-            if run.front().is_some_and(|f| f < bound) {
-                return Err("a key below its run's bound".into());
-            }
             previous = run.back().copied();
             len += run.len();
         }
-        if len != self.len {
-            return Err(format!("{len} keys, counted {}", self.len));
+        if len != self.len() {
+            return Err(format!("{len} keys, counted {}", self.len()));
         }
         Ok(())
     }
@@ -286,6 +450,16 @@ impl<K: Ord + Copy> SortedIndex<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl<K> SortedIndex<K> {
+        /// The runs, one for a small index.
+        fn runs(&self) -> Vec<&VecDeque<K>> {
+            match &self.layout {
+                Layout::Small(run) => vec![run],
+                Layout::Runs(runs) => runs.tree.values().collect(),
+            }
+        }
+    }
     use std::collections::BTreeSet;
 
     /// Every operation against a BTreeSet, checked after each step.
@@ -343,13 +517,13 @@ mod tests {
         for k in 0..10 * RUN as u64 {
             index.insert(k);
         }
-        assert_eq!(index.runs.len(), 10);
-        assert!(index.runs.values().all(|r| r.len() == RUN));
+        assert_eq!(index.runs().len(), 10);
+        assert!(index.runs().into_iter().all(|r| r.len() == RUN));
         // Taken from the front, runs go as they empty.
         for k in 0..5 * RUN as u64 {
             assert_eq!(index.pop_first(), Some(k));
         }
-        assert_eq!(index.runs.len(), 5);
+        assert_eq!(index.runs().len(), 5);
         index.check().unwrap();
     }
 
@@ -366,8 +540,39 @@ mod tests {
         index.check().unwrap();
         assert_eq!(index.len(), (n / 16) as usize);
         // 160 keys left: at most a few runs, not twenty nearly empty ones.
-        assert!(index.runs.len() <= 3, "{} runs", index.runs.len());
-        let room: usize = index.runs.values().map(VecDeque::capacity).sum();
+        assert!(index.runs().len() <= 3, "{} runs", index.runs().len());
+        let room: usize = index.runs().into_iter().map(VecDeque::capacity).sum();
         assert!(room <= 4 * index.len(), "room for {room}");
+    }
+
+    #[test]
+    fn a_small_index_is_one_buffer_grown_from_one_key() {
+        let mut index = SortedIndex::default();
+        assert_eq!(index.heap_bytes(), 0);
+        index.insert(7u64);
+        assert!(matches!(&index.layout, Layout::Small(run) if run.capacity() == 1));
+        for k in 0..RUN as u64 - 1 {
+            index.insert(100 + k);
+        }
+        assert!(matches!(index.layout, Layout::Small(_)));
+        index.insert(1_000);
+        assert!(matches!(index.layout, Layout::Runs(_)), "outgrew one run");
+        index.check().unwrap();
+        // Drained, it is small again and holds nothing.
+        while index.pop_first().is_some() {}
+        assert!(matches!(&index.layout, Layout::Small(run) if run.capacity() == 0));
+        assert_eq!(index.heap_bytes(), 0);
+    }
+
+    #[test]
+    fn keys_in_descending_order_fill_runs_of_bounded_size() {
+        let mut index = SortedIndex::default();
+        let n = 10 * RUN as u64;
+        for k in (0..n).rev() {
+            assert!(index.insert(k));
+        }
+        index.check().unwrap();
+        assert!(index.runs().iter().all(|r| r.len() <= RUN));
+        assert!(index.iter().copied().eq(0..n));
     }
 }

@@ -1,22 +1,31 @@
 //! Every record of a queue, by slot number and by id.
 //!
-//! Records live in a slab of fixed-size chunks, so growing the queue never
-//! moves (copies) the records already there: a million-message queue grows
-//! by one 80 KiB chunk at a time instead of reallocating 80 MB on the main
-//! thread. The indexes refer to a record by its `u32` slot. The id table
-//! holds slots only and hashes an id by reading it from its record, so each
-//! id is stored once.
+//! Records live in a slab of fixed-size chunks, so growing a big queue
+//! never moves (copies) the records already there: a million-message queue
+//! grows by one 80 KiB chunk at a time instead of reallocating 80 MB on the
+//! main thread. The first chunk alone grows from one record, doubling, so a
+//! small queue holds what it needs and not a whole chunk (most queues are
+//! small: one per topic, tenant or shard). The indexes refer to a record by
+//! its `u32` slot. The id table holds slots only and hashes an id by
+//! reading it from its record, so each id is stored once; a queue of at
+//! most [`SMALL`] messages has no table and compares ids one by one.
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
+use std::mem::size_of;
 
+use super::heap::alloc_size;
 use super::record::Record;
 
 /// Records per chunk: as many as fill 80 KiB. A chunk is one allocation
 /// of the server's jemalloc, whose large sizes come four to a power of two
 /// (64, 80, 96, 112, 128 KiB...): 1024 records of 72 bytes would ask for
 /// 72 KiB and be given 80, an eighth more than they use.
-const CHUNK: usize = 80 * 1024 / std::mem::size_of::<Option<Record>>();
+const CHUNK: usize = 80 * 1024 / size_of::<Option<Record>>();
+
+/// Messages a queue finds by comparing ids, without an id table: a table
+/// for one message costs more than the message's slot.
+const SMALL: usize = 8;
 
 /// A record's place in the slab; stable while the record lives.
 pub type Slot = u32;
@@ -26,11 +35,13 @@ pub struct Messages {
     chunks: Vec<Vec<Option<Record>>>,
     /// Slots freed by deletes, reused last-freed first.
     free: Vec<Slot>,
+    /// Empty (no allocation) until the queue holds more than [`SMALL`].
     ids: HashTable<Slot>,
     hasher: DefaultHashBuilder,
     len: usize,
-    /// Sum of the records' id-and-payload bytes (for MEMORY USAGE).
-    data_bytes: usize,
+    /// What the records' id-and-payload allocations take, as the
+    /// allocator sizes them (for MEMORY USAGE).
+    data_heap: usize,
 }
 
 impl Messages {
@@ -42,17 +53,38 @@ impl Messages {
         self.len == 0
     }
 
-    pub fn data_bytes(&self) -> usize {
-        self.data_bytes
+    /// Whether ids are found through the table (else by comparing them).
+    fn has_table(&self) -> bool {
+        self.ids.capacity() > 0
     }
 
-    /// Slots the slab has room for (used or free).
-    pub fn capacity(&self) -> usize {
-        self.chunks.len() * CHUNK
-    }
-
-    pub fn id_table_capacity(&self) -> usize {
-        self.ids.capacity()
+    /// Heap bytes of the slab, the free list and the id table, and of the
+    /// records' id-and-payload allocations, as the allocator sizes them.
+    pub fn heap_bytes(&self) -> usize {
+        let record = size_of::<Option<Record>>();
+        let chunks: usize = self
+            .chunks
+            .iter()
+            .map(|c| alloc_size(c.capacity() * record))
+            .sum();
+        let table = match self.ids.capacity() {
+            0 => 0,
+            // hashbrown: one slot per bucket, aligned to its 16-byte
+            // groups, then a control byte per bucket and one more group.
+            capacity => {
+                let buckets = if capacity < 8 {
+                    (capacity + 1).next_power_of_two()
+                } else {
+                    (capacity * 8 / 7).next_power_of_two()
+                };
+                alloc_size(((buckets * size_of::<Slot>() + 15) & !15) + buckets + 16)
+            }
+        };
+        alloc_size(self.chunks.capacity() * size_of::<Vec<Option<Record>>>())
+            + chunks
+            + alloc_size(self.free.capacity() * size_of::<Slot>())
+            + table
+            + self.data_heap
     }
 
     fn hash(hasher: &DefaultHashBuilder, id: &[u8]) -> u64 {
@@ -74,6 +106,10 @@ impl Messages {
     }
 
     pub fn find(&self, id: &[u8]) -> Option<Slot> {
+        if !self.has_table() {
+            // At most SMALL records, all in the first chunk.
+            return self.iter().find(|(_, r)| r.id() == id).map(|(s, _)| s);
+        }
         let hash = Self::hash(&self.hasher, id);
         let chunks = &self.chunks;
         self.ids
@@ -83,8 +119,7 @@ impl Messages {
 
     /// Stores a record whose id is not in the queue yet.
     pub fn insert(&mut self, record: Record) -> Slot {
-        let hash = Self::hash(&self.hasher, record.id());
-        self.data_bytes += record.data_len();
+        self.data_heap += alloc_size(record.data_len());
         let slot = match self.free.pop() {
             Some(slot) => {
                 let (chunk, index) = position(slot);
@@ -93,33 +128,57 @@ impl Messages {
             }
             None => {
                 if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
-                    self.chunks.push(Vec::with_capacity(CHUNK));
+                    // Later chunks are whole from the start: the queue is big.
+                    let capacity = if self.chunks.is_empty() { 1 } else { CHUNK };
+                    // The list of chunks grows exactly too: one chunk, one slot.
+                    self.chunks.reserve_exact(self.chunks.len().max(1));
+                    self.chunks.push(Vec::with_capacity(capacity));
                 }
                 let index = self.chunks.len() - 1;
                 let chunk = &mut self.chunks[index];
+                if chunk.len() == chunk.capacity() {
+                    // Only the first chunk fills up before CHUNK: it doubles.
+                    chunk.reserve_exact(chunk.len().min(CHUNK - chunk.len()));
+                }
                 chunk.push(Some(record));
                 (index * CHUNK + chunk.len() - 1) as Slot
             }
         };
+        self.len += 1;
+        if self.has_table() {
+            self.index_id(slot);
+        } else if self.len > SMALL {
+            self.ids = HashTable::with_capacity(self.len);
+            let slots: Vec<Slot> = self.iter().map(|(s, _)| s).collect();
+            for slot in slots {
+                self.index_id(slot);
+            }
+        }
+        slot
+    }
+
+    /// Puts a stored record's slot in the id table.
+    fn index_id(&mut self, slot: Slot) {
         let (chunks, hasher) = (&self.chunks, &self.hasher);
+        let hash = Self::hash(hasher, record_in(chunks, slot).id());
         self.ids.insert_unique(hash, slot, |&s| {
             Self::hash(hasher, record_in(chunks, s).id())
         });
-        self.len += 1;
-        slot
     }
 
     /// Removes and returns the record at `slot`.
     pub fn remove(&mut self, slot: Slot) -> Record {
-        let hash = Self::hash(&self.hasher, self.at(slot).id());
-        if let Ok(entry) = self.ids.find_entry(hash, |&s| s == slot) {
-            entry.remove();
+        if self.has_table() {
+            let hash = Self::hash(&self.hasher, self.at(slot).id());
+            if let Ok(entry) = self.ids.find_entry(hash, |&s| s == slot) {
+                entry.remove();
+            }
         }
         let (chunk, index) = position(slot);
         let Some(record) = self.chunks[chunk][index].take() else {
             unreachable!("no record in slot {slot}");
         };
-        self.data_bytes -= record.data_len();
+        self.data_heap -= alloc_size(record.data_len());
         self.len -= 1;
         if self.len == 0 {
             // An emptied queue gives its memory back.
@@ -135,9 +194,9 @@ impl Messages {
 
     /// Changes a record's payload bytes (a replacement); keeps the totals.
     pub fn replace_data(&mut self, slot: Slot, change: impl FnOnce(&mut Record)) {
-        let before = self.at(slot).data_len();
+        let before = alloc_size(self.at(slot).data_len());
         change(self.at_mut(slot));
-        self.data_bytes = self.data_bytes - before + self.at(slot).data_len();
+        self.data_heap = self.data_heap - before + alloc_size(self.at(slot).data_len());
     }
 
     /// Every record with its slot, in slot order.
@@ -217,13 +276,34 @@ mod tests {
         assert_eq!(again, slots[10], "a freed slot is reused");
         assert_eq!(m.find(b"new"), Some(again));
         assert_eq!(m.iter().count(), 3000);
-        let total: usize = m.iter().map(|(_, r)| r.data_len()).sum();
-        assert_eq!(m.data_bytes(), total);
+        let data: usize = m.iter().map(|(_, r)| alloc_size(r.data_len())).sum();
+        assert_eq!(m.data_heap, data);
         assert_eq!(m.iter_from(2990).count(), 10);
         for slot in m.iter().map(|(s, _)| s).collect::<Vec<_>>() {
             m.remove(slot);
         }
         assert!(m.is_empty());
-        assert_eq!((m.capacity(), m.data_bytes()), (0, 0));
+        assert_eq!(m.heap_bytes(), 0);
+    }
+
+    #[test]
+    fn a_small_queue_has_no_table_and_a_first_chunk_of_its_size() {
+        let mut m = Messages::default();
+        let slot = m.insert(record("only"));
+        assert_eq!(m.chunks[0].capacity(), 1);
+        assert!(!m.has_table());
+        assert_eq!(m.find(b"only"), Some(slot));
+        assert_eq!(m.find(b"other"), None);
+        for i in 1..SMALL {
+            m.insert(record(&format!("m{i}")));
+        }
+        assert!(!m.has_table());
+        assert_eq!(m.chunks[0].capacity(), SMALL);
+        m.insert(record("one more"));
+        assert!(m.has_table(), "past SMALL, ids are found through a table");
+        for i in 1..SMALL {
+            assert!(m.find(format!("m{i}").as_bytes()).is_some());
+        }
+        assert_eq!(m.find(b"one more"), Some(SMALL as Slot));
     }
 }

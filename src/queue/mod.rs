@@ -31,6 +31,7 @@
 
 pub mod codec;
 mod events;
+mod heap;
 mod index;
 mod messages;
 mod record;
@@ -47,6 +48,7 @@ use crate::error::{printable, DqError, Result};
 use crate::policy::{Policy, QueueConfig};
 
 pub use events::{Counter, Counters, Event, Events};
+pub use heap::alloc_size;
 use index::SortedIndex;
 use messages::Messages;
 pub use messages::Slot;
@@ -162,6 +164,18 @@ pub struct Queue {
     delayed: SortedIndex<TimeKey>,
     ready: SortedIndex<ReadyKey>,
     inflight: SortedIndex<TimeKey>,
+    /// Made on first use and dropped when empty again (see [`Rare`]).
+    rare: Option<Box<Rare>>,
+    counters: Counters,
+    /// What the current command did; taken by the caller (not stored).
+    events: Events,
+}
+
+/// What many queues never use: dead letters, TTLs, groups, their own
+/// settings. Apart, so that a plain queue's value is a few hundred bytes
+/// (most queues are small, and thousands of them are common).
+#[derive(Default)]
+struct Rare {
     dead: SortedIndex<TimeKey>,
     expiry: SortedIndex<TimeKey>,
     /// Ordered, so that PEEK and SCAN list waiting messages the same way
@@ -169,9 +183,39 @@ pub struct Queue {
     groups: BTreeMap<Box<[u8]>, Group>,
     waiting_len: usize,
     config: QueueConfig,
-    counters: Counters,
-    /// What the current command did; taken by the caller (not stored).
-    events: Events,
+}
+
+/// What a queue without rare parts reads.
+static NO_RARE: Rare = Rare {
+    dead: SortedIndex::new(),
+    expiry: SortedIndex::new(),
+    groups: BTreeMap::new(),
+    waiting_len: 0,
+    config: QueueConfig::NONE,
+};
+
+impl Rare {
+    /// A queue's rare parts, empty when it has none. (Free functions of
+    /// the field, so that a caller may hold other fields meanwhile.)
+    fn of(rare: &Option<Box<Rare>>) -> &Rare {
+        rare.as_deref().unwrap_or(&NO_RARE)
+    }
+
+    fn make(rare: &mut Option<Box<Rare>>) -> &mut Rare {
+        rare.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the rare parts once they hold nothing.
+    fn tidy(rare: &mut Option<Box<Rare>>) {
+        if rare.as_deref().is_some_and(|r| {
+            r.dead.len() == 0
+                && r.expiry.len() == 0
+                && r.groups.is_empty()
+                && r.config == QueueConfig::NONE
+        }) {
+            *rare = None;
+        }
+    }
 }
 
 impl std::fmt::Debug for Queue {
@@ -227,11 +271,12 @@ impl Queue {
     }
 
     pub fn config(&self) -> &QueueConfig {
-        &self.config
+        &Rare::of(&self.rare).config
     }
 
     pub fn set_config(&mut self, config: QueueConfig) {
-        self.config = config;
+        Rare::make(&mut self.rare).config = config;
+        Rare::tidy(&mut self.rare);
     }
 
     pub fn counters(&self) -> &Counters {
@@ -249,7 +294,7 @@ impl Queue {
 
     /// The message that holds `group`, if any.
     pub fn group_holder(&self, group: &[u8]) -> Option<&Record> {
-        let slot = self.groups.get(group)?.holder?;
+        let slot = Rare::of(&self.rare).groups.get(group)?.holder?;
         Some(self.messages.at(slot))
     }
 
@@ -257,10 +302,10 @@ impl Queue {
     /// group), ready, in flight, dead.
     pub fn counts(&self) -> [u64; 4] {
         [
-            (self.delayed.len() + self.waiting_len) as u64,
+            (self.delayed.len() + Rare::of(&self.rare).waiting_len) as u64,
             self.ready.len() as u64,
             self.inflight.len() as u64,
-            self.dead.len() as u64,
+            Rare::of(&self.rare).dead.len() as u64,
         ]
     }
 
@@ -566,7 +611,12 @@ impl Queue {
     /// delivery numbering goes on), as if added now. Returns how many moved.
     pub fn redrive(&mut self, now: u64, which: Redrive) -> u64 {
         let slots: Vec<Slot> = match which {
-            Redrive::Oldest(n) => self.dead.iter().take(n).map(|k| k.2).collect(),
+            Redrive::Oldest(n) => Rare::of(&self.rare)
+                .dead
+                .iter()
+                .take(n)
+                .map(|k| k.2)
+                .collect(),
             Redrive::Ids(ids) => distinct(ids)
                 .into_iter()
                 .filter_map(|id| self.messages.find(id))
@@ -601,12 +651,13 @@ impl Queue {
         let count = match state {
             None => {
                 let count = self.messages.len() as u64;
+                let config = self.config().clone();
                 *self = Queue {
-                    config: std::mem::take(&mut self.config),
                     counters: self.counters,
                     events: self.events,
                     ..Queue::default()
                 };
+                self.set_config(config);
                 count
             }
             Some(state) => {
@@ -628,14 +679,15 @@ impl Queue {
     pub fn iter_state(&self, state: State) -> Box<dyn Iterator<Item = Slot> + '_> {
         match state {
             State::Delayed | State::Waiting => Box::new(
-                self.groups
+                Rare::of(&self.rare)
+                    .groups
                     .values()
                     .flat_map(|g| g.waiting.iter().map(|k| k.2))
                     .chain(self.delayed.iter().map(|k| k.2)),
             ),
             State::Ready => Box::new(self.ready.iter().map(|k| k.3)),
             State::Inflight => Box::new(self.inflight.iter().map(|k| k.2)),
-            State::Dead => Box::new(self.dead.iter().map(|k| k.2)),
+            State::Dead => Box::new(Rare::of(&self.rare).dead.iter().map(|k| k.2)),
         }
     }
 
@@ -688,7 +740,7 @@ impl Queue {
             };
             if let Some(at) = self.messages.at(slot).live_expiry() {
                 let seq = self.messages.at(slot).seq;
-                self.expiry.remove(&(at, seq, slot));
+                Rare::make(&mut self.rare).expiry.remove(&(at, seq, slot));
             }
             self.place(slot, now);
             moved += 1;
@@ -727,7 +779,7 @@ impl Queue {
     pub fn expire_ttl(&mut self, now: u64, limit: usize) -> usize {
         let mut ended = 0;
         while ended < limit {
-            let Some(&(at, _, slot)) = self.expiry.first() else {
+            let Some(&(at, _, slot)) = Rare::of(&self.rare).expiry.first() else {
                 break;
             };
             if at > now {
@@ -775,7 +827,7 @@ impl Queue {
     /// The earliest time the timer has work here: a delayed message falling
     /// due, a lease ending or a TTL running out.
     pub fn next_due(&self) -> Option<u64> {
-        [&self.delayed, &self.inflight, &self.expiry]
+        [&self.delayed, &self.inflight, &Rare::of(&self.rare).expiry]
             .into_iter()
             .filter_map(|set| set.first().map(|k| k.0))
             .min()
@@ -853,13 +905,17 @@ impl Queue {
         }
         // A free group goes to the earliest-due of those who want it: this
         // message joins the line if others are already in it.
-        if let Some(group) = self.groups.get(name) {
+        if let Some(group) = Rare::of(&self.rare).groups.get(name) {
             if group.holder.is_some() || !group.waiting.is_empty() {
                 return false;
             }
         }
         let name: Box<[u8]> = name.into();
-        self.groups.entry(name).or_default().holder = Some(slot);
+        Rare::make(&mut self.rare)
+            .groups
+            .entry(name)
+            .or_default()
+            .holder = Some(slot);
         self.messages.at_mut(slot).holds_group = true;
         true
     }
@@ -873,7 +929,7 @@ impl Queue {
         }
         record.holds_group = false;
         let name: Box<[u8]> = record.group()?.into();
-        if let Some(group) = self.groups.get_mut(&name) {
+        if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(&name) {
             group.holder = None;
         }
         Some(name)
@@ -890,18 +946,19 @@ impl Queue {
     /// A free group goes to its earliest-due waiting message, which is
     /// ready; a group nobody holds or waits for is forgotten.
     fn hand_on(&mut self, name: &[u8], now: u64) {
-        let Some(group) = self.groups.get(name) else {
+        let Some(group) = Rare::of(&self.rare).groups.get(name) else {
             return;
         };
         if group.holder.is_some() {
             return;
         }
         let Some(&(due_at, _, next)) = group.waiting.first() else {
-            self.groups.remove(name);
+            Rare::make(&mut self.rare).groups.remove(name);
+            Rare::tidy(&mut self.rare);
             return;
         };
         // Held before it leaves the line, so the group is not forgotten.
-        if let Some(group) = self.groups.get_mut(name) {
+        if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(name) {
             group.holder = Some(next);
         }
         self.unindex(next);
@@ -944,22 +1001,23 @@ impl Queue {
             }
             State::Dead => {
                 let died = record.death().map_or(0, |d| d.at);
-                self.dead.remove(&(died, seq, slot));
+                Rare::make(&mut self.rare).dead.remove(&(died, seq, slot));
             }
             State::Waiting => {
                 let name = record.group().unwrap_or_default();
                 // A line left empty keeps its group until `hand_on`
                 // forgets it: whoever freed the holder hands the group on.
-                if let Some(group) = self.groups.get_mut(name) {
+                if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(name) {
                     if group.waiting.remove(&(record.due_at, seq, slot)) {
-                        self.waiting_len -= 1;
+                        Rare::make(&mut self.rare).waiting_len -= 1;
                     }
                 }
             }
         }
         if let Some(at) = record.live_expiry() {
-            self.expiry.remove(&(at, seq, slot));
+            Rare::make(&mut self.rare).expiry.remove(&(at, seq, slot));
         }
+        Rare::tidy(&mut self.rare);
     }
 
     /// Puts a record's entries into its state's index and the TTL index.
@@ -979,25 +1037,24 @@ impl Queue {
             }
             State::Dead => {
                 let died = record.death().map_or(0, |d| d.at);
-                self.dead.insert((died, seq, slot));
+                Rare::make(&mut self.rare).dead.insert((died, seq, slot));
             }
             State::Waiting => {
                 let name: Box<[u8]> = record.group().unwrap_or_default().into();
-                let group = self.groups.entry(name).or_default();
+                let group = Rare::make(&mut self.rare).groups.entry(name).or_default();
                 if group.waiting.insert((record.due_at, seq, slot)) {
-                    self.waiting_len += 1;
+                    Rare::make(&mut self.rare).waiting_len += 1;
                 }
             }
         }
         if let Some(at) = record.live_expiry() {
-            self.expiry.insert((at, seq, slot));
+            Rare::make(&mut self.rare).expiry.insert((at, seq, slot));
         }
     }
 
-    /// Heap bytes this value holds, estimated from its shape (MEMORY
-    /// USAGE): slab chunks, id table, index entries, and each record's
-    /// id-and-payload and option allocations rounded up as the allocator
-    /// does on average.
+    /// Heap bytes this value holds (MEMORY USAGE): the value itself, the
+    /// slab, id table and records, each record's rare fields, and the
+    /// indexes, each allocation as the allocator sizes it.
     pub fn mem_usage(&self) -> usize {
         use std::mem::size_of;
         // A group's waiting line is a BTreeSet: nodes hold up to 11 keys
@@ -1005,32 +1062,37 @@ impl Queue {
         fn btree<K>(len: usize) -> usize {
             len * (size_of::<K>() * 3 / 2 + 4)
         }
-        let per_allocation_slack = 8;
-        let records = self.messages.capacity() * size_of::<Option<Record>>()
-            + self.messages.data_bytes()
-            + self.messages.len() * per_allocation_slack;
-        let ids = self.messages.id_table_capacity() * (size_of::<Slot>() + 1);
+        let boxed = |len: usize| if len == 0 { 0 } else { alloc_size(len) };
         let extras: usize = self
             .messages
             .iter()
             .filter_map(|(_, r)| r.extra())
             .map(|e| {
-                size_of::<Extra>()
-                    + e.options.group.as_ref().map_or(0, |g| g.len())
-                    + e.last_error.as_ref().map_or(0, |t| t.len())
-                    + e.replacement
-                        .as_ref()
-                        .map_or(0, |v| size_of::<Version>() + v.payload.len())
+                alloc_size(size_of::<Extra>())
+                    + e.options.group.as_ref().map_or(0, |g| boxed(g.len()))
+                    + e.last_error.as_ref().map_or(0, |t| boxed(t.len()))
+                    + e.replacement.as_ref().map_or(0, |v| {
+                        alloc_size(size_of::<Version>()) + boxed(v.payload.len())
+                    })
             })
             .sum();
-        let indexes = [&self.delayed, &self.inflight, &self.dead, &self.expiry]
-            .iter()
-            .map(|index| index.heap_bytes())
-            .sum::<usize>()
+        let indexes = [
+            &self.delayed,
+            &self.inflight,
+            &Rare::of(&self.rare).dead,
+            &Rare::of(&self.rare).expiry,
+        ]
+        .iter()
+        .map(|index| index.heap_bytes())
+        .sum::<usize>()
             + self.ready.heap_bytes()
-            + btree::<TimeKey>(self.waiting_len)
-            + self.groups.keys().map(|g| g.len() + 64).sum::<usize>();
-        size_of::<Queue>() + records + ids + extras + indexes
+            + btree::<TimeKey>(Rare::of(&self.rare).waiting_len)
+            + Rare::of(&self.rare)
+                .groups
+                .keys()
+                .map(|g| g.len() + 64)
+                .sum::<usize>();
+        alloc_size(size_of::<Queue>()) + self.messages.heap_bytes() + extras + indexes
     }
 
     /// Checks every invariant that ties the indexes to the records: each
@@ -1040,7 +1102,12 @@ impl Queue {
     /// holds the group. A loaded value is checked with this before a key
     /// gets it; the tests check it after every step.
     pub fn check(&self) -> std::result::Result<(), String> {
-        for index in [&self.delayed, &self.inflight, &self.dead, &self.expiry] {
+        for index in [
+            &self.delayed,
+            &self.inflight,
+            &Rare::of(&self.rare).dead,
+            &Rare::of(&self.rare).expiry,
+        ] {
             index.check()?;
         }
         self.ready.check()?;
@@ -1060,9 +1127,10 @@ impl Queue {
                 State::Inflight => self.inflight.contains(&(record.lease_deadline, seq, slot)),
                 State::Dead => record
                     .death()
-                    .is_some_and(|d| self.dead.contains(&(d.at, seq, slot))),
+                    .is_some_and(|d| Rare::of(&self.rare).dead.contains(&(d.at, seq, slot))),
                 State::Waiting => record.group().is_some_and(|g| {
-                    self.groups
+                    Rare::of(&self.rare)
+                        .groups
                         .get(g)
                         .is_some_and(|g| g.waiting.contains(&(record.due_at, seq, slot)))
                 }),
@@ -1081,7 +1149,7 @@ impl Queue {
             }
             if record
                 .live_expiry()
-                .is_some_and(|at| !self.expiry.contains(&(at, seq, slot)))
+                .is_some_and(|at| !Rare::of(&self.rare).expiry.contains(&(at, seq, slot)))
             {
                 return fail("lacks its TTL entry");
             }
@@ -1093,7 +1161,12 @@ impl Queue {
                     if holders.insert(group, slot).is_some() {
                         return fail("holds a group that has another holder");
                     }
-                    if self.groups.get(group).and_then(|g| g.holder) != Some(slot) {
+                    if Rare::of(&self.rare)
+                        .groups
+                        .get(group)
+                        .and_then(|g| g.holder)
+                        != Some(slot)
+                    {
                         return fail("holds a group that does not know it");
                     }
                     if matches!(record.state, State::Dead | State::Waiting) {
@@ -1110,10 +1183,17 @@ impl Queue {
                 _ => {}
             }
         }
-        let waiting: usize = self.groups.values().map(|g| g.waiting.len()).sum();
-        let indexed =
-            self.delayed.len() + self.ready.len() + self.inflight.len() + self.dead.len() + waiting;
-        if indexed != self.messages.len() || waiting != self.waiting_len {
+        let waiting: usize = Rare::of(&self.rare)
+            .groups
+            .values()
+            .map(|g| g.waiting.len())
+            .sum();
+        let indexed = self.delayed.len()
+            + self.ready.len()
+            + self.inflight.len()
+            + Rare::of(&self.rare).dead.len()
+            + waiting;
+        if indexed != self.messages.len() || waiting != Rare::of(&self.rare).waiting_len {
             return Err(format!(
                 "{indexed} index entries for {} messages",
                 self.messages.len()
@@ -1124,10 +1204,10 @@ impl Queue {
             .iter()
             .filter(|(_, r)| r.live_expiry().is_some())
             .count();
-        if live_ttls != self.expiry.len() {
+        if live_ttls != Rare::of(&self.rare).expiry.len() {
             return Err("stray TTL entries".into());
         }
-        for (name, group) in &self.groups {
+        for (name, group) in &Rare::of(&self.rare).groups {
             // Nobody holds it: free while messages wait, or kept empty.
             let Some(holder) = group.holder else {
                 return Err(format!("group '{}' has no holder", printable(name)));

@@ -305,7 +305,7 @@ fn one_message_of_a_group_out_at_a_time_in_due_order() {
     assert_eq!(ids(&q.pop(10, LEASE)), ["late"]);
     q.ack(134, &[b"late"]);
     assert!(q.is_empty());
-    assert!(q.groups.is_empty(), "an unused group is forgotten");
+    assert!(q.rare.is_none(), "an unused group is forgotten");
     q.check().unwrap();
 }
 
