@@ -4,7 +4,7 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
-use crate::census;
+use crate::registry;
 use crate::timer;
 
 /// Registered with RedisModule_RegisterInfoFunc; runs on the main thread.
@@ -13,7 +13,7 @@ pub extern "C" fn dq_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: 
 }
 
 fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
-    let (queues, [delayed, ready, inflight, dead]) = census::totals();
+    let (queues, [delayed, ready, inflight, dead]) = registry::with(|r| r.totals());
     raw::add_info_section(ctx, Some("queues"));
     raw::add_info_field_unsigned_long_long(ctx, "queues", queues as u64);
     raw::add_info_field_unsigned_long_long(ctx, "messages_delayed", delayed);
@@ -34,4 +34,10 @@ fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
     raw::add_info_field_unsigned_long_long(ctx, "ttl_expired", work.ttl_expired);
     raw::add_info_field_unsigned_long_long(ctx, "longest_tick_us", work.longest_tick_us);
     raw::add_info_field_unsigned_long_long(ctx, "lateness_ms", report.lateness_ms);
+    raw::add_info_section(ctx, Some("propagation"));
+    raw::add_info_field_long_long(
+        ctx,
+        "replicate_skips_lookup",
+        crate::propagate::skips_lookup().into(),
+    );
 }

@@ -1,8 +1,8 @@
 //! dq: a reliable delay queue inside Redis.
 //!
 //! Pure logic: `queue` (the value: state machine, indexes, codec), `args`
-//! (grammar), `backoff`, `policy`, `schedule` (when the timer is needed),
-//! `census`. Redis glue: `qtype` (the data type: RDB, AOF, digest, memory,
+//! (grammar), `backoff`, `policy`, `glob`, `registry` (the node's queues:
+//! counts for INFO and DQ.QUEUES, and when the timer is needed). Redis glue: `qtype` (the data type: RDB, AOF, digest, memory,
 //! copy, free), `qkey` (opening a queue's key and announcing writes),
 //! `propagate` (what replicas and the AOF get), `timer`, `eviction`,
 //! `command_info` (publishes the `docs` each command declares), `acl`
@@ -17,7 +17,6 @@
 pub mod acl;
 pub mod args;
 pub mod backoff;
-pub mod census;
 pub mod command_info;
 pub mod commands;
 pub mod docs;
@@ -33,8 +32,8 @@ pub mod propagate;
 pub mod qkey;
 pub mod qtype;
 pub mod queue;
+pub mod registry;
 pub mod rkey;
-pub mod schedule;
 pub mod settings;
 pub mod timer;
 pub mod upgrade;
@@ -47,7 +46,7 @@ mod regressions;
 mod module {
     use std::os::raw::c_int;
 
-    use redis_module::{raw, redis_module, Context, ModuleOptions, RedisString, Status};
+    use redis_module::{raw, redis_module, Context, RedisString, Status};
 
     use crate::commands;
     use crate::guard;
@@ -81,13 +80,7 @@ mod module {
         // ACL categories (@write, @read, ... and @dq), where the server can;
         // only during load does the server accept them.
         crate::acl::publish(ctx);
-        // Keys are signalled as modified only when really written; a short
-        // or bad read while loading a queue is an error we handle (RESTORE
-        // answers it), not the end of the server. One call: each replaces
-        // the options set before.
-        ctx.set_module_options(
-            ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED | ModuleOptions::HANDLE_IO_ERRORS,
-        );
+        crate::propagate::set_module_options(ctx);
         // Replaces the crate's default INFO handler, which has nothing to say.
         redis_module::raw::register_info_function(ctx.ctx, Some(crate::info::dq_info));
         match crate::timer::start(ctx) {

@@ -12,9 +12,63 @@
 //! it chose, a timer tick as how much of each kind of work it did.
 //! `commands/apply.rs` replays them.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::os::raw::c_int;
 
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context, ModuleOptions, RedisString, RedisValue};
+
+/// Valkey 8.1's `VALKEYMODULE_OPTIONS_SKIP_COMMAND_VALIDATION`: Replicate
+/// and EmitAOF skip looking up the command by name (about 1.5k
+/// instructions a call). dq only ever propagates its own DQ.APPLY,
+/// registered at load, so the lookup can only succeed.
+const SKIP_COMMAND_VALIDATION: c_int = 1 << 4;
+
+/// The module options dq sets: keys are signalled as modified only when
+/// really written; a short or bad read while loading a queue is an error
+/// dq handles (RESTORE answers it), not the end of the server; and, where
+/// the server offers it, propagation without the command lookup. One call:
+/// each replaces the options set before. Returns whether the lookup is
+/// skipped.
+pub fn set_module_options(ctx: &Context) -> bool {
+    let mut options =
+        (ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED | ModuleOptions::HANDLE_IO_ERRORS).bits();
+    let skip = server_skips_command_validation(ctx);
+    if skip {
+        options |= SKIP_COMMAND_VALIDATION;
+    }
+    // SAFETY: OnLoad, with the module's own context.
+    unsafe { raw::RedisModule_SetModuleOptions.unwrap()(ctx.ctx, options) };
+    SKIPS_LOOKUP.with(|s| s.set(skip));
+    skip
+}
+
+/// Whether this server is Valkey 8.1 or later, where the option exists.
+/// (Redis gives no such option as of 8.0, and the bit may mean something
+/// else to a later Redis: it is only set where it is known.)
+fn server_skips_command_validation(ctx: &Context) -> bool {
+    let Ok(RedisValue::SimpleString(info) | RedisValue::BulkString(info)) =
+        ctx.call("INFO", &["server"])
+    else {
+        return false;
+    };
+    valkey_at_least(&info, (8, 1))
+}
+
+/// Whether INFO's `valkey_version` is at least `least`.
+fn valkey_at_least(info: &str, least: (u32, u32)) -> bool {
+    info.lines()
+        .find_map(|l| l.strip_prefix("valkey_version:"))
+        .and_then(|v| {
+            let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().ok());
+            Some((parts.next()??, parts.next()??))
+        })
+        .is_some_and(|version| version >= least)
+}
+
+/// Whether propagation skips the command lookup (INFO dq says).
+pub fn skips_lookup() -> bool {
+    SKIPS_LOOKUP.with(Cell::get)
+}
 
 /// Strings every DQ.APPLY repeats, made once: the verbs, the current
 /// `dq.max-attempts` and the current millisecond (a pipeline of writes
@@ -29,9 +83,13 @@ struct Cache {
     argv: Vec<*mut raw::RedisModuleString>,
 }
 
+/// Arguments the cached vector keeps room for between writes.
+const KEPT_ARGS: usize = 256;
+
 thread_local! {
     // Main thread only, as every caller.
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
+    static SKIPS_LOOKUP: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A string made without a context: it lives as long as the cache.
@@ -144,8 +202,13 @@ impl<'a> Apply<'a> {
 
 impl Drop for Apply<'_> {
     fn drop(&mut self) {
-        // The vector goes back for the next write.
-        let argv = std::mem::take(&mut self.argv);
+        // The vector goes back for the next write, but not the room a
+        // POP or ACK of thousands of ids needed once: that would stay
+        // allocated for the life of the server.
+        let mut argv = std::mem::take(&mut self.argv);
+        if argv.capacity() > KEPT_ARGS {
+            argv = Vec::new();
+        }
         CACHE.with(|c| c.borrow_mut().argv = argv);
     }
 }
@@ -180,6 +243,16 @@ fn itoa_buf(mut n: u64) -> Digits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_valkey_8_1_and_later_skip_the_lookup() {
+        let info = |v: &str| format!("# Server\r\nredis_version:7.2.4\r\n{v}\r\nos:Linux\r\n");
+        assert!(valkey_at_least(&info("valkey_version:8.1.1"), (8, 1)));
+        assert!(valkey_at_least(&info("valkey_version:9.0.0"), (8, 1)));
+        assert!(!valkey_at_least(&info("valkey_version:8.0.1"), (8, 1)));
+        assert!(!valkey_at_least(&info("server_name:redis"), (8, 1)));
+        assert!(!valkey_at_least(&info("valkey_version:x.y"), (8, 1)));
+    }
 
     #[test]
     fn digits() {

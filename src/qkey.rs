@@ -1,7 +1,7 @@
 //! A queue's key: opening it as the module type (WRONGTYPE for any other),
 //! and what every write owes the rest of the server afterwards — WATCH and
-//! client tracking, keyspace notifications, blocked consumers, INFO's
-//! census and the timer's schedule. Replication is each command's own
+//! client tracking, keyspace notifications, blocked consumers, and the
+//! registry of queues (INFO's counts, the timer's schedule). Replication is each command's own
 //! business (see `propagate.rs`).
 
 use std::ptr::NonNull;
@@ -9,10 +9,10 @@ use std::ptr::NonNull;
 use redis_module::key::{RedisKey, RedisKeyWritable};
 use redis_module::{raw, Context, NotifyEvent, RedisString};
 
-use crate::census;
 use crate::error::{printable, DqError, Result};
 use crate::qtype::QUEUE_TYPE;
 use crate::queue::{Event, Queue};
+use crate::registry;
 use crate::rkey::{selected_db, signal_modified, signal_ready};
 use crate::timer;
 
@@ -105,7 +105,8 @@ impl<'c> QueueKey<'c> {
         let (ctx, name) = (self.ctx, self.name);
         signal_modified(ctx, name);
         if let Some(queue) = self.queue() {
-            census::set(selected_db(ctx), name.as_slice(), Some(queue.counts()));
+            let counts = queue.counts();
+            registry::with(|r| r.set_counts(selected_db(ctx), name.as_slice(), Some(counts)));
         }
     }
 
@@ -130,7 +131,7 @@ impl<'c> QueueKey<'c> {
         if events.contains(Event::Ready) {
             signal_ready(ctx, name);
         }
-        census::set(selected_db(ctx), name.as_slice(), Some(counts));
+        registry::with(|r| r.set_counts(selected_db(ctx), name.as_slice(), Some(counts)));
         match due.filter(|&at| due_before.is_none_or(|before| at < before)) {
             Some(at) => timer::note_due(ctx, name.as_slice(), at),
             None => timer::poke(ctx),

@@ -42,7 +42,7 @@ pub static QUEUE_TYPE: RedisType = RedisType::new(
         unlink: None,
         copy: Some(copy),
         defrag: None,
-        mem_usage2: None,
+        mem_usage2: Some(mem_usage2),
         free_effort2: None,
         unlink2: None,
         copy2: None,
@@ -146,10 +146,47 @@ extern "C" fn aof_rewrite(
     });
 }
 
+/// What the server allocates around a module value besides the key's name
+/// and dict entry (which MEMORY USAGE adds itself): the value's object
+/// header and its type-and-pointer pair, 16 bytes each.
+const VALUE_WRAPPER: usize = 32;
+
+/// What one queue with a name of `name_len` bytes costs beyond its value:
+/// the wrapper, and its entry in the module's registry of queues.
+fn per_queue_bytes(name_len: usize) -> usize {
+    VALUE_WRAPPER + crate::registry::Registry::bytes_per_queue(name_len)
+}
+
+/// For a server that does not give the key's name (mem_usage2 is used
+/// where it exists: Redis 7.0 and later, every Valkey).
 extern "C" fn mem_usage(value: *const c_void) -> usize {
     // SAFETY: see the module invariant.
     let queue = unsafe { queue(value) };
-    crate::guard::catch("memory usage", || queue.mem_usage()).unwrap_or(0)
+    crate::guard::catch("memory usage", || queue.mem_usage() + per_queue_bytes(16)).unwrap_or(0)
+}
+
+/// MEMORY USAGE: the value, and what the queue costs the server and the
+/// module besides, so that thousands of small queues add up to what
+/// used_memory says they take.
+extern "C" fn mem_usage2(
+    ctx: *mut raw::RedisModuleKeyOptCtx,
+    value: *const c_void,
+    _sample_size: usize,
+) -> usize {
+    // SAFETY: see the module invariant; the server passes a live context
+    // whose key name (when it has one) lives for the call.
+    let (queue, name_len) = unsafe {
+        let name = raw::RedisModule_GetKeyNameFromOptCtx.map_or(ptr::null(), |f| f(ctx));
+        let mut len = 16;
+        if !name.is_null() {
+            raw::RedisModule_StringPtrLen.unwrap()(name, &mut len);
+        }
+        (queue(value), len)
+    };
+    crate::guard::catch("memory usage", || {
+        queue.mem_usage() + per_queue_bytes(name_len)
+    })
+    .unwrap_or(0)
 }
 
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {

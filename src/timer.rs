@@ -23,13 +23,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID, RedisString};
 
-use crate::census;
 use crate::guard;
 use crate::propagate::Apply;
 use crate::qkey::{self, scan_queues, QueueKey};
 use crate::queue::TickWork;
+use crate::registry::{self, QueueRef};
 use crate::rkey::selected_db;
-use crate::schedule::{QueueRef, Schedule};
 use crate::settings;
 use crate::upgrade;
 
@@ -50,7 +49,6 @@ const CHUNK: usize = 128;
 
 #[derive(Default)]
 struct Timer {
-    schedule: Schedule,
     armed: Option<(RedisModuleTimerID, u64)>,
     /// Work is due now: the next wake-up event runs a tick.
     behind: bool,
@@ -95,8 +93,8 @@ pub fn report() -> TimerReport {
         TimerReport {
             armed: t.armed.is_some() || t.behind,
             work: t.work,
-            queues_scheduled: t.schedule.len(),
-            lateness_ms: t.schedule.earliest().map_or(0, |at| now.saturating_sub(at)),
+            queues_scheduled: registry::with(|r| r.scheduled()),
+            lateness_ms: registry::with(|r| r.earliest()).map_or(0, |at| now.saturating_sub(at)),
         }
     })
 }
@@ -134,7 +132,7 @@ fn select_db(ctx: &Context, db: i32) -> bool {
 /// A command created timed work in `queue` (of the selected database) at `at`.
 pub fn note_due(ctx: &Context, queue: &[u8], at: u64) {
     let db = selected_db(ctx);
-    TIMER.with(|t| t.borrow_mut().schedule.note((db, queue.to_vec()), at));
+    registry::with(|r| r.note_due(db, queue, at));
     arm(ctx);
 }
 
@@ -145,7 +143,7 @@ pub fn note_due(ctx: &Context, queue: &[u8], at: u64) {
 pub fn poke(ctx: &Context) {
     let due = TIMER.with(|t| {
         let t = t.borrow();
-        !t.behind && t.schedule.earliest().is_some_and(|at| at <= now_ms())
+        !t.behind && registry::with(|r| r.earliest()).is_some_and(|at| at <= now_ms())
     });
     if due {
         arm(ctx);
@@ -155,7 +153,7 @@ pub fn poke(ctx: &Context) {
 /// Makes sure a tick runs at the schedule's earliest time: in this turn of
 /// the event loop if that time has come, else by the timer.
 fn arm(ctx: &Context) {
-    let earliest = TIMER.with(|t| t.borrow().schedule.earliest());
+    let earliest = registry::with(|r| r.earliest());
     let armed = TIMER.with(|t| t.borrow().armed);
     let earliest = earliest.filter(|_| is_master());
     let was_behind = TIMER.with(|t| t.borrow().behind);
@@ -307,7 +305,7 @@ fn run_tick(ctx: &Context) {
         return;
     }
     let now = now_ms();
-    let due = TIMER.with(|t| t.borrow_mut().schedule.take_due(now));
+    let due = registry::with(|r| r.take_due(now));
     let original_db = selected_db(ctx);
     let mut budget = TICK_BUDGET;
     let deadline = started + TICK_TIME;
@@ -326,7 +324,7 @@ fn run_tick(ctx: &Context) {
                 .flatten()
                 .map(|next| next.max(now))
         };
-        TIMER.with(|t| t.borrow_mut().schedule.set(queue, next));
+        registry::with(|r| r.set_due(queue.0, &queue.1, next));
     }
     select_db(ctx, original_db);
     let took = started.elapsed().as_micros() as u64;
@@ -396,12 +394,11 @@ fn serve(
     next
 }
 
-/// Rebuilds the schedule (on a master) and the census from the keys of
+/// Rebuilds the registry of queues (and, on a master, their timed work) from the keys of
 /// every database; a master converts the queues it finds in round 1's
 /// layout, and then counts that database again (see `upgrade.rs`).
 pub fn discover(ctx: &Context) {
-    TIMER.with(|t| t.borrow_mut().schedule.clear());
-    census::clear(None);
+    registry::with(|r| r.clear(None));
     let master = is_master();
     let original_db = selected_db(ctx);
     let mut db = 0;
@@ -426,10 +423,12 @@ fn track_db(ctx: &Context, db: i32, master: bool) -> BTreeSet<Vec<u8>> {
     let mut round1 = BTreeSet::new();
     scan_queues(ctx, |name, queue| match queue {
         Some(queue) => {
-            census::set(db, name, Some(queue.counts()));
-            if let Some(at) = queue.next_due().filter(|_| master) {
-                TIMER.with(|t| t.borrow_mut().schedule.note((db, name.to_vec()), at));
-            }
+            registry::with(|r| {
+                r.set_counts(db, name, Some(queue.counts()));
+                if let Some(at) = queue.next_due().filter(|_| master) {
+                    r.note_due(db, name, at);
+                }
+            });
         }
         None => round1.extend(upgrade::round1_queue(name)),
     });
@@ -461,8 +460,8 @@ extern "C" fn on_swapdb(
 
 /// A key changed without a DQ command: DEL, UNLINK, EXPIRE, RENAME, MOVE,
 /// COPY, RESTORE (as slot migration does)... (The module's own writes
-/// announce `dq.*` events and keep census and schedule themselves.) A key
-/// that arrived is opened: if it is a queue, the census counts it and, on
+/// announce `dq.*` events and keep the registry themselves.) A key
+/// that arrived is opened: if it is a queue, the registry counts it and, on
 /// a master, its place in the schedule is computed from it. A key that
 /// left, or was replaced by something else, is forgotten if it was a
 /// queue. Other events — and every event on any other key in the server —
@@ -503,12 +502,12 @@ fn key_event(
         (None, None)
     };
     let name = name.as_slice();
-    if counts.is_none() && !census::knows(db, name) {
+    if counts.is_none() && !registry::with(|r| r.knows(db, name)) {
         return; // not a queue, and never was
     }
-    census::set(db, name, counts);
+    registry::with(|r| r.set_counts(db, name, counts));
     if is_master() {
-        TIMER.with(|t| t.borrow_mut().schedule.set((db, name.to_vec()), next));
+        registry::with(|r| r.set_due(db, name, next));
         arm(&ctx);
     }
 }
@@ -526,8 +525,7 @@ extern "C" fn on_flush(
     let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
     let db = (info.dbnum >= 0).then_some(info.dbnum);
     guard::catch("flush", || {
-        census::clear(db);
-        TIMER.with(|t| t.borrow_mut().schedule.forget_db(db));
+        registry::with(|r| r.clear(db));
         arm(&Context::new(ctx));
     });
 }

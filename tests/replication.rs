@@ -222,3 +222,27 @@ fn failover_moves_the_timer_to_the_new_master() {
     assert_eq!(int(&cmd(&mut r, "WAIT 1 5000")), 1);
     assert!(wait_until(Duration::from_secs(5), || digest(&mut m) == digest(&mut r)));
 }
+
+#[test]
+fn propagation_skips_the_command_lookup_where_the_server_offers_it() {
+    let master = Server::start();
+    let mut m = master.conn();
+    let info = text(&cmd(&mut m, "INFO server"));
+    // Valkey 8.1 added the module option; Redis has none as of 8.0.
+    let valkey = info
+        .lines()
+        .find_map(|l| l.strip_prefix("valkey_version:"))
+        .map(|v| {
+            let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+            (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+        });
+    let expected = i64::from(valkey.is_some_and(|v| v >= (8, 1)));
+    assert_eq!(info_field(&mut m, "dq_replicate_skips_lookup"), expected);
+    // Either way, what a write propagates still reaches a replica.
+    let replica = replica_of(&master);
+    let mut r = replica.conn();
+    cmd(&mut m, "DQ.ADD q x ID a DELAY 60000");
+    cmd(&mut m, "WAIT 1 5000");
+    assert_eq!(text(&field(&cmd(&mut r, "DQ.GET q a"), "state")), "delayed");
+    assert_eq!(digest(&mut m), digest(&mut r));
+}

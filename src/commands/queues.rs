@@ -14,12 +14,12 @@
 use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 
 use crate::args::{is_keyword, unknown_option, ArgCursor, Seen};
-use crate::census;
 use crate::commands::{bytes, reply, reply_record, stats};
 use crate::docs::{Arg, CommandDoc};
 use crate::error::{DqError, Result};
 use crate::glob;
 use crate::qkey::{open_read, read};
+use crate::registry;
 use crate::rkey::selected_db;
 use crate::timer::now_ms;
 
@@ -68,7 +68,8 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 fn queues(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
     let listing = parse(argv.get(1..).ok_or(DqError::WrongArity("dq.queues"))?)?;
-    let mut names = census::names(selected_db(ctx));
+    let db = selected_db(ctx);
+    let mut names = registry::with(|r| r.names(db));
     if let Some(pattern) = listing.pattern {
         names.retain(|name| glob::matches(pattern, name));
     }
