@@ -32,12 +32,22 @@ fn generated_ids_are_unique_and_given_ids_are_kept() {
 fn delayed_message_is_never_early_and_arrives_on_time() {
     let server = Server::start();
     let mut c = server.conn();
-    cmd(&mut c, "DQ.ADD q late DELAY 400 ID m");
-    let due_at = int(&field(&cmd(&mut c, "DQ.GET q m"), "due-at")) as u64;
-    assert_eq!(text(&field(&cmd(&mut c, "DQ.GET q m"), "state")), "delayed");
+    // Seen delayed before it falls due: a look that came later proves
+    // nothing, and a fresh queue gives the message more time.
+    let (q, due_at) = in_time(400, |ms| {
+        let q = format!("q{ms}");
+        let before = now_ms();
+        cmd(&mut c, &format!("DQ.ADD {q} late DELAY {ms} ID m"));
+        let m = cmd(&mut c, &format!("DQ.GET {q} m"));
+        if now_ms() >= before + ms {
+            return None;
+        }
+        assert_eq!(text(&field(&m, "state")), "delayed");
+        Some((q, int(&field(&m, "due-at")) as u64))
+    });
     let mut delivered_at = None;
-    let arrived = wait_until(Duration::from_secs(5), || {
-        let popped = entries(&cmd(&mut c, "DQ.POP q"));
+    let arrived = wait_until(LONG, || {
+        let popped = entries(&cmd(&mut c, &format!("DQ.POP {q}")));
         if popped.is_empty() {
             return false;
         }
@@ -176,20 +186,35 @@ fn replace_cases_after_nack_lease_expiry_nx_and_death() {
         vec![("n".into(), "v3".into(), 2)]
     );
     cmd(&mut c, "DQ.ACK q n");
-    // NX leaves an in-flight message and its delivery alone.
-    cmd(&mut c, "DQ.ADD q v1 ID x");
-    cmd(&mut c, "DQ.POP q LEASE 100");
-    assert_eq!(cmd(&mut c, "DQ.ADD q v2 ID x NX"), Value::Nil);
-    assert_eq!(
-        int(&field(&cmd(&mut c, "DQ.GET q x"), "replacement-pending")),
-        0
-    );
+    // NX leaves an in-flight message and its delivery alone; a plain ADD
+    // waits as its replacement. Both are seen while the lease holds (on a
+    // queue of their own with a longer lease when the looks came late).
+    let q = in_time(100, |ms| {
+        let q = format!("x{ms}");
+        cmd(&mut c, &format!("DQ.ADD {q} v1 ID x"));
+        let before = now_ms();
+        cmd(&mut c, &format!("DQ.POP {q} LEASE {ms}"));
+        let nx = cmd(&mut c, &format!("DQ.ADD {q} v2 ID x NX"));
+        let untouched = cmd(&mut c, &format!("DQ.GET {q} x"));
+        cmd(&mut c, &format!("DQ.ADD {q} v2 ID x"));
+        let pending = cmd(&mut c, &format!("DQ.GET {q} x"));
+        if now_ms() >= before + ms {
+            return None;
+        }
+        assert_eq!(nx, Value::Nil);
+        assert_eq!(text(&field(&untouched, "state")), "inflight");
+        assert_eq!(text(&field(&untouched, "payload")), "v1");
+        assert_eq!(int(&field(&untouched, "replacement-pending")), 0);
+        assert_eq!(int(&field(&pending, "replacement-pending")), 1);
+        Some(q)
+    });
     // Lease expiry: the newer version takes the place, as the id's next
     // delivery.
-    cmd(&mut c, "DQ.ADD q v2 ID x");
-    assert!(wait_until(Duration::from_secs(5), || payload(&mut c, "x") == "v2"));
+    assert!(wait_until(LONG, || {
+        text(&field(&cmd(&mut c, &format!("DQ.GET {q} x")), "payload")) == "v2"
+    }));
     assert_eq!(
-        entries(&cmd(&mut c, "DQ.POP q")),
+        entries(&cmd(&mut c, &format!("DQ.POP {q}"))),
         vec![("x".into(), "v2".into(), 2)]
     );
     // A dead message replaced is live again with a fresh attempt budget;
@@ -216,22 +241,37 @@ fn replace_cases_after_nack_lease_expiry_nx_and_death() {
 fn lease_expiry_redelivers_with_attempt_two() {
     let server = Server::start();
     let mut c = server.conn();
-    cmd(&mut c, "DQ.ADD q job ID j");
-    let first = entries(&cmd(&mut c, "DQ.POP q LEASE 200"));
-    assert_eq!(first, vec![("j".into(), "job".into(), 1)]);
-    let m = cmd(&mut c, "DQ.GET q j");
-    assert_eq!(text(&field(&m, "state")), "inflight");
-    let deadline = int(&field(&m, "lease-deadline")) as u64;
-    // Invisible while the lease holds.
-    assert_eq!(cmd(&mut c, "DQ.POP q"), Value::Nil);
+    // In flight and invisible while the lease holds: looks that came after
+    // it ended prove nothing, and a fresh queue gets a longer lease.
+    let (q, deadline) = in_time(200, |ms| {
+        let q = format!("q{ms}");
+        cmd(&mut c, &format!("DQ.ADD {q} job ID j"));
+        let before = now_ms();
+        let first = entries(&cmd(&mut c, &format!("DQ.POP {q} LEASE {ms}")));
+        let m = cmd(&mut c, &format!("DQ.GET {q} j"));
+        let hidden = cmd(&mut c, &format!("DQ.POP {q}"));
+        if now_ms() >= before + ms {
+            return None;
+        }
+        assert_eq!(first, vec![("j".into(), "job".into(), 1)]);
+        assert_eq!(text(&field(&m, "state")), "inflight");
+        assert_eq!(hidden, Value::Nil);
+        Some((q, int(&field(&m, "lease-deadline")) as u64))
+    });
     let mut again = Vec::new();
-    assert!(wait_until(Duration::from_secs(5), || {
-        again = entries(&cmd(&mut c, "DQ.POP q"));
+    assert!(wait_until(LONG, || {
+        again = entries(&cmd(&mut c, &format!("DQ.POP {q}")));
         !again.is_empty()
     }));
     assert!(now_ms() >= deadline);
     assert_eq!(again, vec![("j".into(), "job".into(), 2)]);
-    assert_eq!(int(&field(&cmd(&mut c, "DQ.STATS q"), "lease-expired")), 1);
+    assert_eq!(
+        int(&field(
+            &cmd(&mut c, &format!("DQ.STATS {q}")),
+            "lease-expired"
+        )),
+        1
+    );
 }
 
 #[test]
@@ -378,12 +418,12 @@ fn queues_in_other_databases_are_served_by_the_timer() {
     cmd(&mut c, "SELECT 0");
     cmd(&mut c, "DQ.ADD q in-db-0 DELAY 100");
     cmd(&mut c, "SELECT 3");
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(LONG, || {
         int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 1
     }));
     assert_eq!(entries(&cmd(&mut c, "DQ.POP q"))[0].1, "in-db-3");
     cmd(&mut c, "SELECT 0");
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(LONG, || {
         int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 1
     }));
 }
@@ -404,12 +444,8 @@ fn timer_serves_every_queue_after_a_restart() {
         cmd(c, &format!("SELECT {db}"));
         int(&field(&cmd(c, &format!("DQ.STATS {q}")), "ready")) == n
     };
-    assert!(wait_until(Duration::from_secs(5), || ready(
-        &mut c, 0, "a", 1
-    )));
-    assert!(wait_until(Duration::from_secs(5), || ready(
-        &mut c, 5, "b", 2
-    )));
+    assert!(wait_until(LONG, || ready(&mut c, 0, "a", 1)));
+    assert!(wait_until(LONG, || ready(&mut c, 5, "b", 2)));
 }
 
 #[test]
@@ -418,50 +454,69 @@ fn debug_reload_keeps_queues_served() {
     let mut c = server.conn();
     cmd(&mut c, "DQ.ADD q x DELAY 500");
     cmd(&mut c, "DEBUG RELOAD");
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(LONG, || {
         int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 1
     }));
 }
 
 #[test]
 fn more_messages_than_one_tick_moves_all_become_ready() {
-    // A tick moves at most 16384 messages (fewer in its 2 ms), then the
-    // work goes on.
-    let server = Server::start();
-    let mut c = server.conn();
-    let mut pipe = redis::pipe();
-    for i in 0..20_000 {
-        pipe.cmd("DQ.ADD")
-            .arg("q")
-            .arg(i)
-            .arg("DELAY")
-            .arg(500)
-            .ignore();
-    }
-    let () = pipe.query(&mut c).unwrap();
-    assert!(wait_until(Duration::from_secs(10), || {
-        int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 20_000
+    // More than a tick's message budget (INFO dq tick_budget), all due at
+    // once: whatever the machine's speed, one tick cannot move them all and
+    // the work goes on. They must all be added before they fall due: a
+    // machine too slow for that tries again on a fresh server with more time.
+    let (_server, mut c, n) = in_time(500, |ms| {
+        let server = Server::start();
+        let mut c = server.conn();
+        let budget = info_field(&mut c, "dq_tick_budget");
+        let n = budget + budget / 4;
+        let at = now_ms() + ms;
+        let mut pipe = redis::pipe();
+        for i in 0..n {
+            pipe.cmd("DQ.ADD")
+                .arg("q")
+                .arg(i)
+                .arg("AT")
+                .arg(at)
+                .ignore();
+        }
+        let () = pipe.query(&mut c).unwrap();
+        (now_ms() < at).then_some((server, c, n))
+    });
+    assert!(wait_until(LONG, || {
+        int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == n
     }));
-    // Added in order with the same DELAY: due times never decrease, and
-    // within one millisecond FIFO decides, so POP returns them in ADD order.
+    // Added in order and due at the same time: FIFO decides, so POP returns
+    // them in ADD order.
     let mut payloads: Vec<i64> = Vec::new();
-    for _ in 0..2 {
+    while (payloads.len() as i64) < n {
         let popped = entries(&cmd(&mut c, "DQ.POP q COUNT 10000"));
+        assert!(!popped.is_empty(), "{} of {n} popped", payloads.len());
         payloads.extend(popped.iter().map(|e| e.1.parse::<i64>().unwrap()));
     }
-    assert_eq!(payloads, (0..20_000).collect::<Vec<i64>>());
+    assert_eq!(payloads, (0..n).collect::<Vec<i64>>());
 }
 
 #[test]
 fn the_timer_sleeps_while_nothing_is_due_and_fires_once_per_due_time() {
-    let server = Server::start();
-    let mut c = server.conn();
-    assert_eq!(info_field(&mut c, "dq_timer_armed"), 0);
-    cmd(&mut c, "DQ.ADD q ready-now");
-    assert_eq!(info_field(&mut c, "dq_timer_armed"), 0, "nothing timed yet");
-    cmd(&mut c, "DQ.ADD q later DELAY 200");
-    assert_eq!(info_field(&mut c, "dq_timer_armed"), 1);
-    assert!(wait_until(Duration::from_secs(5), || {
+    // The timer is seen armed before the message falls due: a look that
+    // came later proves nothing, and a fresh server gives it more time.
+    let (_server, mut c) = in_time(200, |ms| {
+        let server = Server::start();
+        let mut c = server.conn();
+        assert_eq!(info_field(&mut c, "dq_timer_armed"), 0);
+        cmd(&mut c, "DQ.ADD q ready-now");
+        assert_eq!(info_field(&mut c, "dq_timer_armed"), 0, "nothing timed yet");
+        let before = now_ms();
+        cmd(&mut c, &format!("DQ.ADD q later DELAY {ms}"));
+        let armed = info_field(&mut c, "dq_timer_armed");
+        if now_ms() >= before + ms {
+            return None;
+        }
+        assert_eq!(armed, 1);
+        Some((server, c))
+    });
+    assert!(wait_until(LONG, || {
         int(&field(&cmd(&mut c, "DQ.STATS q"), "ready")) == 2
     }));
     // One tick at the due time, then no timer at all: no polling.
@@ -514,29 +569,35 @@ fn a_burst_bigger_than_a_tick_goes_on_in_the_next_turns_without_the_timer() {
 
 #[test]
 fn info_dq_fields_move_as_messages_flow() {
-    let server = Server::start();
-    let mut c = server.conn();
-    // Times long enough that a loaded machine still checks before they pass.
-    cmd(&mut c, "DQ.ADD a x DELAY 1000");
-    cmd(&mut c, "DQ.ADD a x DELAY 1000");
-    cmd(&mut c, "DQ.ADD b x ID leased");
-    cmd(&mut c, "DQ.ADD b x MAXATTEMPTS 1 ID doomed");
-    assert_eq!(info_field(&mut c, "dq_queues"), 2);
-    assert_eq!(info_field(&mut c, "dq_messages_delayed"), 2);
-    assert_eq!(info_field(&mut c, "dq_messages_ready"), 2);
-    cmd(&mut c, "DQ.POP b COUNT 2 LEASE 1000");
-    assert_eq!(info_field(&mut c, "dq_messages_inflight"), 2);
-    assert!(wait_until(Duration::from_secs(5), || {
+    // The counts are read before the delays and leases end: reads that
+    // came later prove nothing, and a fresh server gives them more time.
+    let (_server, mut c) = in_time(1000, |ms| {
+        let server = Server::start();
+        let mut c = server.conn();
+        let before = now_ms();
+        cmd(&mut c, &format!("DQ.ADD a x DELAY {ms}"));
+        cmd(&mut c, &format!("DQ.ADD a x DELAY {ms}"));
+        cmd(&mut c, "DQ.ADD b x ID leased");
+        cmd(&mut c, "DQ.ADD b x MAXATTEMPTS 1 ID doomed");
+        let queues = info_field(&mut c, "dq_queues");
+        let delayed = info_field(&mut c, "dq_messages_delayed");
+        let ready = info_field(&mut c, "dq_messages_ready");
+        cmd(&mut c, &format!("DQ.POP b COUNT 2 LEASE {ms}"));
+        let inflight = info_field(&mut c, "dq_messages_inflight");
+        if now_ms() >= before + ms {
+            return None;
+        }
+        assert_eq!((queues, delayed, ready, inflight), (2, 2, 2, 2));
+        Some((server, c))
+    });
+    assert!(wait_until(LONG, || {
         info_field(&mut c, "dq_promoted") == 2 && info_field(&mut c, "dq_leases_expired") == 2
     }));
     assert_eq!(info_field(&mut c, "dq_messages_ready"), 3);
     assert_eq!(info_field(&mut c, "dq_messages_dead"), 1);
     assert!(info_field(&mut c, "dq_longest_tick_us") > 0);
     cmd(&mut c, "DQ.ADD c x TTL 50");
-    assert!(wait_until(Duration::from_secs(5), || info_field(
-        &mut c,
-        "dq_ttl_expired"
-    ) == 1));
+    assert!(wait_until(LONG, || info_field(&mut c, "dq_ttl_expired") == 1));
     // A queue deleted behind dq's back is no longer counted.
     assert_eq!(int(&cmd(&mut c, "DEL a")), 1);
     assert_eq!(info_field(&mut c, "dq_queues"), 2);

@@ -100,7 +100,7 @@ impl Cluster {
         for node in &cluster.nodes {
             let mut c = node.conn();
             assert!(
-                wait_until(Duration::from_secs(30), || {
+                wait_until(LONG, || {
                     text(&cmd(&mut c, "CLUSTER INFO")).contains("cluster_state:ok")
                 }),
                 "the cluster did not come up"
@@ -163,6 +163,31 @@ pub fn cluster_run(
         cmd.arg(*arg);
     }
     cmd.query::<Value>(con).map_err(|e| e.to_string())
+}
+
+/// How long a test waits for what must happen (a message falling due, a
+/// lease running out, a replica catching up) before it fails: enough for a
+/// loaded machine, and a passing test never waits it out.
+pub const LONG: Duration = Duration::from_secs(60);
+
+/// For checks that need something still pending — a DELAY not yet due, a
+/// lease or a TTL not yet over, a BLOCK not yet timed out: runs `attempt`
+/// with a window of `ms` milliseconds. `attempt` returns `None` when its
+/// checks came after the window had closed, so that they prove nothing;
+/// it then runs again, on fresh state, with a window four times longer.
+/// However slow the machine is, the checks run in time at last.
+pub fn in_time<T>(first_ms: u64, mut attempt: impl FnMut(u64) -> Option<T>) -> T {
+    let mut ms = first_ms;
+    loop {
+        if let Some(done) = attempt(ms) {
+            return done;
+        }
+        assert!(
+            ms <= 100_000,
+            "the checks came too late even with a window of {ms} ms"
+        );
+        ms *= 4;
+    }
 }
 
 /// Polls `condition` until it holds or `timeout` passes.
@@ -272,7 +297,7 @@ impl Server {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap_or_else(|e| panic!("start {}: {e}", server_binary()));
-            let up = wait_until(Duration::from_secs(10), || {
+            let up = wait_until(LONG, || {
                 if matches!(child.try_wait(), Ok(Some(_))) {
                     return true;
                 }
