@@ -9,24 +9,25 @@ use std::time::{Duration, Instant};
 use support::*;
 
 /// Starts a blocking POP on its own connection and returns its reply.
-fn pop_in_background(server: &Server, line: &'static str) -> thread::JoinHandle<(Value, Duration)> {
+fn pop_in_background(server: &Server, line: &str) -> thread::JoinHandle<(Value, Duration)> {
     let mut c = server.conn();
+    let line = line.to_string();
     thread::spawn(move || {
         let started = Instant::now();
-        let reply = cmd(&mut c, line);
+        let reply = cmd(&mut c, &line);
         (reply, started.elapsed())
     })
 }
 
+/// Whether `n` clients are blocked on the server.
+fn blocked(c: &mut redis::Connection, n: usize) -> bool {
+    let info = text(&cmd(c, "INFO clients"));
+    info.contains(&format!("blocked_clients:{n}\r\n"))
+}
+
 /// Waits until `n` clients are blocked on the server.
 fn wait_blocked(c: &mut redis::Connection, n: usize) {
-    assert!(
-        wait_until(Duration::from_secs(5), || {
-            let info = text(&cmd(c, "INFO clients"));
-            info.contains(&format!("blocked_clients:{n}\r\n"))
-        }),
-        "no blocked client"
-    );
+    assert!(wait_until(LONG, || blocked(c, n)), "no blocked client");
 }
 
 #[test]
@@ -48,7 +49,7 @@ fn add_wakes_a_blocked_consumer() {
 fn the_timer_wakes_a_blocked_consumer_when_a_message_falls_due() {
     let server = Server::start();
     let mut c = server.conn();
-    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 10000");
+    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 60000");
     wait_blocked(&mut c, 1);
     cmd(&mut c, "DQ.ADD q later ID l DELAY 300");
     let due_at = int(&field(&cmd(&mut c, "DQ.GET q l"), "due-at")) as u64;
@@ -62,11 +63,20 @@ fn the_timer_wakes_a_blocked_consumer_when_a_message_falls_due() {
 fn lease_expiry_wakes_a_blocked_consumer() {
     let server = Server::start();
     let mut c = server.conn();
-    cmd(&mut c, "DQ.ADD q job ID j");
-    cmd(&mut c, "DQ.POP q LEASE 300");
-    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 10000");
-    wait_blocked(&mut c, 1);
-    let (reply, _) = waiter.join().unwrap();
+    // The consumer must block before the lease ends, or it may just find
+    // the message ready: then a fresh queue tries a longer lease.
+    let reply = in_time(300, |ms| {
+        let q = format!("q{ms}");
+        cmd(&mut c, &format!("DQ.ADD {q} job ID j"));
+        let before = now_ms();
+        cmd(&mut c, &format!("DQ.POP {q} LEASE {ms}"));
+        let block = ms + LONG.as_millis() as u64;
+        let waiter = pop_in_background(&server, &format!("DQ.POP {q} BLOCK {block}"));
+        assert!(wait_until(LONG, || blocked(&mut c, 1) || waiter.is_finished()));
+        let in_time = now_ms() < before + ms;
+        let (reply, _) = waiter.join().unwrap();
+        in_time.then_some(reply)
+    });
     assert_eq!(entries(&reply), vec![("j".into(), "job".into(), 2)]);
 }
 
@@ -83,11 +93,21 @@ fn block_times_out_with_nil() {
 fn one_message_wakes_one_of_two_consumers() {
     let server = Server::start();
     let mut c = server.conn();
-    let first = pop_in_background(&server, "DQ.POP q BLOCK 1000");
-    let second = pop_in_background(&server, "DQ.POP q BLOCK 1000");
-    wait_blocked(&mut c, 2);
-    cmd(&mut c, "DQ.ADD q only-one");
-    let replies = [first.join().unwrap().0, second.join().unwrap().0];
+    // The ADD must come while both still block: when it came after their
+    // BLOCK may have run out, a fresh queue tries a longer BLOCK.
+    let replies = in_time(1000, |ms| {
+        let line = format!("DQ.POP q{ms} BLOCK {ms}");
+        let before = now_ms();
+        let first = pop_in_background(&server, &line);
+        let second = pop_in_background(&server, &line);
+        assert!(wait_until(LONG, || {
+            blocked(&mut c, 2) || now_ms() >= before + ms
+        }));
+        cmd(&mut c, &format!("DQ.ADD q{ms} only-one"));
+        let in_time = now_ms() < before + ms;
+        let replies = [first.join().unwrap().0, second.join().unwrap().0];
+        in_time.then_some(replies)
+    });
     let delivered: usize = replies.iter().map(|r| entries(r).len()).sum();
     assert_eq!(delivered, 1, "{replies:?}");
 }
@@ -122,7 +142,7 @@ fn block_does_not_block_inside_a_script() {
 fn count_applies_to_a_woken_consumer() {
     let server = Server::start();
     let mut c = server.conn();
-    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 5000 COUNT 10");
+    let waiter = pop_in_background(&server, "DQ.POP q BLOCK 60000 COUNT 10");
     wait_blocked(&mut c, 1);
     let mut pipe = redis::pipe();
     pipe.atomic();
