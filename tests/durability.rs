@@ -7,7 +7,6 @@ mod support;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use support::*;
 
@@ -76,7 +75,7 @@ fn kill_9_with_appendfsync_always_loses_no_acknowledged_write() {
             }
         })
     };
-    assert!(wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(LONG, || {
         let l = ledger.lock().unwrap();
         l.added.len() > 500 && l.acked.len() > 100
     }));
@@ -108,7 +107,7 @@ fn kill_9_with_appendfsync_always_loses_no_acknowledged_write() {
         .map(|(id, at)| (id.as_str(), *at))
         .collect();
     assert!(
-        wait_until(Duration::from_secs(20), || {
+        wait_until(LONG, || {
             for (id, _, _) in entries(&cmd(&mut c, "DQ.POP q COUNT 100 LEASE 60000")) {
                 assert!(
                     !ledger.acked.contains(&id),
@@ -132,11 +131,11 @@ fn kill_9_with_appendfsync_always_loses_no_acknowledged_write() {
 fn rdb_save_then_restart_keeps_queues_served() {
     let server = Server::start();
     let mut c = server.conn();
-    // Due well after the next ADD even on a loaded machine, so that the
-    // POP below takes `leased`.
-    cmd(&mut c, "DQ.ADD q x ID delayed DELAY 3000");
+    // `leased` is the only message when the POP runs, however slow the
+    // machine: the delayed one is added after it.
     cmd(&mut c, "DQ.ADD q x ID leased");
     cmd(&mut c, "DQ.POP q LEASE 500");
+    cmd(&mut c, "DQ.ADD q x ID delayed DELAY 3000");
     cmd(&mut c, "DQ.ADD q x ID grouped GROUP g");
     cmd(&mut c, "DQ.ADD q x ID waiting GROUP g");
     cmd(&mut c, "SAVE");
@@ -146,7 +145,7 @@ fn rdb_save_then_restart_keeps_queues_served() {
     assert_eq!(cmd(&mut c, "DQ.GET q unsaved"), Value::Nil);
     let mut seen = Vec::new();
     assert!(
-        wait_until(Duration::from_secs(15), || {
+        wait_until(LONG, || {
             for (id, _, attempt) in entries(&cmd(&mut c, "DQ.POP q COUNT 10 LEASE 60000")) {
                 cmd(&mut c, &format!("DQ.ACK q {id}"));
                 seen.push((id, attempt));

@@ -4,12 +4,10 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::*;
 
 fn logged(server: &Server, point: &str) -> bool {
-    wait_until(Duration::from_secs(5), || {
+    wait_until(LONG, || {
         server
             .log()
             .contains(&format!("dq: internal error in {point}"))
@@ -53,10 +51,10 @@ fn a_panic_while_waking_or_timing_out_a_blocked_pop_answers_the_client() {
     let url = server.url();
     let blocked = std::thread::spawn(move || {
         let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
-        run(&mut c, &[b"DQ.POP", b"q", b"BLOCK", b"10000"])
+        run(&mut c, &[b"DQ.POP", b"q", b"BLOCK", b"60000"])
     });
     let mut c = server.conn();
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(LONG, || {
         let clients = text(&cmd(&mut c, "INFO clients"));
         clients.contains("blocked_clients:1")
     }));

@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use redis::Value;
 use support::*;
 
@@ -18,7 +16,7 @@ fn state(c: &mut redis::Connection, q: &str, id: &str) -> String {
 fn second_delivery(c: &mut redis::Connection, q: &str, id: &str) -> i64 {
     let first = entries(&cmd(c, &format!("DQ.POP {q} LEASE 50")));
     assert_eq!(first[0].0, id);
-    assert!(wait_until(Duration::from_secs(5), || state(c, q, id) == "ready"));
+    assert!(wait_until(LONG, || state(c, q, id) == "ready"));
     let second = entries(&cmd(c, &format!("DQ.POP {q} LEASE 60000")));
     assert_eq!(second[0].0, id);
     assert_eq!(second[0].2, first[0].2 + 1);

@@ -28,7 +28,7 @@ fn watch(
     let mut c = server.conn();
     act(&mut c);
     let mut seen = HashSet::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + LONG;
     while Instant::now() < deadline && !wanted.iter().all(|w| seen.contains(*w)) {
         if let Ok(msg) = pubsub.get_message() {
             seen.insert(msg.get_payload::<String>().unwrap());

@@ -3,12 +3,10 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::*;
 
-fn state(c: &mut redis::Connection, id: &str) -> String {
-    text(&field(&cmd(c, &format!("DQ.GET q {id}")), "state"))
+fn state(c: &mut redis::Connection, q: &str, id: &str) -> String {
+    text(&field(&cmd(c, &format!("DQ.GET {q} {id}")), "state"))
 }
 
 #[test]
@@ -17,11 +15,11 @@ fn a_never_popped_message_dies_when_its_ttl_ends() {
     let mut c = server.conn();
     let before = now_ms() as i64;
     cmd(&mut c, "DQ.ADD q x ID waiting DELAY 60000 TTL 200");
+    let after = now_ms() as i64;
     let expires = int(&field(&cmd(&mut c, "DQ.GET q waiting"), "expires-at"));
-    assert!((before + 200..before + 1200).contains(&expires));
-    assert!(wait_until(Duration::from_secs(5), || state(
-        &mut c, "waiting"
-    ) == "dead"));
+    // 200 ms after the server's now, which lies between before and after.
+    assert!((before + 200..=after + 200).contains(&expires));
+    assert!(wait_until(LONG, || state(&mut c, "q", "waiting") == "dead"));
     let m = cmd(&mut c, "DQ.GET q waiting");
     assert_eq!(text(&field(&m, "dead-reason")), "expired");
     assert!(int(&field(&m, "died-at")) >= expires);
@@ -39,35 +37,68 @@ fn a_never_popped_message_dies_when_its_ttl_ends() {
 fn a_popped_but_unacked_message_dies_when_its_ttl_ends() {
     let server = Server::start();
     let mut c = server.conn();
-    cmd(&mut c, "DQ.ADD q x ID busy TTL 200");
-    assert_eq!(entries(&cmd(&mut c, "DQ.POP q LEASE 60000")).len(), 1);
-    assert!(wait_until(Duration::from_secs(5), || state(&mut c, "busy") == "dead"));
+    // Popped before its TTL ends: a POP that came later proves nothing, and
+    // a fresh queue tries a longer TTL.
+    let q = in_time(200, |ms| {
+        let q = format!("q{ms}");
+        let before = now_ms();
+        cmd(&mut c, &format!("DQ.ADD {q} x ID busy TTL {ms}"));
+        let popped = entries(&cmd(&mut c, &format!("DQ.POP {q} LEASE 600000")));
+        if now_ms() >= before + ms {
+            return None;
+        }
+        assert_eq!(popped.len(), 1);
+        Some(q)
+    });
+    assert!(wait_until(LONG, || state(&mut c, &q, "busy") == "dead"));
     assert_eq!(
-        text(&field(&cmd(&mut c, "DQ.GET q busy"), "dead-reason")),
+        text(&field(
+            &cmd(&mut c, &format!("DQ.GET {q} busy")),
+            "dead-reason"
+        )),
         "expired"
     );
-    assert_eq!(int(&cmd(&mut c, "DQ.ACK q busy")), 0, "too late");
-    assert_eq!(int(&field(&cmd(&mut c, "DQ.STATS q"), "inflight")), 0);
+    assert_eq!(
+        int(&cmd(&mut c, &format!("DQ.ACK {q} busy"))),
+        0,
+        "too late"
+    );
+    assert_eq!(
+        int(&field(&cmd(&mut c, &format!("DQ.STATS {q}")), "inflight")),
+        0
+    );
 }
 
 #[test]
 fn a_message_acked_in_time_is_simply_gone() {
     let server = Server::start();
     let mut c = server.conn();
-    cmd(&mut c, "DQ.ADD q x ID quick TTL 300");
-    cmd(&mut c, "DQ.ADD q y ID marker DELAY 400");
-    cmd(&mut c, "DQ.POP q");
-    assert_eq!(int(&cmd(&mut c, "DQ.ACK q quick")), 1);
+    // Acknowledged before its TTL ends: an ACK that came later proves
+    // nothing, and a fresh queue tries a longer TTL.
+    let q = in_time(300, |ms| {
+        let q = format!("q{ms}");
+        let before = now_ms();
+        cmd(&mut c, &format!("DQ.ADD {q} x ID quick TTL {ms}"));
+        cmd(
+            &mut c,
+            &format!("DQ.ADD {q} y ID marker DELAY {}", ms + ms / 3),
+        );
+        cmd(&mut c, &format!("DQ.POP {q}"));
+        let acked = int(&cmd(&mut c, &format!("DQ.ACK {q} quick")));
+        if now_ms() >= before + ms {
+            return None;
+        }
+        assert_eq!(acked, 1);
+        Some(q)
+    });
     // The marker falls due after the TTL would have ended: by then nothing died.
-    assert!(wait_until(Duration::from_secs(5), || {
-        state(&mut c, "marker") == "ready"
-    }));
-    let stats = cmd(&mut c, "DQ.STATS q");
+    assert!(wait_until(LONG, || state(&mut c, &q, "marker") == "ready"));
+    let stats = cmd(&mut c, &format!("DQ.STATS {q}"));
     assert_eq!(
         (int(&field(&stats, "dead")), int(&field(&stats, "expired"))),
         (0, 0)
     );
-    assert_eq!(cmd(&mut c, "DQ.GET q quick"), Value::Nil);
+    assert_eq!(cmd(&mut c, &format!("DQ.GET {q} quick")), Value::Nil);
 }
 
 #[test]
