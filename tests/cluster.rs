@@ -45,7 +45,7 @@ fn queue_names_of_every_shape_are_served_by_the_node_that_owns_them() {
         assert_eq!(int(&c_cmd(&mut c, &[b"DQ.ACK", q, b"a"])), 1);
         let mut got = Vec::new();
         assert!(
-            wait_until(Duration::from_secs(5), || {
+            wait_until(LONG, || {
                 got = popped(&c_cmd(&mut c, &[b"DQ.POP", q]));
                 !got.is_empty()
             }),
@@ -137,11 +137,7 @@ fn a_queue_keeps_every_message_while_its_slot_moves() {
             added
         })
     };
-    let running = |n: usize| {
-        wait_until(Duration::from_secs(10), || {
-            count.load(Ordering::SeqCst) >= n
-        })
-    };
+    let running = |n: usize| wait_until(LONG, || count.load(Ordering::SeqCst) >= n);
     assert!(running(5), "the producer should be adding before the move");
     let slot = int(&c_cmd(&mut c, &[b"CLUSTER", b"KEYSLOT", q])).to_string();
     let from = cluster.owner(q);
@@ -167,7 +163,7 @@ fn a_queue_keeps_every_message_while_its_slot_moves() {
         if keys.is_empty() {
             break;
         }
-        let mut args: Vec<Vec<u8>> = ["MIGRATE", "127.0.0.1", &dst_port, "", "0", "5000", "KEYS"]
+        let mut args: Vec<Vec<u8>> = ["MIGRATE", "127.0.0.1", &dst_port, "", "0", "60000", "KEYS"]
             .iter()
             .map(|s| s.as_bytes().to_vec())
             .collect();
@@ -201,7 +197,7 @@ fn a_queue_keeps_every_message_while_its_slot_moves() {
     let live_added = producer.join().unwrap();
     let mut live_seen = std::collections::HashSet::new();
     assert!(
-        wait_until(Duration::from_secs(10), || {
+        wait_until(LONG, || {
             let got = c_cmd(&mut c, &[b"DQ.POP", b"{orders}live", b"COUNT", b"1000"]);
             live_seen.extend(popped(&got).into_iter().map(|e| e.0));
             live_seen.len() == live_added.len()
@@ -214,7 +210,7 @@ fn a_queue_keeps_every_message_while_its_slot_moves() {
     // The new owner serves everything.
     let mut seen: Vec<(String, i64)> = Vec::new();
     assert!(
-        wait_until(Duration::from_secs(10), || {
+        wait_until(LONG, || {
             for entry in popped(&c_cmd(
                 &mut c,
                 &[b"DQ.POP", q, b"COUNT", b"10", b"LEASE", b"60000"],
@@ -239,7 +235,7 @@ fn a_queue_keeps_every_message_while_its_slot_moves() {
         ]
     );
     assert!(
-        wait_until(Duration::from_secs(10), || {
+        wait_until(LONG, || {
             int(&field(&c_cmd(&mut c, &[b"DQ.STATS", q]), "dead")) == 2
         }),
         "the NACKed one and the expired one"

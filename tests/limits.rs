@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::*;
 
 fn bytes(v: &Value) -> Vec<u8> {
@@ -142,7 +140,7 @@ fn under_maxmemory_add_is_refused_and_what_frees_memory_still_works() {
     assert_eq!(int(&cmd(&mut c, "DQ.PURGE q READY")), filled as i64 - 3);
     // With the memory back, DQ.ADD works again (a lazy free may lag).
     assert!(
-        wait_until(Duration::from_secs(10), || run(
+        wait_until(LONG, || run(
             &mut c,
             &[b"DQ.ADD", b"q", &body, b"ID", b"after"]
         )
@@ -158,7 +156,7 @@ fn a_replica_serves_every_read_command_and_refuses_every_write() {
     let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
     let mut m = master.conn();
     let mut r = replica.conn();
-    assert!(wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(LONG, || {
         text(&cmd(&mut r, "INFO replication")).contains("master_link_status:up")
     }));
     cmd(&mut m, "DQ.ADD q x ID dead MAXATTEMPTS 1");
@@ -168,8 +166,8 @@ fn a_replica_serves_every_read_command_and_refuses_every_write() {
     cmd(&mut m, "DQ.POP q LEASE 3600000");
     cmd(&mut m, "DQ.ADD q x ID ready");
     cmd(&mut m, "DQ.ADD q x ID delayed DELAY 3600000");
-    assert_eq!(int(&cmd(&mut m, "WAIT 1 5000")), 1);
-    assert!(wait_until(Duration::from_secs(10), || digest(&mut m) == digest(&mut r)));
+    assert!(wait_until(LONG, || int(&cmd(&mut m, "WAIT 1 1000")) == 1));
+    assert!(wait_until(LONG, || digest(&mut m) == digest(&mut r)));
     let before = digest(&mut r);
     assert_eq!(
         text(&field(&cmd(&mut r, "DQ.GET q ready"), "state")),

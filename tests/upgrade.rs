@@ -7,7 +7,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use support::*;
 
@@ -201,7 +200,7 @@ fn a_promoted_replica_converts_and_propagates_the_conversion() {
         "not converted on a replica"
     );
     cmd(&mut c, "CONFIG SET appendonly yes");
-    assert!(wait_until(Duration::from_secs(20), || {
+    assert!(wait_until(LONG, || {
         let info = text(&cmd(&mut c, "INFO persistence"));
         info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0")
     }));
