@@ -3,9 +3,17 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::*;
+
+/// Waits until the replica has acknowledged the master's writes so far.
+/// WAIT is asked again until it says so: one WAIT's timeout may be too short
+/// for a loaded machine.
+fn acked_by_replica(m: &mut redis::Connection) {
+    assert!(
+        wait_until(LONG, || int(&cmd(m, "WAIT 1 1000")) == 1),
+        "the replica never acknowledged"
+    );
+}
 
 #[test]
 fn a_replica_ends_with_the_masters_exact_state() {
@@ -14,7 +22,7 @@ fn a_replica_ends_with_the_masters_exact_state() {
     let port = master.port.to_string();
     let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
     let mut r = replica.conn();
-    assert!(wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(LONG, || {
         text(&cmd(&mut r, "INFO replication")).contains("master_link_status:up")
     }));
 
@@ -29,7 +37,7 @@ fn a_replica_ends_with_the_masters_exact_state() {
     cmd(&mut m, "SELECT 2");
     cmd(&mut m, "DQ.ADD q other-db DELAY 50");
     cmd(&mut m, "SELECT 0");
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(LONG, || {
         let s = cmd(&mut m, "DQ.STATS q");
         int(&field(&s, "lease-expired")) == 2 && int(&field(&s, "delayed")) == 0
     }));
@@ -41,15 +49,15 @@ fn a_replica_ends_with_the_masters_exact_state() {
     cmd(&mut m, "DQ.ADD gq x ID g2 GROUP g");
     cmd(&mut m, "DQ.ADD gq x ID g3 GROUP g");
     cmd(&mut m, "DQ.POP gq LEASE 50");
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(LONG, || {
         int(&field(&cmd(&mut m, "DQ.STATS gq"), "lease-expired")) == 1
     }));
     assert_eq!(entries(&cmd(&mut m, "DQ.POP gq COUNT 9"))[0].0, "g1");
     cmd(&mut m, "DQ.ACK gq g1");
 
-    assert_eq!(int(&cmd(&mut m, "WAIT 1 5000")), 1);
+    acked_by_replica(&mut m);
     assert!(
-        wait_until(Duration::from_secs(5), || digest(&mut m) == digest(&mut r)),
+        wait_until(LONG, || digest(&mut m) == digest(&mut r)),
         "replica digest differs from the master's"
     );
 
@@ -70,7 +78,7 @@ fn replica_of(master: &Server) -> Server {
         "0",
     ]);
     let mut r = replica.conn();
-    assert!(wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(LONG, || {
         text(&cmd(&mut r, "INFO replication")).contains("master_link_status:up")
     }));
     replica
@@ -81,32 +89,46 @@ fn replica_of(master: &Server) -> Server {
 /// replica answers the read commands.
 #[test]
 fn every_write_path_reaches_the_replica() {
-    let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let replica = replica_of(&master);
-    let mut m = master.conn();
-    let mut r = replica.conn();
-    for line in [
-        "DQ.CONFIG q SET MAXATTEMPTS 2 BACKOFF fixed:50",
-        "DQ.ADD q x ID nacked",
-        "DQ.ADD q x ID touched",
-        "DQ.ADD q x ID cancelled DELAY 60000",
-        "DQ.ADD q x ID expires TTL 100",
-        "DQ.ADD q x ID g1 GROUP g",
-        "DQ.ADD q x ID g2 GROUP g",
-        "DQ.ADD q x ID promoted DELAY 100",
-        "DQ.ADD purged x ID p1",
-        "DQ.ADD purged x ID p2 DELAY 60000",
-    ] {
-        cmd(&mut m, line);
-    }
-    // nacked, touched, expires and g1, in ADD order.
-    assert_eq!(entries(&cmd(&mut m, "DQ.POP q COUNT 4 LEASE 100")).len(), 4);
-    cmd(&mut m, "DQ.NACK q nacked");
-    cmd(&mut m, "DQ.TOUCH q touched LEASE 60000");
-    cmd(&mut m, "DQ.CANCEL q cancelled");
-    cmd(&mut m, "DQ.PURGE purged READY");
+    // The POP, NACK and TOUCH below must come before the TTL and the leases
+    // of `ms` end: when they came later they did not do what is checked,
+    // and fresh servers try again with longer ones.
+    let (_master, _replica, mut m, mut r) = in_time(100, |ms| {
+        let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+        let replica = replica_of(&master);
+        let mut m = master.conn();
+        let r = replica.conn();
+        let before = now_ms();
+        for line in [
+            "DQ.CONFIG q SET MAXATTEMPTS 2 BACKOFF fixed:50".to_string(),
+            "DQ.ADD q x ID nacked".into(),
+            "DQ.ADD q x ID touched".into(),
+            "DQ.ADD q x ID cancelled DELAY 60000".into(),
+            format!("DQ.ADD q x ID expires TTL {ms}"),
+            "DQ.ADD q x ID g1 GROUP g".into(),
+            "DQ.ADD q x ID g2 GROUP g".into(),
+            format!("DQ.ADD q x ID promoted DELAY {ms}"),
+            "DQ.ADD purged x ID p1".into(),
+            "DQ.ADD purged x ID p2 DELAY 60000".into(),
+        ] {
+            cmd(&mut m, &line);
+        }
+        let popped = entries(&cmd(&mut m, &format!("DQ.POP q COUNT 4 LEASE {ms}")));
+        let nacked = cmd(&mut m, "DQ.NACK q nacked");
+        let touched = cmd(&mut m, "DQ.TOUCH q touched LEASE 60000");
+        cmd(&mut m, "DQ.CANCEL q cancelled");
+        cmd(&mut m, "DQ.PURGE purged READY");
+        if now_ms() >= before + ms {
+            return None;
+        }
+        // nacked, touched, expires and g1, in ADD order.
+        let ids: Vec<&str> = popped.iter().map(|e| e.0.as_str()).collect();
+        assert_eq!(ids, ["nacked", "touched", "expires", "g1"]);
+        assert_eq!(text(&nacked), "delayed");
+        assert!(matches!(touched, Value::Int(_)), "{touched:?}");
+        Some((master, replica, m, r))
+    });
     // g1's lease ends and it comes back; nacked is retried after 50 ms.
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(LONG, || {
         let s = cmd(&mut m, "DQ.STATS q");
         int(&field(&s, "lease-expired")) == 1
             && int(&field(&s, "expired")) == 1
@@ -135,9 +157,9 @@ fn every_write_path_reaches_the_replica() {
         "delayed"
     );
 
-    assert_eq!(int(&cmd(&mut m, "WAIT 1 5000")), 1);
+    acked_by_replica(&mut m);
     assert!(
-        wait_until(Duration::from_secs(5), || digest(&mut m) == digest(&mut r)),
+        wait_until(LONG, || digest(&mut m) == digest(&mut r)),
         "replica digest differs from the master's"
     );
     assert_eq!(
@@ -179,21 +201,30 @@ fn every_write_path_reaches_the_replica() {
 /// time what the old master scheduled; the demoted master stops its own.
 #[test]
 fn failover_moves_the_timer_to_the_new_master() {
-    let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let replica = replica_of(&master);
-    let mut m = master.conn();
-    let mut r = replica.conn();
-    cmd(&mut m, "DQ.ADD q x ID later DELAY 800");
-    cmd(&mut m, "DQ.ADD q x ID leased");
-    cmd(&mut m, "DQ.POP q LEASE 800");
-    // Far in the future: keeps the timer armed on whichever node is master.
-    cmd(&mut m, "DQ.ADD q x ID far DELAY 3600000");
-    assert_eq!(int(&cmd(&mut m, "WAIT 1 5000")), 1);
-    assert_eq!(info_field(&mut m, "dq_timer_armed"), 1);
-    assert_eq!(info_field(&mut r, "dq_timer_armed"), 0);
-    let due = int(&field(&cmd(&mut r, "DQ.GET q later"), "due-at")) as u64;
-
-    cmd(&mut r, "REPLICAOF NO ONE");
+    // The promotion must come before `later` falls due and `leased`'s lease
+    // ends, or the old master's timer served them: then fresh servers try
+    // again with more time.
+    let (_master, replica, mut m, mut r, due) = in_time(800, |ms| {
+        let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
+        let replica = replica_of(&master);
+        let mut m = master.conn();
+        let mut r = replica.conn();
+        let before = now_ms();
+        cmd(&mut m, &format!("DQ.ADD q x ID later DELAY {ms}"));
+        cmd(&mut m, "DQ.ADD q x ID leased");
+        cmd(&mut m, &format!("DQ.POP q LEASE {ms}"));
+        // Far in the future: keeps the timer armed on whichever node is master.
+        cmd(&mut m, "DQ.ADD q x ID far DELAY 3600000");
+        acked_by_replica(&mut m);
+        assert_eq!(info_field(&mut m, "dq_timer_armed"), 1);
+        assert_eq!(info_field(&mut r, "dq_timer_armed"), 0);
+        let due = int(&field(&cmd(&mut r, "DQ.GET q later"), "due-at")) as u64;
+        cmd(&mut r, "REPLICAOF NO ONE");
+        if now_ms() >= before + ms {
+            return None;
+        }
+        Some((master, replica, m, r, due))
+    });
     assert_eq!(
         info_field(&mut r, "dq_timer_armed"),
         1,
@@ -201,7 +232,7 @@ fn failover_moves_the_timer_to_the_new_master() {
     );
     let port = replica.port.to_string();
     cmd(&mut m, &format!("REPLICAOF 127.0.0.1 {port}"));
-    assert!(wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(LONG, || {
         text(&cmd(&mut m, "INFO replication")).contains("master_link_status:up")
     }));
     assert_eq!(
@@ -211,7 +242,7 @@ fn failover_moves_the_timer_to_the_new_master() {
     );
     assert_eq!(info_field(&mut r, "dq_timer_armed"), 1);
     let mut got = Vec::new();
-    assert!(wait_until(Duration::from_secs(10), || {
+    assert!(wait_until(LONG, || {
         got.extend(entries(&cmd(&mut r, "DQ.POP q COUNT 10")));
         got.len() == 2
     }));
@@ -219,8 +250,8 @@ fn failover_moves_the_timer_to_the_new_master() {
     got.sort();
     assert_eq!(got[0].0, "later");
     assert_eq!((got[1].0.as_str(), got[1].2), ("leased", 2));
-    assert_eq!(int(&cmd(&mut r, "WAIT 1 5000")), 1);
-    assert!(wait_until(Duration::from_secs(5), || digest(&mut m) == digest(&mut r)));
+    acked_by_replica(&mut r);
+    assert!(wait_until(LONG, || digest(&mut m) == digest(&mut r)));
 }
 
 #[test]
@@ -242,7 +273,7 @@ fn propagation_skips_the_command_lookup_where_the_server_offers_it() {
     let replica = replica_of(&master);
     let mut r = replica.conn();
     cmd(&mut m, "DQ.ADD q x ID a DELAY 60000");
-    cmd(&mut m, "WAIT 1 5000");
+    acked_by_replica(&mut m);
     assert_eq!(text(&field(&cmd(&mut r, "DQ.GET q a"), "state")), "delayed");
     assert_eq!(digest(&mut m), digest(&mut r));
 }
