@@ -13,7 +13,7 @@ use dq_client::{
     AddOptions, CancellationToken, Consumer, ConsumerConfig, Delivery, Error, Handler, NackOptions,
     Outcome, Queue, Server as DqServer, ShardedQueue,
 };
-use support::{cmd, field, int, text, Cluster, Server};
+use support::{cmd, field, int, text, Cluster, Server, LONG};
 
 /// What the test handler saw, in order.
 #[derive(Default)]
@@ -281,7 +281,7 @@ fn consume(
 }
 
 async fn wait_for(mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + LONG;
     while !condition() {
         if tokio::time::Instant::now() > deadline {
             return false;
@@ -295,39 +295,66 @@ async fn wait_for(mut condition: impl FnMut() -> bool) -> bool {
 async fn the_lease_is_kept_alive_past_its_first_deadline() {
     let server = Server::start();
     let mut c = server.conn();
-    // The work takes three leases; heartbeats keep it one delivery.
-    cmd(&mut c, "DQ.ADD slow 900 ID long");
-    let config = ConsumerConfig {
-        lease: Duration::from_millis(300),
-        ..config()
-    };
-    let (stop, run) = consume(&server, "slow", config);
-    assert!(wait_for(|| stats(&mut c, "slow", "acked") == 1).await);
-    stop.cancel();
-    run.await.unwrap().unwrap();
-    assert_eq!(stats(&mut c, "slow", "delivered"), 1);
-    assert_eq!(stats(&mut c, "slow", "lease-expired"), 0);
+    // The work takes three leases; heartbeats, every third of a lease, keep
+    // it one delivery. A machine that stalls the consumer for two thirds of
+    // a lease loses the lease whatever the heartbeat does: then a fresh
+    // queue tries a lease four times longer. A heartbeat that does not work
+    // loses every one.
+    let mut lease = 300;
+    loop {
+        let q = format!("slow{lease}");
+        cmd(&mut c, &format!("DQ.ADD {q} {} ID long", 3 * lease));
+        let config = ConsumerConfig {
+            lease: Duration::from_millis(lease),
+            ..config()
+        };
+        let (stop, run) = consume(&server, &q, config);
+        assert!(wait_for(|| stats(&mut c, &q, "acked") == 1).await);
+        stop.cancel();
+        run.await.unwrap().unwrap();
+        let delivered = stats(&mut c, &q, "delivered");
+        let expired = stats(&mut c, &q, "lease-expired");
+        if (delivered, expired) == (1, 0) {
+            return;
+        }
+        assert!(
+            lease < 4_800,
+            "with a lease of {lease} ms: {delivered} deliveries, {expired} leases ran out"
+        );
+        lease *= 4;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graceful_stop_loses_nothing() {
     let server = Server::start();
     let mut c = server.conn();
-    for i in 0..60 {
-        cmd(&mut c, &format!("DQ.ADD stop 40 ID m{i}"));
+    // The stop must come while messages are still queued, or it tests
+    // nothing: when the consumer handled them all first (the test's look
+    // came late), a fresh queue tries four times as many.
+    let mut n = 60;
+    loop {
+        let q = format!("stop{n}");
+        for i in 0..n {
+            cmd(&mut c, &format!("DQ.ADD {q} 40 ID m{i}"));
+        }
+        let (stop, run) = consume(&server, &q, config());
+        // Stop while handlers run: run() returns once they are settled.
+        assert!(wait_for(|| stats(&mut c, &q, "acked") >= 8).await);
+        stop.cancel();
+        run.await.unwrap().unwrap();
+        let (acked, ready) = (stats(&mut c, &q, "acked"), stats(&mut c, &q, "ready"));
+        assert_eq!(stats(&mut c, &q, "inflight"), 0);
+        assert_eq!(acked + ready, n, "acked {acked} + ready {ready}");
+        if ready > 0 {
+            return;
+        }
+        assert!(
+            n < 3840,
+            "the stop came after all {n} messages were handled"
+        );
+        n *= 4;
     }
-    let (stop, run) = consume(&server, "stop", config());
-    // Stop while handlers run: run() returns once they are settled.
-    assert!(wait_for(|| stats(&mut c, "stop", "acked") >= 8).await);
-    stop.cancel();
-    run.await.unwrap().unwrap();
-    let (acked, ready) = (
-        stats(&mut c, "stop", "acked"),
-        stats(&mut c, "stop", "ready"),
-    );
-    assert_eq!(stats(&mut c, "stop", "inflight"), 0);
-    assert!(ready > 0, "the stop came too late to test anything");
-    assert_eq!(acked + ready, 60, "acked {acked} + ready {ready}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
