@@ -224,8 +224,9 @@ impl Backend {
         Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no server to ask")))
     }
 
-    /// What one server holds now: DQ.QUEUES, DQ.STATS of each, INFO dq.
-    pub async fn snapshot_of(server: &Server) -> ServerSnap {
+    /// What one server holds now: INFO dq and one DQ.QUEUES WITHSTATS
+    /// (with MATCH `pattern` when given), however many queues it holds.
+    pub async fn snapshot_of(server: &Server, pattern: Option<&[u8]>) -> ServerSnap {
         let mut con = server.con.clone();
         let mut snap = ServerSnap {
             addr: server.addr.clone(),
@@ -240,31 +241,28 @@ impl Backend {
                 return snap;
             }
         }
-        let names = match admin::queues(&mut con).await {
-            Ok(n) => n,
-            Err(e) => {
-                snap.error = Some(e.to_string());
-                return snap;
-            }
-        };
-        for name in names {
-            match admin::stats(&mut con, &name).await {
-                Ok(stats) => snap.queues.push((name, stats)),
-                Err(e) => {
-                    snap.error = Some(e.to_string());
-                    break;
-                }
-            }
+        match admin::queues_with_stats(&mut con, pattern).await {
+            Ok(queues) => snap.queues = queues,
+            Err(e) => snap.error = Some(e.to_string()),
         }
         snap
     }
 
     /// Every server's snapshot, read in parallel.
     pub async fn snapshot(&self) -> Vec<ServerSnap> {
-        let servers = self.servers();
+        Backend::snapshot_matching(self.servers(), None).await
+    }
+
+    /// The snapshots of `servers`, read in parallel, each with DQ.QUEUES
+    /// MATCH `pattern` when given; in the order of `servers`.
+    pub async fn snapshot_matching(
+        servers: Vec<Arc<Server>>,
+        pattern: Option<&[u8]>,
+    ) -> Vec<ServerSnap> {
         let mut tasks = tokio::task::JoinSet::new();
         for (i, s) in servers.into_iter().enumerate() {
-            tasks.spawn(async move { (i, Backend::snapshot_of(&s).await) });
+            let pattern = pattern.map(<[u8]>::to_vec);
+            tasks.spawn(async move { (i, Backend::snapshot_of(&s, pattern.as_deref()).await) });
         }
         let mut snaps = Vec::new();
         while let Some(done) = tasks.join_next().await {
@@ -342,61 +340,133 @@ pub fn rates(points: &[Point]) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
-/// The recent rate: over the last `n` samples (fewer when there are fewer).
-pub fn recent_rate(points: &[Point], n: usize, field: fn(&Point) -> u64) -> f64 {
-    if points.len() < 2 {
+/// The recent rate: from the newest point back to the newest one at least
+/// `span_ms` older (or the oldest there is).
+pub fn recent_rate(points: &[Point], span_ms: u64, field: fn(&Point) -> u64) -> f64 {
+    let Some(last) = points.last() else {
         return 0.0;
-    }
-    let from = points.len().saturating_sub(n + 1);
-    per_s(&points[from], &points[points.len() - 1], field)
+    };
+    let from = points
+        .iter()
+        .rev()
+        .find(|p| last.at_ms.saturating_sub(p.at_ms) >= span_ms)
+        .or(points.first());
+    from.map_or(0.0, |f| per_s(f, last, field))
 }
 
-pub type QueueKey = (String, Vec<u8>);
+/// Points a queue keeps over the whole window: its charts' resolution.
+/// Totals keep every sample; a queue keeps one point per window/60 (10 s
+/// over the default 10 minutes), so that memory grows by about 4 KB per
+/// queue, not by 20 KB, and 10,000 queues cost some 40 MB.
+pub const QUEUE_POINTS: usize = 60;
 
-/// A ring buffer per queue, and one for the sum of all queues.
+/// One queue's points: spaced at least `step` apart, but for the newest,
+/// which each sample replaces until it is `step` past the one before.
+struct Ring {
+    points: VecDeque<Point>,
+    /// The sample that last saw the queue.
+    seen: u64,
+}
+
+impl Ring {
+    fn push(&mut self, p: Point, step_ms: u64, capacity: usize) {
+        let n = self.points.len();
+        if n >= 2
+            && self.points[n - 1]
+                .at_ms
+                .saturating_sub(self.points[n - 2].at_ms)
+                < step_ms
+        {
+            self.points[n - 1] = p;
+        } else {
+            self.points.push_back(p);
+            while self.points.len() > capacity {
+                self.points.pop_front();
+            }
+        }
+    }
+}
+
+/// A ring buffer of every sample of the sum of all queues, and a coarser
+/// one per queue (see [`QUEUE_POINTS`]).
 pub struct History {
     capacity: usize,
-    queues: HashMap<QueueKey, VecDeque<Point>>,
+    queue_capacity: usize,
+    queue_step_ms: u64,
+    /// By server, then by queue name: a sample looks each queue up without
+    /// copying its name.
+    queues: HashMap<String, HashMap<Vec<u8>, Ring>>,
     total: VecDeque<Point>,
+    samples: u64,
 }
 
 impl History {
-    pub fn new(capacity: usize) -> History {
+    /// A history of `window`, sampled every `interval`.
+    pub fn new(interval: Duration, window: Duration) -> History {
+        let interval_ms = interval.as_millis().max(1) as u64;
+        let window_ms = window.as_millis() as u64;
+        let capacity = (window_ms / interval_ms) as usize + 1;
+        let step = (window_ms / QUEUE_POINTS as u64).max(interval_ms);
         History {
             capacity: capacity.max(2),
+            queue_capacity: capacity.clamp(2, QUEUE_POINTS + 2),
+            queue_step_ms: step,
             queues: HashMap::new(),
             total: VecDeque::new(),
+            samples: 0,
         }
     }
 
+    /// The span a queue's recent rates are measured over: one step of its
+    /// ring (at least one sample interval).
+    pub fn rate_span_ms(&self) -> u64 {
+        self.queue_step_ms
+    }
+
     pub fn record(&mut self, at_ms: u64, snaps: &[ServerSnap]) {
+        self.samples += 1;
+        let sample = self.samples;
         let mut total = Point {
             at_ms,
             ..Point::default()
         };
-        let mut seen = std::collections::HashSet::new();
         for snap in snaps {
+            if !self.queues.contains_key(&snap.addr) {
+                self.queues.insert(snap.addr.clone(), HashMap::new());
+            }
+            let Some(rings) = self.queues.get_mut(&snap.addr) else {
+                continue;
+            };
             for (name, stats) in &snap.queues {
-                let key = (snap.addr.clone(), name.clone());
                 let p = Point::of(at_ms, stats);
                 total.add(&p);
-                let ring = self.queues.entry(key.clone()).or_default();
-                if ring.len() == self.capacity {
-                    ring.pop_front();
+                match rings.get_mut(name.as_slice()) {
+                    Some(ring) => {
+                        ring.push(p, self.queue_step_ms, self.queue_capacity);
+                        ring.seen = sample;
+                    }
+                    None => {
+                        rings.insert(
+                            name.clone(),
+                            Ring {
+                                points: VecDeque::from([p]),
+                                seen: sample,
+                            },
+                        );
+                    }
                 }
-                ring.push_back(p);
-                seen.insert(key);
             }
         }
         // A queue gone (deleted, or moved to another master) is forgotten,
-        // unless its server could not be read this time.
-        let unread: Vec<&str> = snaps
-            .iter()
-            .filter(|s| s.error.is_some())
-            .map(|s| s.addr.as_str())
-            .collect();
+        // unless its server could not be read this time; so is a server
+        // that left the cluster.
         self.queues
-            .retain(|k, _| seen.contains(k) || unread.contains(&k.0.as_str()));
+            .retain(|addr, _| snaps.iter().any(|s| s.addr == *addr));
+        for snap in snaps.iter().filter(|s| s.error.is_none()) {
+            if let Some(rings) = self.queues.get_mut(&snap.addr) {
+                rings.retain(|_, r| r.seen == sample);
+            }
+        }
         if self.total.len() == self.capacity {
             self.total.pop_front();
         }
@@ -405,8 +475,9 @@ impl History {
 
     pub fn queue(&self, server: &str, name: &[u8]) -> Vec<Point> {
         self.queues
-            .get(&(server.to_string(), name.to_vec()))
-            .map(|r| r.iter().copied().collect())
+            .get(server)
+            .and_then(|rings| rings.get(name))
+            .map(|r| r.points.iter().copied().collect())
             .unwrap_or_default()
     }
 
@@ -481,7 +552,9 @@ mod tests {
 
     #[test]
     fn history_rings_rates_and_totals() {
-        let mut h = History::new(3);
+        // 2 s samples over 20 s: totals keep 11 points, a queue one per
+        // max(20 s / 60, 2 s) = 2 s too.
+        let mut h = History::new(Duration::from_secs(2), Duration::from_secs(6));
         for i in 0..5u64 {
             h.record(
                 i * 2000,
@@ -492,14 +565,20 @@ mod tests {
             );
         }
         let q = h.queue("a:1", b"q");
-        assert_eq!(q.len(), 3);
-        assert_eq!(q[0].ready, 2);
-        assert_eq!(recent_rate(&q, 5, |p| p.added), 5.0);
-        assert_eq!(rates(&q).len(), 2);
+        assert_eq!(q.len(), 4);
+        assert_eq!(q[0].ready, 1);
+        assert_eq!(recent_rate(&q, 2000, |p| p.added), 5.0);
+        assert_eq!(rates(&q).len(), 3);
+        assert_eq!(h.total().len(), 4);
         assert_eq!(h.total().last().map(|p| p.ready), Some(5));
         // r disappears from b:2: forgotten.
         h.record(10_000, &[snap("a:1", &[("q", 0, 50)]), snap("b:2", &[])]);
         assert!(h.queue("b:2", b"r").is_empty());
+        // A server that could not be read keeps its queues' history.
+        let mut down = snap("a:1", &[]);
+        down.error = Some("down".into());
+        h.record(12_000, &[down]);
+        assert!(!h.queue("a:1", b"q").is_empty());
         // A counter going back (queue made again) is no negative rate.
         let a = Point {
             at_ms: 0,
@@ -512,6 +591,29 @@ mod tests {
             ..Point::default()
         };
         assert_eq!(per_s(&a, &b, |p| p.added), 0.0);
+    }
+
+    #[test]
+    fn a_queue_keeps_one_point_per_step_and_the_newest() {
+        // 1 s samples over 10 minutes: totals keep 601 points, a queue one
+        // per 10 s (62 at most), and its newest always.
+        let mut h = History::new(Duration::from_secs(1), Duration::from_secs(600));
+        assert_eq!(h.rate_span_ms(), 10_000);
+        for i in 0..1000u64 {
+            h.record(i * 1000, &[snap("a:1", &[("q", i, i)])]);
+        }
+        assert_eq!(h.total().len(), 601);
+        let q = h.queue("a:1", b"q");
+        assert_eq!(q.len(), QUEUE_POINTS + 2);
+        assert_eq!(q.last().map(|p| p.at_ms), Some(999_000));
+        for w in q[..q.len() - 1].windows(2) {
+            assert_eq!(w[1].at_ms - w[0].at_ms, 10_000, "{w:?}");
+        }
+        // The window is covered: the oldest point is at least 10 minutes old.
+        assert!(q[q.len() - 1].at_ms - q[0].at_ms >= 600_000);
+        // The recent rate spans one step to two: 1 added per second.
+        assert_eq!(recent_rate(&q, h.rate_span_ms(), |p| p.added), 1.0);
+        assert_eq!(recent_rate(&[], 1, |p| p.added), 0.0);
     }
 
     #[test]

@@ -8,6 +8,8 @@
 
 mod backend;
 mod charts;
+mod glob;
+mod list;
 mod metrics;
 mod pages;
 mod render;
@@ -81,9 +83,32 @@ struct Args {
     )]
     basic_auth: Option<String>,
 
-    /// How often every queue's DQ.STATS is sampled for the charts.
+    /// How often the charts' sampler reads every server (one DQ.QUEUES
+    /// WITHSTATS each).
     #[arg(long, env = "DQ_DASHBOARD_SAMPLE_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
     sample_interval: Duration,
+
+    /// Queues that get series of their own in /metrics: a glob as
+    /// DQ.QUEUES MATCH takes (orders-*, tenant-[0-9]*). Repeatable: a queue
+    /// matching any. Not given: every queue, up to --metrics-max-queues.
+    /// Per-server totals are always there.
+    #[arg(
+        long = "metrics-queues",
+        env = "DQ_DASHBOARD_METRICS_QUEUES",
+        value_name = "GLOB"
+    )]
+    metrics_queues: Vec<String>,
+
+    /// At most this many queues get series of their own in a scrape (the
+    /// first by name); dq_metrics_queues_omitted counts the rest. 0: totals
+    /// only.
+    #[arg(
+        long,
+        env = "DQ_DASHBOARD_METRICS_MAX_QUEUES",
+        default_value_t = 250,
+        value_name = "N"
+    )]
+    metrics_max_queues: usize,
 
     /// How far back the charts go.
     #[arg(long, env = "DQ_DASHBOARD_HISTORY", default_value = "10m", value_parser = humantime::parse_duration)]
@@ -172,9 +197,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let servers: Vec<String> = backend.servers().iter().map(|s| s.addr.clone()).collect();
     tracing::info!(seeds = ?names, servers = ?servers, cluster = backend.is_cluster(), "connected");
 
-    let capacity =
-        (args.history.as_millis() / args.sample_interval.as_millis().max(1)) as usize + 1;
-    let history = Arc::new(Mutex::new(History::new(capacity)));
+    let history = Arc::new(Mutex::new(History::new(args.sample_interval, args.history)));
     let latest = Arc::new(RwLock::new(None));
     tokio::spawn(backend::sample(
         backend.clone(),
@@ -200,6 +223,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
         csrf,
         read_only: args.read_only,
         window: window_name(args.history),
+        metrics: metrics::Selection {
+            patterns: args
+                .metrics_queues
+                .iter()
+                .map(|p| p.as_bytes().to_vec())
+                .collect(),
+            max_queues: args.metrics_max_queues,
+        },
     });
     tracing::info!(addr = %bound, read_only = args.read_only, auth = app.auth.required(),
         "dashboard at http://{bound}/");
@@ -276,5 +307,20 @@ mod tests {
         let err = format!("{:#}", connection_infos(&bad).unwrap_err());
         assert!(!err.contains("hunter2"), "{err}");
         assert_eq!(window_name(Duration::from_secs(600)), "10m");
+        assert_eq!(a.metrics_max_queues, 250);
+        assert!(a.metrics_queues.is_empty());
+        let m = Args::try_parse_from([
+            "dq-dashboard",
+            "--metrics-queues",
+            "orders-*",
+            "--metrics-queues",
+            "emails",
+            "--metrics-max-queues",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(m.metrics_queues, ["orders-*", "emails"]);
+        assert_eq!(m.metrics_max_queues, 0);
+        assert!(Args::try_parse_from(["dq-dashboard", "--metrics-max-queues", "-1"]).is_err());
     }
 }

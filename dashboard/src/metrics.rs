@@ -1,9 +1,19 @@
-//! `/metrics`: the queues' DQ.STATS and the servers' INFO dq, read at each
-//! scrape (so the values are the server's now, not a sample's), in the
-//! OpenMetrics text format.
+//! `/metrics`: every server's totals and `INFO dq`, and the series of the
+//! queues chosen, in the OpenMetrics text format. Read at each scrape (so
+//! the values are the server's now, not a sample's) with one DQ.QUEUES
+//! WITHSTATS and one INFO dq per server, however many queues it holds.
+//!
+//! Totals are always there; a queue's own series are there when it is
+//! chosen: by `--metrics-queues` (every queue unless given), narrowed by
+//! the scrape's `?queue=GLOB`, and at most `--metrics-max-queues` of them
+//! (by name), `dq_metrics_queues_omitted` counting the rest. At 10,000
+//! queues a series per queue and counter would make a 10 MB scrape and
+//! 160,000 series; the totals make some 20 lines per server.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 
+use dq_client::Stats;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -11,10 +21,17 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::backend::ServerSnap;
+use crate::glob;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServerLabels {
     server: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerStateLabels {
+    server: String,
+    state: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -32,27 +49,87 @@ struct StateLabels {
 
 type FGauge = Gauge<f64, AtomicU64>;
 
+/// Which queues get series of their own.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    /// `--metrics-queues`: a queue matching any of these globs; none given,
+    /// every queue.
+    pub patterns: Vec<Vec<u8>>,
+    /// `--metrics-max-queues`: at most this many (0: none, totals only).
+    pub max_queues: usize,
+}
+
 /// The metric name of a DQ.STATS counter: `lease-expired` → `dq_lease_expired`
 /// (the text adds `_total`).
 pub fn counter_name(field: &str) -> String {
     format!("dq_{}", field.replace('-', "_"))
 }
 
-pub fn render(snaps: &[ServerSnap]) -> String {
+fn gauge_value(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A queue as a scrape sees it: its server, its name, its DQ.STATS.
+type QueueRef<'a> = (&'a str, &'a [u8], &'a Stats);
+
+/// The queues that get series of their own: those `selection` and the
+/// scrape's `scrape` globs (any of them; none given, all) choose, by name
+/// then server, at most `selection.max_queues`; and how many chosen queues
+/// each server had left out by that cap.
+fn chosen<'a>(
+    snaps: &'a [ServerSnap],
+    selection: &Selection,
+    scrape: &[Vec<u8>],
+) -> (Vec<QueueRef<'a>>, HashMap<&'a str, u64>) {
+    let picks = |patterns: &[Vec<u8>], name: &[u8]| {
+        patterns.is_empty() || patterns.iter().any(|p| glob::matches(p, name))
+    };
+    let mut queues: Vec<QueueRef> = snaps
+        .iter()
+        .flat_map(|snap| {
+            snap.queues
+                .iter()
+                .map(move |(name, stats)| (snap.addr.as_str(), name.as_slice(), stats))
+        })
+        .filter(|(_, name, _)| picks(&selection.patterns, name) && picks(scrape, name))
+        .collect();
+    let mut omitted: HashMap<&str, u64> = HashMap::new();
+    if queues.len() > selection.max_queues {
+        // By name, so that the same queues keep their series from scrape
+        // to scrape while the set of queues stays the same.
+        queues.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
+        for (server, _, _) in queues.drain(selection.max_queues..) {
+            *omitted.entry(server).or_default() += 1;
+        }
+    }
+    (queues, omitted)
+}
+
+pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -> String {
     let mut registry = Registry::default();
     let up = Family::<ServerLabels, Gauge>::default();
     let ticks = Family::<ServerLabels, Counter>::default();
     let continued = Family::<ServerLabels, Counter>::default();
     let lateness = Family::<ServerLabels, FGauge>::default();
     let longest = Family::<ServerLabels, FGauge>::default();
+    let server_queues = Family::<ServerLabels, Gauge>::default();
+    let server_messages = Family::<ServerStateLabels, Gauge>::default();
+    let server_oldest = Family::<ServerLabels, FGauge>::default();
+    let omitted_family = Family::<ServerLabels, Gauge>::default();
+    let server_counters: Vec<(&'static str, Family<ServerLabels, Counter>)> = Stats::default()
+        .counters()
+        .iter()
+        .map(|(name, _)| (*name, Family::default()))
+        .collect();
     let messages = Family::<StateLabels, Gauge>::default();
     let oldest = Family::<QueueLabels, FGauge>::default();
-    let counters: Vec<(&'static str, Family<QueueLabels, Counter>)> = dq_client::Stats::default()
+    let counters: Vec<(&'static str, Family<QueueLabels, Counter>)> = Stats::default()
         .counters()
         .iter()
         .map(|(name, _)| (*name, Family::default()))
         .collect();
 
+    let (queues, omitted) = chosen(snaps, selection, scrape);
     for snap in snaps {
         let server = ServerLabels {
             server: snap.addr.clone(),
@@ -73,33 +150,85 @@ pub fn render(snaps: &[ServerSnap]) -> String {
                 longest.get_or_create(&server).set(us as f64 / 1e6);
             }
         }
-        for (name, stats) in &snap.queues {
-            let queue = String::from_utf8_lossy(name).into_owned();
-            let q = QueueLabels {
-                server: snap.addr.clone(),
-                queue: queue.clone(),
-            };
-            for state in dq_client::State::ALL {
-                messages
-                    .get_or_create(&StateLabels {
-                        server: snap.addr.clone(),
-                        queue: queue.clone(),
-                        state: state.as_str(),
-                    })
-                    .set(i64::try_from(stats.count(state)).unwrap_or(i64::MAX));
+        // A server not read in full has no totals this scrape: a missing
+        // series, rather than a sum that looks like a drop.
+        if snap.error.is_some() {
+            continue;
+        }
+        let mut total = Stats::default();
+        let mut max_age: u64 = 0;
+        for (_, s) in &snap.queues {
+            total.delayed += s.delayed;
+            total.ready += s.ready;
+            total.inflight += s.inflight;
+            total.dead += s.dead;
+            for (sum, (_, v)) in [
+                &mut total.added,
+                &mut total.delivered,
+                &mut total.acked,
+                &mut total.nacked,
+                &mut total.retried,
+                &mut total.lease_expired,
+                &mut total.dead_lettered,
+                &mut total.expired,
+                &mut total.redriven,
+                &mut total.cancelled,
+                &mut total.purged,
+            ]
+            .into_iter()
+            .zip(s.counters())
+            {
+                *sum = sum.saturating_add(v);
             }
-            oldest
-                .get_or_create(&q)
-                .set(stats.oldest_ready_age_ms.unwrap_or(0) as f64 / 1000.0);
-            for ((_, value), (_, family)) in stats.counters().iter().zip(&counters) {
-                family.get_or_create(&q).inc_by(*value);
-            }
+            max_age = max_age.max(s.oldest_ready_age_ms.unwrap_or(0));
+        }
+        server_queues
+            .get_or_create(&server)
+            .set(gauge_value(snap.queues.len() as u64));
+        for state in dq_client::State::ALL {
+            server_messages
+                .get_or_create(&ServerStateLabels {
+                    server: snap.addr.clone(),
+                    state: state.as_str(),
+                })
+                .set(gauge_value(total.count(state)));
+        }
+        server_oldest
+            .get_or_create(&server)
+            .set(max_age as f64 / 1000.0);
+        for ((_, value), (_, family)) in total.counters().iter().zip(&server_counters) {
+            family.get_or_create(&server).inc_by(*value);
+        }
+        omitted_family.get_or_create(&server).set(gauge_value(
+            omitted.get(snap.addr.as_str()).copied().unwrap_or(0),
+        ));
+    }
+    for (addr, name, stats) in queues {
+        let queue = String::from_utf8_lossy(name).into_owned();
+        let q = QueueLabels {
+            server: addr.to_string(),
+            queue: queue.clone(),
+        };
+        for state in dq_client::State::ALL {
+            messages
+                .get_or_create(&StateLabels {
+                    server: addr.to_string(),
+                    queue: queue.clone(),
+                    state: state.as_str(),
+                })
+                .set(gauge_value(stats.count(state)));
+        }
+        oldest
+            .get_or_create(&q)
+            .set(stats.oldest_ready_age_ms.unwrap_or(0) as f64 / 1000.0);
+        for ((_, value), (_, family)) in stats.counters().iter().zip(&counters) {
+            family.get_or_create(&q).inc_by(*value);
         }
     }
 
     registry.register(
         "dq_server_up",
-        "1 when the server answered INFO dq, DQ.QUEUES and every DQ.STATS of this scrape",
+        "1 when the server answered INFO dq and DQ.QUEUES WITHSTATS this scrape",
         up,
     );
     registry.register(
@@ -122,6 +251,35 @@ pub fn render(snaps: &[ServerSnap]) -> String {
         "dq_timer_longest_tick_seconds",
         "The longest timer tick so far: the main-thread pause (INFO dq: dq_longest_tick_us)",
         longest,
+    );
+    registry.register(
+        "dq_server_queues",
+        "Queues of the server's database (DQ.QUEUES)",
+        server_queues,
+    );
+    registry.register(
+        "dq_server_messages",
+        "Messages in each state now, summed over the server's queues",
+        server_messages,
+    );
+    registry.register(
+        "dq_server_oldest_ready_age_seconds",
+        "The longest lag of the server's queues: the oldest ready age of the queue that lags \
+         most; 0 when nothing is ready",
+        server_oldest,
+    );
+    for (field, family) in server_counters {
+        registry.register(
+            format!("dq_server_{}", field.replace('-', "_")),
+            format!("DQ.STATS {field}, summed over the server's queues"),
+            family,
+        );
+    }
+    registry.register(
+        "dq_metrics_queues_omitted",
+        "Queues chosen for series of their own (--metrics-queues, ?queue=) but left out by \
+         --metrics-max-queues",
+        omitted_family,
     );
     registry.register(
         "dq_messages",
@@ -172,7 +330,7 @@ mod tests {
             )),
             error: None,
         }];
-        let text = render(&snaps);
+        let text = render(&snaps, &every(), &[]);
         for line in [
             r#"dq_messages{server="127.0.0.1:6379",queue="orders\"x",state="ready"} 3"#,
             r#"dq_messages{server="127.0.0.1:6379",queue="orders\"x",state="dead"} 1"#,
@@ -187,5 +345,118 @@ mod tests {
         }
         assert!(text.ends_with("# EOF\n"));
         let _ = InfoDq::default();
+    }
+
+    fn every() -> Selection {
+        Selection {
+            patterns: Vec::new(),
+            max_queues: usize::MAX,
+        }
+    }
+
+    fn server(addr: &str, queues: &[(&str, u64, u64)]) -> ServerSnap {
+        ServerSnap {
+            addr: addr.into(),
+            queues: queues
+                .iter()
+                .map(|(n, ready, acked)| {
+                    (
+                        n.as_bytes().to_vec(),
+                        Stats {
+                            ready: *ready,
+                            acked: *acked,
+                            oldest_ready_age_ms: (*ready > 0).then_some(*ready * 1000),
+                            ..Stats::default()
+                        },
+                    )
+                })
+                .collect(),
+            info: None,
+            error: None,
+        }
+    }
+
+    fn queue_lines(text: &str) -> Vec<String> {
+        let mut q: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("dq_messages{") && l.contains("state=\"ready\""))
+            .map(|l| l.to_string())
+            .collect();
+        q.sort();
+        q
+    }
+
+    #[test]
+    fn totals_always_and_per_queue_series_as_chosen() {
+        let snaps = vec![
+            server(
+                "a:1",
+                &[("orders", 3, 10), ("emails", 1, 5), ("orders-eu", 2, 0)],
+            ),
+            server("b:2", &[("orders", 4, 1)]),
+        ];
+        let text = render(&snaps, &every(), &[]);
+        for line in [
+            r#"dq_server_messages{server="a:1",state="ready"} 6"#,
+            r#"dq_server_messages{server="b:2",state="ready"} 4"#,
+            r#"dq_server_acked_total{server="a:1"} 15"#,
+            r#"dq_server_queues{server="a:1"} 3"#,
+            r#"dq_server_oldest_ready_age_seconds{server="a:1"} 3.0"#,
+            r#"dq_metrics_queues_omitted{server="a:1"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+        }
+        assert_eq!(queue_lines(&text).len(), 4);
+
+        // --metrics-queues: only those; the totals stay whole.
+        let orders = Selection {
+            patterns: vec![b"orders*".to_vec()],
+            max_queues: usize::MAX,
+        };
+        let text = render(&snaps, &orders, &[]);
+        assert_eq!(queue_lines(&text).len(), 3);
+        assert!(!text.contains(r#"queue="emails""#));
+        assert!(text.contains(r#"dq_server_messages{server="a:1",state="ready"} 6"#));
+        // ?queue= narrows further (any of several).
+        let text = render(&snaps, &orders, &[b"*-eu".to_vec(), b"nothing".to_vec()]);
+        assert_eq!(
+            queue_lines(&text),
+            [r#"dq_messages{server="a:1",queue="orders-eu",state="ready"} 2"#]
+        );
+        // The cap keeps the first by name then server, and says what it
+        // left out, per server.
+        let capped = Selection {
+            patterns: Vec::new(),
+            max_queues: 2,
+        };
+        let text = render(&snaps, &capped, &[]);
+        assert_eq!(
+            queue_lines(&text),
+            [
+                r#"dq_messages{server="a:1",queue="emails",state="ready"} 1"#,
+                r#"dq_messages{server="a:1",queue="orders",state="ready"} 3"#,
+            ]
+        );
+        assert!(text.contains(r#"dq_metrics_queues_omitted{server="a:1"} 1"#));
+        assert!(text.contains(r#"dq_metrics_queues_omitted{server="b:2"} 1"#));
+        // 0: totals only.
+        let none = Selection {
+            patterns: Vec::new(),
+            max_queues: 0,
+        };
+        let text = render(&snaps, &none, &[]);
+        assert!(queue_lines(&text).is_empty());
+        assert!(!text.contains("dq_added_total{"));
+        assert!(text.contains(r#"dq_metrics_queues_omitted{server="a:1"} 3"#));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn a_server_not_read_has_no_totals() {
+        let mut down = server("a:1", &[]);
+        down.error = Some("connection refused".into());
+        let text = render(&[down], &every(), &[]);
+        assert!(text.contains(r#"dq_server_up{server="a:1"} 0"#));
+        assert!(!text.contains("dq_server_messages{"));
     }
 }

@@ -7,6 +7,7 @@ use maud::{html, Markup, DOCTYPE};
 
 use crate::backend::{rates, recent_rate, Point};
 use crate::charts::{chart, spark, Series};
+use crate::list::{page_links, Has, ListQuery, Sort, MAX_PER_PAGE, PER_PAGE};
 use crate::render::{self, count, label, lossy, relative, time, url_part, Payload};
 
 /// What every page needs to know about the request and the dashboard.
@@ -93,11 +94,11 @@ pub struct QueueRow<'a> {
     pub history: Vec<Point>,
 }
 
-fn rate_cells(history: &[Point]) -> (f64, f64, f64) {
+fn rate_cells(history: &[Point], span_ms: u64) -> (f64, f64, f64) {
     (
-        recent_rate(history, 5, |p| p.added),
-        recent_rate(history, 5, |p| p.acked),
-        recent_rate(history, 5, |p| p.dead_lettered),
+        recent_rate(history, span_ms, |p| p.added),
+        recent_rate(history, span_ms, |p| p.acked),
+        recent_rate(history, span_ms, |p| p.dead_lettered),
     )
 }
 
@@ -153,54 +154,188 @@ pub struct ServerNote {
     pub error: Option<String>,
     pub lateness_ms: Option<u64>,
     pub ticks: Option<u64>,
+    /// Its queues in this view.
+    pub queues: usize,
 }
 
-pub fn queue_list(
-    ctx: &Ctx,
-    rows: &[QueueRow],
-    total: &[Point],
-    servers: &[ServerNote],
-    window: &str,
-) -> Markup {
-    let sum = |f: fn(&Stats) -> u64| rows.iter().map(|r| f(r.stats)).sum::<u64>();
+/// One page of the queue list and what frames it.
+pub struct ListView<'a> {
+    pub query: &'a ListQuery,
+    /// This page's rows, in order.
+    pub rows: Vec<QueueRow<'a>>,
+    /// Queues the view matches, on every page.
+    pub matched: usize,
+    pub page: usize,
+    pub pages: usize,
+    /// Messages per state (delayed, ready, inflight, dead) summed over
+    /// the matched queues.
+    pub sums: [u64; 4],
+    /// The sampler's totals of every queue, for the charts.
+    pub total: &'a [Point],
+    pub servers: &'a [ServerNote],
+    /// More than one server: a server column, sortable.
+    pub many_servers: bool,
+    pub window: &'a str,
+    pub rate_span_ms: u64,
+}
+
+fn sort_header(q: &ListQuery, sort: Sort, text: &str, numeric: bool) -> Markup {
+    let active = q.sort == sort;
+    let aria = active.then_some(if q.desc { "descending" } else { "ascending" });
+    let arrow = match (active, q.desc) {
+        (false, _) => "",
+        (true, true) => " ▼",
+        (true, false) => " ▲",
+    };
+    html! {
+        th.num[numeric].sorted[active] data-sort=(sort.key()) aria-sort=[aria] {
+            a href=(q.sorted_by(sort).href()) title=(format!("sort by {text}")) { (text) (arrow) }
+        }
+    }
+}
+
+fn list_pager(v: &ListView, id: &str) -> Markup {
+    let q = v.query;
+    let first = (v.page - 1) * q.per + 1;
+    let last = (first + v.rows.len()).saturating_sub(1);
+    html! {
+        nav.pager.list-pager id=(id) {
+            span.showing { "Showing " b { (count(first as u64)) "–" (count(last as u64)) } " of " b { (count(v.matched as u64)) } " queue" (if v.matched == 1 { "" } else { "s" }) }
+            @if v.pages > 1 {
+                span.pages {
+                    @if v.page > 1 {
+                        a.prev href=(q.at_page(v.page - 1).href()) rel="prev" { "‹ prev" }
+                    }
+                    @for p in page_links(v.page, v.pages) {
+                        @match p {
+                            Some(n) if n == v.page => { span.current aria-current="page" { (n) } }
+                            Some(n) => { a.page href=(q.at_page(n).href()) { (n) } }
+                            None => { span.gap { "…" } }
+                        }
+                    }
+                    @if v.page < v.pages {
+                        a.next href=(q.at_page(v.page + 1).href()) rel="next" { "next ›" }
+                    }
+                }
+            }
+            span.per {
+                "per page:"
+                @for n in [PER_PAGE, 100, MAX_PER_PAGE] {
+                    " "
+                    @if n == q.per { b { (n) } } @else { a href=(q.with_per(n).href()) { (n) } }
+                }
+            }
+        }
+    }
+}
+
+fn filter_form(q: &ListQuery) -> Markup {
+    let clear = q.cleared();
+    let dead = q.with_has(Some(Has::State(State::Dead)));
+    let has_dead = q.has == Some(Has::State(State::Dead));
+    html! {
+        form.filters id="filters" method="get" action="/" {
+            label {
+                span.k { "name" }
+                input type="search" name="q" id="filter-q" value=(lossy(&q.name))
+                    placeholder="text, or a glob: orders-*";
+            }
+            label {
+                span.k { "holding" }
+                select name="has" id="filter-has" {
+                    option value="" selected[q.has.is_none()] { "anything, or nothing" }
+                    option value="any" selected[q.has == Some(Has::Any)] { "messages in any state" }
+                    @for st in State::ALL {
+                        option value=(st.as_str()) selected[q.has == Some(Has::State(st))] { (st.as_str()) " messages" }
+                    }
+                }
+            }
+            label {
+                span.k { "at least" }
+                input type="number" name="min" id="filter-min" min="1" value=(q.min);
+            }
+            @if let Some(s) = &q.server {
+                input type="hidden" name="server" value=(s);
+            }
+            @if q.sort != Sort::Name {
+                input type="hidden" name="sort" value=(q.sort.key());
+            }
+            @if q.desc != q.sort.default_desc() {
+                input type="hidden" name="dir" value=(if q.desc { "desc" } else { "asc" });
+            }
+            @if q.per != PER_PAGE {
+                input type="hidden" name="per" value=(q.per);
+            }
+            button.btn type="submit" id="filter-apply" { "Filter" }
+            @if q.filtered() {
+                a.btn.ghost id="filter-clear" href=(clear.href()) { "Clear" }
+            }
+            a.chip.active[has_dead] id="has-dead" href=(dead.href()) { "has dead letters" }
+        }
+    }
+}
+
+pub fn queue_list(ctx: &Ctx, v: &ListView) -> Markup {
+    let q = v.query;
+    let [delayed, ready, inflight, dead] = v.sums;
+    let window = v.window;
     let body = html! {
         section.summary {
-            div.tile.t-delayed { span.k { "delayed" } span.v id="total-delayed" { (count(sum(|s| s.delayed))) } }
-            div.tile.t-ready { span.k { "ready" } span.v id="total-ready" { (count(sum(|s| s.ready))) } }
-            div.tile.t-inflight { span.k { "in flight" } span.v id="total-inflight" { (count(sum(|s| s.inflight))) } }
-            div.tile.t-dead { span.k { "dead" } span.v id="total-dead" { (count(sum(|s| s.dead))) } }
-            div.tile { span.k { "queues" } span.v { (rows.len()) } }
-            div.tile { span.k { (if ctx.cluster { "masters" } else { "servers" }) } span.v { (servers.len()) } }
+            div.tile.t-delayed { span.k { "delayed" } span.v id="total-delayed" { (count(delayed)) } }
+            div.tile.t-ready { span.k { "ready" } span.v id="total-ready" { (count(ready)) } }
+            div.tile.t-inflight { span.k { "in flight" } span.v id="total-inflight" { (count(inflight)) } }
+            div.tile.t-dead { span.k { "dead" } span.v id="total-dead" { (count(dead)) } }
+            div.tile { span.k { (if q.filtered() { "queues matching" } else { "queues" }) } span.v id="total-queues" { (count(v.matched as u64)) } }
+            div.tile { span.k { (if ctx.cluster { "masters" } else { "servers" }) } span.v { (v.servers.len()) } }
         }
         section.charts {
-            (chart(&format!("Messages, last {window}"), &state_series(total), 520, 110, true, ""))
-            (chart(&format!("Throughput per second, last {window}"), &throughput_series(total), 520, 110, true, "/s"))
+            (chart(&format!("Messages, all queues, last {window}"), &state_series(v.total), 520, 110, true, ""))
+            (chart(&format!("Throughput per second, all queues, last {window}"), &throughput_series(v.total), 520, 110, true, "/s"))
         }
-        @for s in servers {
+        @for s in v.servers {
             @if let Some(e) = &s.error {
                 p.alert { "Server " (s.addr) " could not be read: " (e) }
             }
         }
-        section.card {
-            h2 { "Queues" }
-            @if rows.is_empty() {
-                p.muted { "No queues yet. A queue appears with its first DQ.ADD." }
+        section.card.queue-list {
+            div.list-head {
+                h2 { "Queues" }
+                (filter_form(q))
+            }
+            @if q.filtered() {
+                p.muted.view-note id="view-note" {
+                    "The counts above are of the queues this view matches"
+                    @if let Some(s) = &q.server { " on " (s) }
+                    ". "
+                    a href=(q.cleared().href()) { "All queues" }
+                }
+            }
+            @if v.matched == 0 {
+                @if q.filtered() {
+                    p.muted id="no-match" { "No queue matches this view." }
+                } @else {
+                    p.muted { "No queues yet. A queue appears with its first DQ.ADD." }
+                }
             } @else {
+                (list_pager(v, "pager-top"))
                 table.queues id="queues" {
                     thead { tr {
-                        th { "queue" }
-                        @if servers.len() > 1 { th { "server" } }
-                        th.num { "delayed" } th.num { "ready" } th.num { "in flight" } th.num { "dead" }
+                        (sort_header(q, Sort::Name, "queue", false))
+                        @if v.many_servers { (sort_header(q, Sort::Server, "server", false)) }
+                        (sort_header(q, Sort::State(State::Delayed), "delayed", true))
+                        (sort_header(q, Sort::State(State::Ready), "ready", true))
+                        (sort_header(q, Sort::State(State::Inflight), "in flight", true))
+                        (sort_header(q, Sort::State(State::Dead), "dead", true))
                         th.num { "added/s" } th.num { "acked/s" } th.num { "dead/s" }
-                        th.num { "oldest ready" }
+                        (sort_header(q, Sort::Oldest, "oldest ready", true))
                         th { "backlog" }
                     } }
                     tbody {
-                        @for r in rows {
-                            @let (added, acked, dead) = rate_cells(&r.history);
+                        @for r in &v.rows {
+                            @let (added, acked, dead) = rate_cells(&r.history, v.rate_span_ms);
                             tr data-queue=(lossy(r.name)) {
                                 td.name { a href=(queue_url(r.server, r.name)) { (label(r.name, 80)) } }
-                                @if servers.len() > 1 { td.server { (r.server) } }
+                                @if v.many_servers { td.server { (r.server) } }
                                 td.num.c-delayed data-state="delayed" { (count(r.stats.delayed)) }
                                 td.num.c-ready data-state="ready" { (count(r.stats.ready)) }
                                 td.num.c-inflight data-state="inflight" { (count(r.stats.inflight)) }
@@ -214,13 +349,15 @@ pub fn queue_list(
                         }
                     }
                 }
+                @if v.pages > 1 { (list_pager(v, "pager")) }
             }
         }
         section.card.servers {
             h2 { (if ctx.cluster { "Cluster masters" } else { "Servers" }) }
-            table { thead { tr { th { "server" } th.num { "timer ticks" } th.num { "lateness" } th { "status" } } }
-                tbody { @for s in servers { tr {
-                    td { (s.addr) }
+            table { thead { tr { th { "server" } th.num { "queues listed" } th.num { "timer ticks" } th.num { "lateness" } th { "status" } } }
+                tbody { @for s in v.servers { tr {
+                    td { a.server-link href=(ListQuery { server: Some(s.addr.clone()), ..ListQuery::default() }.href()) { (s.addr) } }
+                    td.num { (count(s.queues as u64)) }
                     td.num { (s.ticks.map_or("—".into(), count)) }
                     td.num { (s.lateness_ms.map_or("—".into(), render::age)) }
                     td { @if s.error.is_some() { span.badge.st-dead { "unreachable" } } @else { span.badge.st-ok { "ok" } } }

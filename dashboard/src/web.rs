@@ -3,7 +3,6 @@
 //! confirmation, with a valid CSRF token, from this origin, when not
 //! `--read-only`.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -15,6 +14,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use maud::Markup;
 
 use crate::backend::{Backend, History, ServerSnap};
+use crate::list::{self, ListQuery};
 use crate::pages::{self, Ctx, Pending};
 use crate::render::{decode_part, form_value, now_ms, parse_form};
 use crate::security::{self, Auth, Csrf};
@@ -34,6 +34,8 @@ pub struct App {
     pub read_only: bool,
     /// The chart window as the pages name it, e.g. `10m`.
     pub window: String,
+    /// Which queues `/metrics` gives series of their own.
+    pub metrics: crate::metrics::Selection,
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -156,7 +158,7 @@ async fn route(app: &Arc<App>, req: Request<hyper::body::Incoming>) -> Resp {
     let method = req.method().clone();
 
     let result: Result<Resp, Fail> = match (&method, segments.as_slice()) {
-        (&Method::GET, [""]) => list(app, &ctx).await,
+        (&Method::GET, [""]) => list(app, &ctx, &query).await,
         (&Method::GET, ["static", "style.css"]) => {
             Ok(plain(StatusCode::OK, "text/css; charset=utf-8", STYLE))
         }
@@ -167,11 +169,18 @@ async fn route(app: &Arc<App>, req: Request<hyper::body::Incoming>) -> Resp {
         )),
         (&Method::GET, ["healthz"]) => healthz(app).await,
         (&Method::GET, ["metrics"]) => {
+            // `?queue=GLOB` (repeatable): a scrape config's `params:` picks
+            // the queues that get series of their own.
+            let scrape: Vec<Vec<u8>> = query
+                .iter()
+                .filter(|(k, _)| k == "queue")
+                .map(|(_, v)| v.clone())
+                .collect();
             let snaps = app.backend.snapshot().await;
             Ok(plain(
                 StatusCode::OK,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                crate::metrics::render(&snaps),
+                crate::metrics::render(&snaps, &app.metrics, &scrape),
             ))
         }
         (&Method::GET, ["q", server, queue]) => {
@@ -269,7 +278,8 @@ fn server_of(app: &App, server: &[u8]) -> Result<Arc<crate::backend::Server>, Fa
 }
 
 /// Whether `queue` exists on `server`: DQ.QUEUES lists it. The sampler's
-/// last list answers first; DQ.QUEUES is asked when it does not know.
+/// last list answers first; DQ.QUEUES MATCH of the exact name is asked
+/// when it does not know (a one-name answer, however many queues).
 async fn queue_exists(
     app: &App,
     server: &crate::backend::Server,
@@ -289,50 +299,90 @@ async fn queue_exists(
         return Ok(true);
     }
     let mut con = server.con.clone();
-    let names = admin::queues(&mut con).await.map_err(redis_fail)?;
+    let names = admin::queues_matching(&mut con, &admin::glob_escape(queue))
+        .await
+        .map_err(redis_fail)?;
     Ok(names.iter().any(|n| n == queue))
 }
 
-async fn list(app: &App, ctx: &Ctx) -> Result<Resp, Fail> {
-    let snaps = app.backend.snapshot().await;
-    let history = app.history.lock().ok();
-    let mut rows = Vec::new();
-    let mut notes = Vec::new();
-    let mut hist: HashMap<(String, Vec<u8>), Vec<crate::backend::Point>> = HashMap::new();
-    for snap in &snaps {
-        for (name, _) in &snap.queues {
-            let h = history
-                .as_ref()
-                .map(|h| h.queue(&snap.addr, name))
-                .unwrap_or_default();
-            hist.insert((snap.addr.clone(), name.clone()), h);
+/// The queue list: one DQ.QUEUES WITHSTATS per server (with MATCH for a
+/// name filter) and INFO dq, then the state filter, the sort and the page
+/// here; the history is looked up for the page's rows only.
+async fn list(app: &App, ctx: &Ctx, query: &[(String, Vec<u8>)]) -> Result<Resp, Fail> {
+    let view = ListQuery::parse(query)
+        .map_err(|(title, detail)| fail(StatusCode::BAD_REQUEST, title, detail))?;
+    let all = app.backend.servers();
+    let many_servers = all.len() > 1;
+    let servers = match &view.server {
+        Some(name) => vec![server_of(app, name.as_bytes())?],
+        None => all,
+    };
+    let pattern = view.pattern();
+    let snaps = Backend::snapshot_matching(servers, pattern.as_deref()).await;
+    let mut rows: Vec<list::Row> = snaps
+        .iter()
+        .flat_map(|snap| {
+            snap.queues.iter().map(|(name, stats)| list::Row {
+                server: &snap.addr,
+                name,
+                stats,
+            })
+        })
+        .filter(|r| view.keeps(r.stats))
+        .collect();
+    let mut sums = [0u64; 4];
+    for r in &rows {
+        for (sum, st) in sums.iter_mut().zip(State::ALL) {
+            *sum = sum.saturating_add(r.stats.count(st));
         }
-        notes.push(pages::ServerNote {
+    }
+    let notes: Vec<pages::ServerNote> = snaps
+        .iter()
+        .map(|snap| pages::ServerNote {
             addr: snap.addr.clone(),
             error: snap.error.clone(),
             lateness_ms: snap.info.as_ref().and_then(|i| i.int("lateness_ms")),
             ticks: snap.info.as_ref().and_then(|i| i.int("timer_ticks")),
-        });
-    }
-    let total = history.as_ref().map(|h| h.total()).unwrap_or_default();
-    drop(history);
-    for snap in &snaps {
-        for (name, stats) in &snap.queues {
-            rows.push(pages::QueueRow {
-                server: &snap.addr,
-                name,
-                stats,
-                history: hist
-                    .remove(&(snap.addr.clone(), name.clone()))
+            queues: rows.iter().filter(|r| r.server == snap.addr).count(),
+        })
+        .collect();
+    list::order(&mut rows, view.sort, view.desc);
+    let matched = rows.len();
+    let (pages_n, page) = view.pages(matched);
+    let from = ((page - 1) * view.per).min(matched);
+    let to = (from + view.per).min(matched);
+    let (total, span, shown) = {
+        let history = app.history.lock().ok();
+        let shown: Vec<pages::QueueRow> = rows[from..to]
+            .iter()
+            .map(|r| pages::QueueRow {
+                server: r.server,
+                name: r.name,
+                stats: r.stats,
+                history: history
+                    .as_ref()
+                    .map(|h| h.queue(r.server, r.name))
                     .unwrap_or_default(),
-            });
-        }
-    }
-    rows.sort_by(|a, b| a.name.cmp(b.name).then(a.server.cmp(b.server)));
-    Ok(html(
-        StatusCode::OK,
-        pages::queue_list(ctx, &rows, &total, &notes, &app.window),
-    ))
+            })
+            .collect();
+        let total = history.as_ref().map(|h| h.total()).unwrap_or_default();
+        let span = history.as_ref().map_or(0, |h| h.rate_span_ms());
+        (total, span, shown)
+    };
+    let v = pages::ListView {
+        query: &view,
+        rows: shown,
+        matched,
+        page,
+        pages: pages_n,
+        sums,
+        total: &total,
+        servers: &notes,
+        many_servers,
+        window: &app.window,
+        rate_span_ms: span,
+    };
+    Ok(html(StatusCode::OK, pages::queue_list(ctx, &v)))
 }
 
 async fn queue_page(
