@@ -141,6 +141,27 @@ def browser():
     driver.quit()
 
 
+@pytest.fixture
+def browser_without_js():
+    """Headless Chromium with JavaScript off: every page must read and act
+    through plain links and forms."""
+    opts = Options()
+    opts.binary_location = os.environ.get("DQ_CHROMIUM", "/usr/bin/chromium")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
+        opts.add_argument(arg)
+    opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    driver = webdriver.Chrome(service=Service(os.environ.get("DQ_CHROMEDRIVER", "/usr/bin/chromedriver")), options=opts)
+    yield driver
+    driver.quit()
+
+
+def command_calls(client, *commands):
+    """INFO commandstats' calls of each command (e.g. "dq.queues"), 0 for
+    one never called."""
+    stats = client.info("commandstats")
+    return tuple(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in commands)
+
+
 def screenshot(driver, name):
     """A full-page PNG under target/dashboard/screenshots/."""
     SHOTS.mkdir(parents=True, exist_ok=True)

@@ -401,22 +401,6 @@ def test_cluster_one_seed_shows_the_queues_of_every_master(start_dashboard, brow
 # --- JavaScript off, odd names ----------------------------------------------------------
 
 
-@pytest.fixture
-def browser_without_js():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = os.environ.get("DQ_CHROMIUM", "/usr/bin/chromium")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"):
-        opts.add_argument(arg)
-    opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
-    driver = webdriver.Chrome(service=Service(os.environ.get("DQ_CHROMEDRIVER", "/usr/bin/chromedriver")), options=opts)
-    yield driver
-    driver.quit()
-
-
 def test_reading_and_acting_work_with_javascript_off(r, dashboard, browser_without_js):
     b = browser_without_js
     fill(r)
