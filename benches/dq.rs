@@ -13,7 +13,8 @@
 //! (default redis-server), `DQ_BENCH_QUICK=1` (small counts, under a
 //! minute), `DQ_BENCH_OUT` (default target/bench), `DQ_BENCH_ONLY`
 //! (comma-separated scenarios: add, lifecycle, lateness, burst, idle,
-//! memory, backlog, unlink). Writes `results.md` and `lateness.svg` there.
+//! memory, queues, backlog, unlink). Writes `results.md` and `lateness.svg`
+//! there.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -81,6 +82,8 @@ struct Scale {
     mem_n: usize,
     backlog_small: usize,
     backlog_big: usize,
+    /// Queues of the many-queues scenario, one message each.
+    queues_n: usize,
 }
 
 impl Scale {
@@ -100,6 +103,7 @@ impl Scale {
             mem_n: pick(100_000, 1_000_000),
             backlog_small: 10_000,
             backlog_big: pick(200_000, 10_000_000),
+            queues_n: 10_000,
         }
     }
 }
@@ -1037,6 +1041,108 @@ fn memory(cfg: &Config, s: &Scale, report: &mut Report) {
     ));
 }
 
+// ---------------------------------------------------------------- 9. queues
+
+/// Queue (or topic) `i` of the many-queues scenario, and its message's id:
+/// the same names for dq and for the client-side design.
+fn tenant(i: usize) -> String {
+    format!("tenant-{i:05}")
+}
+
+fn msg_id(i: usize) -> String {
+    format!("msg-{i:010}")
+}
+
+/// Thousands of small queues: what one costs in memory.
+fn many_queues(cfg: &Config, s: &Scale, report: &mut Report) {
+    queue_memory(cfg, s, report);
+}
+
+/// used_memory once the server has let go of everything but its data: the
+/// loading clients are gone (their buffers freed) and the main dictionary
+/// has finished the rehash the loading started (serverCron does 1 ms of it
+/// every 100 ms).
+fn settled_memory(server: &Server) -> u64 {
+    let mut con = server.conn();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while info_u64(&mut con, "clients", "connected_clients") > 1 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(Duration::from_millis(300));
+    info_u64(&mut con, "memory", "used_memory")
+}
+
+fn memory_usage(server: &Server, key: &str) -> u64 {
+    redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .query(&mut server.conn())
+        .expect("MEMORY USAGE")
+}
+
+fn queue_memory(cfg: &Config, s: &Scale, report: &mut Report) {
+    let n = s.queues_n;
+    let per_queue = |server: &Server, add: &(dyn Fn(&mut Pipeline, usize) + Sync)| {
+        let before = settled_memory(server);
+        drive(server.conns(s.conns), n, add);
+        (settled_memory(server) - before) as f64 / n as f64
+    };
+    let with_module = Server::with_module(cfg);
+    let dq = per_queue(&with_module, &|p, i| {
+        p.cmd("DQ.ADD")
+            .arg(tenant(i))
+            .arg(payload(i))
+            .arg("ID")
+            .arg(msg_id(i));
+        p.arg("DELAY").arg(HOUR_MS);
+    });
+    let queues = with_module.info_u64("dq", "dq_queues");
+    assert_eq!(queues, n as u64, "queues: INFO dq counts {queues} queues");
+    let dq_usage = memory_usage(&with_module, &tenant(0));
+    drop(with_module);
+    let plain = Server::plain(cfg);
+    let due = now_ms() + HOUR_MS;
+    let bare = per_queue(&plain, &|p, i| {
+        let topic = tenant(i);
+        p.cmd("ZADD")
+            .arg(format!("{topic}:delayed"))
+            .arg(due)
+            .arg(msg_id(i));
+        p.cmd("HSET")
+            .arg(format!("{topic}:payloads"))
+            .arg(msg_id(i))
+            .arg(payload(i));
+    });
+    let bare_usage = memory_usage(&plain, &format!("{}:delayed", tenant(0)))
+        + memory_usage(&plain, &format!("{}:payloads", tenant(0)));
+    drop(plain);
+    report.push(Row {
+        scenario: "9 queues",
+        figure: format!("bytes/queue holding one 64-byte message, {n} queues"),
+        value: format!("{dq:.0} B"),
+        baseline: format!("{bare:.0} B"),
+        ratio: format!("{:.2}×", dq / bare),
+        target: "≤ 3× (goal ≤ 1×)".into(),
+        met: Some(dq / bare <= 3.0),
+    });
+    let off = |usage: u64, measured: f64| 100.0 * (usage as f64 - measured) / measured;
+    report.detail(format!(
+        "queues, memory: used_memory delta / N on fresh servers, each read once the loading \
+         clients had gone and the main dictionary's rehash was over; {n} queues named like \
+         `{}`, each holding one message (id like `{}`, 64-byte payload, DELAY 1 h); baseline \
+         per topic, on a server without the module: one ZSET `<topic>:delayed` (id by due \
+         time) and one HASH `<topic>:payloads` (id → payload), the same names and ids; \
+         MEMORY USAGE of one queue: {dq_usage} B against {dq:.0} B measured per queue \
+         ({:+.1}%); of one topic's ZSET + HASH: {bare_usage} B against {bare:.0} B \
+         ({:+.1}%); the measured figures include each key's share of the main dictionary, \
+         which MEMORY USAGE leaves out",
+        tenant(0),
+        msg_id(0),
+        off(dq_usage, dq),
+        off(bare_usage, bare),
+    ));
+}
+
 // ---------------------------------------------------------------- 8. unlink
 
 /// UNLINK (and, for contrast, DEL) of a queue of N messages: how long the
@@ -1393,13 +1499,14 @@ fn main() {
         println!("{k}: {v}");
     }
     let mut report = Report::default();
-    let scenarios: [(&str, Scenario); 8] = [
+    let scenarios: [(&str, Scenario); 9] = [
         ("add", add_throughput),
         ("lifecycle", lifecycle),
         ("lateness", lateness),
         ("burst", burst),
         ("idle", idle),
         ("memory", memory),
+        ("queues", many_queues),
         // Before the backlog: tearing down its 10M-message servers
         // disturbed the UNLINK pause measured right after them.
         ("unlink", unlink),
