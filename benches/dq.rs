@@ -82,8 +82,10 @@ struct Scale {
     mem_n: usize,
     backlog_small: usize,
     backlog_big: usize,
-    /// Queues of the many-queues scenario, one message each.
+    /// Queues of the many-queues scenario, one message each, and how many
+    /// fresh servers its lateness is measured on.
     queues_n: usize,
+    queue_rounds: usize,
 }
 
 impl Scale {
@@ -104,6 +106,7 @@ impl Scale {
             backlog_small: 10_000,
             backlog_big: pick(200_000, 10_000_000),
             queues_n: 10_000,
+            queue_rounds: pick(1, 3),
         }
     }
 }
@@ -1053,9 +1056,11 @@ fn msg_id(i: usize) -> String {
     format!("msg-{i:010}")
 }
 
-/// Thousands of small queues: what one costs in memory.
+/// Thousands of small queues: what one costs in memory, and how late their
+/// messages become ready when they all fall due within one second.
 fn many_queues(cfg: &Config, s: &Scale, report: &mut Report) {
     queue_memory(cfg, s, report);
+    queue_lateness(cfg, s, report);
 }
 
 /// used_memory once the server has let go of everything but its data: the
@@ -1140,6 +1145,170 @@ fn queue_memory(cfg: &Config, s: &Scale, report: &mut Report) {
         msg_id(0),
         off(dq_usage, dq),
         off(bare_usage, bare),
+    ));
+}
+
+/// The keyevent channel on which db 0 announces messages becoming ready
+/// (the generic class, see the README's keyspace notifications).
+const READY_CHANNEL: &str = "__keyevent@0__:dq.ready";
+
+/// Published on READY_CHANNEL by the benchmark itself to stop a
+/// subscriber that gave up waiting; not a queue name of the scenario.
+const END_OF_RUN: &str = "dq-bench-end-of-run";
+
+/// N queues with one message each, due spread evenly over one second a
+/// few seconds ahead; a subscriber to the `dq.ready` keyevent channel
+/// times each queue's event against that queue's due time. No consumer can
+/// block on 10,000 queues at once: the notification is how one learns
+/// which queue to POP, so its arrival is when a consumer could have the
+/// message.
+fn queue_lateness(cfg: &Config, s: &Scale, report: &mut Report) {
+    let n = s.queues_n;
+    // Queue i falls due at base + i * 1000 / n ms: n / 1000 a millisecond.
+    let due_of = |base: u64, i: usize| base + (i * 1000 / n) as u64;
+    let mut samples: Vec<i64> = Vec::with_capacity(n * s.queue_rounds);
+    let mut rounds = Vec::new();
+    let mut all_realtime = true;
+    for _ in 0..s.queue_rounds {
+        // Due once the preload (and the subscription) are surely over; if
+        // the preload overran, again on a fresh server with more room.
+        let mut lead_ms = 2000;
+        let (server, base, took) = loop {
+            let server = Server::with_module(cfg);
+            let base = now_ms() + lead_ms;
+            let took = drive(server.conns(s.conns), n, |p, i| {
+                p.cmd("DQ.ADD")
+                    .arg(tenant(i))
+                    .arg(payload(i))
+                    .arg("ID")
+                    .arg(msg_id(i))
+                    .arg("AT")
+                    .arg(due_of(base, i));
+            });
+            if now_ms() + 1000 < base {
+                break (server, base, took);
+            }
+            lead_ms = 2 * lead_ms + 2 * took.as_millis() as u64;
+        };
+        let mut con = server.conn();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("notify-keyspace-events")
+            .arg("Eg")
+            .query(&mut con)
+            .expect("CONFIG SET notify-keyspace-events");
+        let ticks_before = info_u64(&mut con, "dq", "dq_timer_ticks");
+        let received = AtomicUsize::new(0);
+        let subscribed = AtomicBool::new(false);
+        let mut sub_con = server.conn();
+        let (events, realtime) = thread::scope(|sc| {
+            let subscriber = sc.spawn(|| {
+                let realtime = realtime_priority();
+                let mut pubsub = sub_con.as_pubsub();
+                pubsub.subscribe(READY_CHANNEL).expect("SUBSCRIBE");
+                subscribed.store(true, Relaxed);
+                let mut events = Vec::with_capacity(n);
+                while events.len() < n {
+                    let msg = pubsub.get_message().expect("a dq.ready notification");
+                    let at_us = now_us();
+                    let name = msg.get_payload_bytes();
+                    if name == END_OF_RUN.as_bytes() {
+                        break;
+                    }
+                    let index = std::str::from_utf8(name)
+                        .ok()
+                        .and_then(|name| name.strip_prefix("tenant-"))
+                        .and_then(|i| i.parse::<usize>().ok())
+                        .unwrap_or_else(|| panic!("not a queue of the scenario: {name:?}"));
+                    events.push((index, at_us));
+                    received.fetch_add(1, Relaxed);
+                }
+                (events, realtime)
+            });
+            while !subscribed.load(Relaxed) && !subscriber.is_finished() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            assert!(
+                now_ms() < base,
+                "queues: subscribed only after the first due time"
+            );
+            let give_up = due_of(base, n - 1) + GIVE_UP.as_millis() as u64;
+            while received.load(Relaxed) < n && !subscriber.is_finished() && now_ms() < give_up {
+                thread::sleep(Duration::from_millis(10));
+            }
+            if received.load(Relaxed) < n && !subscriber.is_finished() {
+                let _: i64 = redis::cmd("PUBLISH")
+                    .arg(READY_CHANNEL)
+                    .arg(END_OF_RUN)
+                    .query(&mut con)
+                    .expect("PUBLISH");
+            }
+            subscriber.join().expect("the dq.ready subscriber")
+        });
+        let dq = info(&mut con, "dq");
+        let field = |name: &str| dq[name].parse::<u64>().expect("a numeric INFO dq field");
+        assert_eq!(
+            field("dq_messages_ready"),
+            n as u64,
+            "queues: not every message became ready"
+        );
+        assert_eq!(
+            events.len(),
+            n,
+            "queues: {} dq.ready events for {n} queues",
+            events.len()
+        );
+        let mut seen = vec![false; n];
+        for &(i, at_us) in &events {
+            assert!(!seen[i], "queues: two dq.ready events for {}", tenant(i));
+            seen[i] = true;
+            samples.push(at_us as i64 - (due_of(base, i) * 1000) as i64);
+        }
+        all_realtime &= realtime;
+        rounds.push(format!(
+            "preload {:.2} s, {} timer ticks ({} of them continuing a previous tick's work), \
+             the longest {} µs, {} promoted",
+            took.as_secs_f64(),
+            field("dq_timer_ticks") - ticks_before,
+            field("dq_ticks_continued"),
+            field("dq_longest_tick_us"),
+            field("dq_promoted")
+        ));
+    }
+    samples.sort_unstable();
+    let p = |q: f64| percentile(&samples, q);
+    let scenario = "9 queues";
+    report.figure(
+        scenario,
+        &format!("lateness p50, {n} queues due within one second"),
+        ms(p(0.5)),
+        None,
+    );
+    report.figure(
+        scenario,
+        "lateness p99",
+        ms(p(0.99)),
+        Some(("≤ 5 ms (goal ≤ 1 ms)", p(0.99) <= 5000.0)),
+    );
+    report.figure(scenario, "lateness max", ms(p(1.0)), None);
+    report.detail(format!(
+        "queues, lateness: {n} queues of one message each (added with AT), due {} a \
+         millisecond across one second a few seconds ahead, on {} fresh server(s); with \
+         notify-keyspace-events `Eg`, one client SUBSCRIBEd to `{READY_CHANNEL}` (each event \
+         names its queue) takes the arrival time of each queue's event − that queue's due \
+         time: when a consumer told by the event could POP it, like scenario 3's delivery − \
+         due; no other client sends the server anything from the subscription to the last \
+         event (the benchmark waits on the subscriber, not on INFO), as for consumers that \
+         wait for the events; the subscriber ran as {}; no baseline: the seeds' broker would have to poll \
+         {n} ZSETs; per server: {}",
+        n / 1000,
+        s.queue_rounds,
+        if all_realtime {
+            "a real-time thread, so that it measures the server and not its own wait for a core"
+        } else {
+            "an ordinary thread: real-time priority was refused, so client-side scheduling delays count too"
+        },
+        rounds.join("; ")
     ));
 }
 
