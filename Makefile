@@ -134,9 +134,12 @@ examples: build
 # Benchmark: dq beside the client-side designs it replaces, on servers it
 # starts itself; then the relay, and sharded queues of 1, 2 and 4 shards on a
 # 4-master cluster. QUICK=1 runs in under a minute. Writes
-# target/bench/results.md, lateness.svg, relay.md and sharded.md.
+# target/bench/results.md, lateness.svg, relay.md and sharded.md. DQ.ADD
+# against ZADD is also measured on $(VALKEY) and $(D13)'s two servers,
+# each line that is installed (make valkey debian13).
 bench: release
-	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench --bench dq
+	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) DQ_VALKEY=$(VALKEY) DQ_DEBIAN13=$(D13) \
+		$(CARGO) bench --bench dq
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench -p dq-relay --bench relay
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) DQ_MODULE=$(abspath target/release/libdq.so) \
 		$(CARGO) bench -p dq-client --bench sharded

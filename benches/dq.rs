@@ -13,8 +13,11 @@
 //! (default redis-server), `DQ_BENCH_QUICK=1` (small counts, under a
 //! minute), `DQ_BENCH_OUT` (default target/bench), `DQ_BENCH_ONLY`
 //! (comma-separated scenarios: add, lifecycle, lateness, burst, idle,
-//! memory, queues, backlog, unlink). Writes `results.md` and `lateness.svg`
-//! there.
+//! memory, queues, lines, backlog, unlink). Writes `results.md` and
+//! `lateness.svg` there. The `lines` scenario runs on each server line it
+//! finds: `redis-server`, `DQ_VALKEY` (default valkey-server) and the
+//! redis-server and valkey-server of `DQ_DEBIAN13` (default
+//! target/debian13/dq, see `make debian13`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -63,6 +66,10 @@ struct Config {
     server: String,
     out: PathBuf,
     only: Option<Vec<String>>,
+    /// The server lines the `lines` scenario compares: Valkey 8.0, and the
+    /// Debian 13 root's wrappers (Redis 8.0, Valkey 8.1).
+    valkey: String,
+    debian13: PathBuf,
 }
 
 /// Counts for one run; quick mode keeps the whole run under a minute.
@@ -527,31 +534,40 @@ fn ms(us: f64) -> String {
 
 // ---------------------------------------------------------------- 1. add
 
+/// DQ.ADD of `s.add_n` messages to one queue on a fresh server with the
+/// module, after `delay` ms (None: ready at once).
+fn dq_add_run(cfg: &Config, s: &Scale, delay: Option<u64>) -> Run {
+    let n = s.add_n;
+    let server = Server::with_module(cfg);
+    let conns = server.conns(s.conns);
+    timed(&server, n, || {
+        drive(conns, n, |p, i| {
+            p.cmd("DQ.ADD").arg("q").arg(payload(i));
+            if let Some(d) = delay {
+                p.arg("DELAY").arg(d);
+            }
+        })
+    })
+}
+
+/// Raw ZADD of `s.add_n` payloads scored `due` to one ZSET on `server`.
+fn zadd_run(server: Server, s: &Scale, due: u64) -> Run {
+    let n = s.add_n;
+    let conns = server.conns(s.conns);
+    timed(&server, n, || {
+        drive(conns, n, |p, i| {
+            p.cmd("ZADD").arg("delayed").arg(due).arg(payload(i));
+        })
+    })
+}
+
 /// Add throughput: the same connections and pipeline depth for each way of
 /// scheduling a message, each run on a fresh server.
 fn add_throughput(cfg: &Config, s: &Scale, report: &mut Report) {
     let n = s.add_n;
     let due = now_ms() + HOUR_MS;
-    let dq_add = |delay: Option<u64>| {
-        let server = Server::with_module(cfg);
-        let conns = server.conns(s.conns);
-        timed(&server, n, || {
-            drive(conns, n, |p, i| {
-                p.cmd("DQ.ADD").arg("q").arg(payload(i));
-                if let Some(d) = delay {
-                    p.arg("DELAY").arg(d);
-                }
-            })
-        })
-    };
-    let zadd = |server: Server| {
-        let conns = server.conns(s.conns);
-        timed(&server, n, || {
-            drive(conns, n, |p, i| {
-                p.cmd("ZADD").arg("delayed").arg(due).arg(payload(i));
-            })
-        })
-    };
+    let dq_add = |delay: Option<u64>| dq_add_run(cfg, s, delay);
+    let zadd = |server: Server| zadd_run(server, s, due);
     let lua = || {
         let server = Server::plain(cfg);
         let sha = server.load_script(LUA_ADD);
@@ -1312,6 +1328,85 @@ fn queue_lateness(cfg: &Config, s: &Scale, report: &mut Report) {
     ));
 }
 
+// ---------------------------------------------------------------- 10. lines
+
+/// Whether `program` can be started: a path that exists, or a name found
+/// on PATH.
+fn installed(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// Scenario 1's first figure, DQ.ADD DELAY 1h against raw ZADD, on each
+/// server line the tests run on, each against its own ZADD.
+fn server_lines(cfg: &Config, s: &Scale, report: &mut Report) {
+    let d13 = |name: &str| cfg.debian13.join(name).to_string_lossy().into_owned();
+    let lines = [
+        ("Redis 7.0", "redis-server".to_string()),
+        ("Valkey 8.0", cfg.valkey.clone()),
+        ("Redis 8.0", d13("redis-server")),
+        ("Valkey 8.1", d13("valkey-server")),
+    ];
+    let scenario = "10 lines";
+    let mut measured = Vec::new();
+    for (line, program) in lines {
+        if !installed(&program) {
+            report.push(Row {
+                scenario,
+                figure: format!("DQ.ADD DELAY 1h vs raw ZADD, {line}"),
+                value: "—".into(),
+                baseline: "—".into(),
+                ratio: "—".into(),
+                target: format!("skipped: no {program}"),
+                met: None,
+            });
+            continue;
+        }
+        let cfg = Config {
+            quick: cfg.quick,
+            module: cfg.module.clone(),
+            server: program.clone(),
+            out: cfg.out.clone(),
+            only: None,
+            valkey: cfg.valkey.clone(),
+            debian13: cfg.debian13.clone(),
+        };
+        let (version, skips) = {
+            let server = Server::with_module(&cfg);
+            let mut con = server.conn();
+            let skips = info_u64(&mut con, "dq", "dq_replicate_skips_lookup");
+            (server_version(&mut con), skips)
+        };
+        let due = now_ms() + HOUR_MS;
+        let [dq, zadd] = best_of(
+            s.rounds,
+            [&|| dq_add_run(&cfg, s, Some(HOUR_MS)), &|| {
+                zadd_run(Server::plain(&cfg), s, due)
+            }],
+        );
+        let figure = format!("DQ.ADD DELAY 1h vs raw ZADD, {version}, skips lookup {skips}");
+        report.versus(scenario, &figure, dq, zadd, Some(1.0));
+        measured.push(format!(
+            "{line} ({program}): {}",
+            busy(&[("DQ.ADD DELAY", dq), ("ZADD", zadd)])
+        ));
+    }
+    report.detail(format!(
+        "lines: as the first figure of 1 (best of {} rounds of {} messages, {} connections, \
+         pipelines of {BATCH}), on each server line, against raw ZADD on a server of the same \
+         line without the module; `skips lookup` is INFO dq's dq_replicate_skips_lookup (1: \
+         propagation skips the per-call command lookup, Valkey ≥ 8.1); a line whose binary \
+         is absent is skipped; {}",
+        s.rounds,
+        s.add_n,
+        s.conns,
+        measured.join("; ")
+    ));
+}
+
 // ---------------------------------------------------------------- 8. unlink
 
 /// UNLINK (and, for contrast, DEL) of a queue of N messages: how long the
@@ -1449,16 +1544,11 @@ fn machine(cfg: &Config) -> Vec<(&'static str, String)> {
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let server = {
-        let i = info(&mut Server::with_module(cfg).conn(), "server");
-        let name = i.get("server_name").map_or("redis", String::as_str);
-        let version = i.get(&format!("{name}_version")).or(i.get("redis_version"));
-        format!(
-            "{name} {} ({})",
-            version.map_or("?", String::as_str),
-            cfg.server
-        )
-    };
+    let server = format!(
+        "{} ({})",
+        server_version(&mut Server::with_module(cfg).conn()),
+        cfg.server
+    );
     let run = |program: &str, args: &[&str]| {
         Command::new(program)
             .args(args)
@@ -1482,6 +1572,16 @@ fn machine(cfg: &Config) -> Vec<(&'static str, String)> {
         ("server", server),
         ("dq", run("git", &["describe", "--always", "--dirty"])),
     ]
+}
+
+/// "redis 7.0.15", "valkey 8.1.1": the server's name and version, from
+/// INFO server (Valkey names itself there and keeps redis_version at
+/// 7.2.4 for clients).
+fn server_version(con: &mut Connection) -> String {
+    let i = info(con, "server");
+    let name = i.get("server_name").map_or("redis", String::as_str);
+    let version = i.get(&format!("{name}_version")).or(i.get("redis_version"));
+    format!("{name} {}", version.map_or("?", String::as_str))
 }
 
 fn markdown(header: &[(&str, String)], report: &Report, wall: Duration) -> String {
@@ -1650,6 +1750,8 @@ fn main() {
         server: env("DQ_SERVER").unwrap_or_else(|| "redis-server".into()),
         out: env("DQ_BENCH_OUT").map_or(manifest.join("target/bench"), PathBuf::from),
         only: env("DQ_BENCH_ONLY").map(|v| v.split(',').map(|s| s.trim().to_string()).collect()),
+        valkey: env("DQ_VALKEY").unwrap_or_else(|| "valkey-server".into()),
+        debian13: env("DQ_DEBIAN13").map_or(manifest.join("target/debian13/dq"), PathBuf::from),
     };
     assert!(
         cfg.module.exists(),
@@ -1668,7 +1770,7 @@ fn main() {
         println!("{k}: {v}");
     }
     let mut report = Report::default();
-    let scenarios: [(&str, Scenario); 9] = [
+    let scenarios: [(&str, Scenario); 10] = [
         ("add", add_throughput),
         ("lifecycle", lifecycle),
         ("lateness", lateness),
@@ -1676,6 +1778,7 @@ fn main() {
         ("idle", idle),
         ("memory", memory),
         ("queues", many_queues),
+        ("lines", server_lines),
         // Before the backlog: tearing down its 10M-message servers
         // disturbed the UNLINK pause measured right after them.
         ("unlink", unlink),
