@@ -91,6 +91,20 @@ async def acluster() -> Any:
     await client.aclose() if hasattr(client, "aclose") else await client.close()
 
 
+def now_ms() -> int:
+    """This machine's clock in Unix ms, as the server reads it."""
+    return int(time.time() * 1000)
+
+
+def unblock_pops(clients: List[Any]) -> None:
+    """Ends every DQ.POP blocked on these servers, as if its BLOCK had run
+    out (CLIENT UNBLOCK), so that a worker stopping need not wait for it."""
+    for client in clients:
+        for c in client.client_list():
+            if c.get("cmd") == "dq.pop" and "b" in c.get("flags", ""):
+                client.client_unblock(c["id"])
+
+
 def wait_for(cond: Callable[[], Any], timeout: float = 15.0, what: str = "the condition") -> Any:
     """Polls cond() until it is truthy; fails after `timeout` seconds."""
     deadline = time.monotonic() + timeout

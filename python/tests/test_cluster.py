@@ -9,11 +9,13 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 import redis
+import redis.asyncio.cluster
+import redis.cluster
 
 import dq
 import dq.asyncio as dqa
 
-from conftest import await_for, wait_for
+from conftest import await_for, cluster_nodes, unblock_pops, wait_for
 
 SHARDS = 8
 PER_SHARD_FREE = 200  # messages without a group, per shard
@@ -125,10 +127,31 @@ def test_sharded_queue_on_the_cluster(cluster, name):
     check_run(s.stats(), seen, messages, s.shard_names)
 
 
+def unblock_cluster_pops(cluster: Any) -> None:
+    """Ends the DQ.POPs blocked on every master (a stopping worker waits for them)."""
+    for node in cluster.get_primaries():
+        direct = redis.Redis(host=node.host, port=node.port)
+        try:
+            unblock_pops([direct])
+        finally:
+            direct.close()
+
+
+# The BLOCK of the next two tests: long enough that a message taken behind
+# another shard's BLOCK could not be mistaken for one taken at once, however
+# slow the machine. Their clients wait that long for a reply, and the stops
+# end the BLOCKs with CLIENT UNBLOCK.
+LONG_BLOCK_MS = 120_000
+PATIENT_S = LONG_BLOCK_MS / 1000 + 60
+
+
 def test_blocking_pops_do_not_share_a_connection(cluster, name):
-    s = dq.ShardedQueue(cluster, name, shards=SHARDS)
+    patient = redis.cluster.RedisCluster(
+        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in cluster_nodes()], socket_timeout=PATIENT_S
+    )
+    s = dq.ShardedQueue(patient, name, shards=SHARDS)
     before = blocked_pops(cluster)
-    worker = dq.Worker(s, lambda d: None, concurrency=SHARDS, block_ms=3000)
+    worker = dq.Worker(s, lambda d: None, concurrency=SHARDS, block_ms=LONG_BLOCK_MS)
     thread = threading.Thread(target=worker.run)
     thread.start()
     try:
@@ -136,11 +159,11 @@ def test_blocking_pops_do_not_share_a_connection(cluster, name):
         wait_for(lambda: blocked_pops(cluster) - before == SHARDS, what="8 blocked POPs")
         # A message added to any shard is taken at once, not behind another shard's BLOCK.
         s.add("x", id="wake")
-        wait_for(lambda: s.stats()["acked"] == 1, timeout=3, what="the ack")
+        wait_for(lambda: s.stats()["acked"] == 1, timeout=60, what="the ack")
     finally:
         worker.stop()
-        thread.join(15)
-    assert not thread.is_alive()
+        wait_for(lambda: (unblock_cluster_pops(cluster), not thread.is_alive())[1], what="the worker to stop")
+        patient.close()
 
 
 @pytest.mark.asyncio
@@ -175,10 +198,13 @@ async def test_sharded_queue_on_the_cluster_asyncio(acluster, cluster, name):
 
 
 @pytest.mark.asyncio
-async def test_blocking_pops_do_not_share_a_connection_asyncio(acluster, cluster, name):
-    s = dqa.ShardedQueue(acluster, name, shards=SHARDS)
+async def test_blocking_pops_do_not_share_a_connection_asyncio(cluster, name):
+    patient = redis.asyncio.cluster.RedisCluster(
+        startup_nodes=[redis.asyncio.cluster.ClusterNode(h, p) for h, p in cluster_nodes()], socket_timeout=PATIENT_S
+    )
+    s = dqa.ShardedQueue(patient, name, shards=SHARDS)
     before = blocked_pops(cluster)
-    worker = dqa.Worker(s, lambda d: None, concurrency=SHARDS, block_ms=3000)
+    worker = dqa.Worker(s, lambda d: None, concurrency=SHARDS, block_ms=LONG_BLOCK_MS)
     task = asyncio.ensure_future(worker.run())
     try:
         async def all_blocked() -> bool:
@@ -190,7 +216,14 @@ async def test_blocking_pops_do_not_share_a_connection_asyncio(acluster, cluster
         async def acked() -> bool:
             return (await s.stats())["acked"] == 1
 
-        await await_for(acked, timeout=3, what="the ack")
+        await await_for(acked, timeout=60, what="the ack")
     finally:
         worker.stop()
-        await asyncio.wait_for(task, 15)
+
+        async def stopped() -> bool:
+            await asyncio.to_thread(unblock_cluster_pops, cluster)
+            return task.done()
+
+        await await_for(stopped, what="the worker to stop")
+        await task
+        await patient.aclose() if hasattr(patient, "aclose") else await patient.close()

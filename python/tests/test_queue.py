@@ -55,8 +55,10 @@ def test_pop_ack_touch_nack(any_r, name):
     q.add("b", id="b", priority=1)
     got = q.pop(count=5, lease_ms=10_000)
     assert [(d.id, d.payload, d.attempt, d.queue) for d in got] == [("b", b"b", 1, name), ("a", b"a", 1, name)]
+    before = int(time.time() * 1000)
     deadline = q.touch(got[0], lease_ms=20_000)
-    assert deadline >= int(time.time() * 1000) + 19_000
+    # 20 s after the server's now, which lies between before and after.
+    assert before + 20_000 <= deadline <= int(time.time() * 1000) + 20_000
     assert q.get("b")["lease-deadline"] == deadline
     assert q.nack(got[1], delay_ms=0, error="try again") == "ready"
     assert q.get("a")["last-error"] == "try again"
