@@ -143,6 +143,7 @@ bench: release
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) $(CARGO) bench -p dq-relay --bench relay
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) DQ_MODULE=$(abspath target/release/libdq.so) \
 		$(CARGO) bench -p dq-client --bench sharded
+	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) DQ_MODULE=$(abspath target/release/libdq.so) $(CARGO) bench -p dq-dashboard --bench scale
 
 # Instructions per DQ.ADD, ZADD and POP+ACK message, counted by callgrind.
 instructions: release

@@ -2,7 +2,7 @@
 filters (with and without JavaScript), what /metrics chooses to show, and
 that a page or a scrape costs one DQ.QUEUES per server and no DQ.STATS per
 queue, also with 10,000 queues. Sizes are checked; times are not (machines
-are noisy): scripts/../make bench measures those."""
+are noisy): make bench measures those."""
 
 import os
 import time
