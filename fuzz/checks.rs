@@ -25,15 +25,16 @@
 // Each fuzz target uses one of the two entry points.
 #![allow(dead_code)]
 
-use super::dq::args::{parse_queue_and_ids, MAX_COUNT, MAX_ERROR_LEN, MAX_ID_LEN, MAX_TIME_MS};
-use super::dq::backoff::{parse_duration, Backoff, MAX_STEPS};
 use super::dq::commands::{add, config, nack, peek, pop, purge, redrive, touch};
-use super::dq::error::{DqError, Result};
-use super::dq::keys::{key_name, parse_key_name, slot, Part};
-use super::dq::message::Message;
-use super::dq::queue::codec;
-use super::dq::queue::{AddMode, NackAction, Redrive};
-use super::dq::settings::load_values;
+use super::dq::core::backoff::{parse_duration, Backoff};
+use super::dq::core::error::{DqError, Result};
+use super::dq::core::limits::{MAX_COUNT, MAX_ERROR_LEN, MAX_ID_LEN, MAX_STEPS, MAX_TIME_MS};
+use super::dq::core::queue::codec;
+use super::dq::core::queue::{AddMode, NackAction, Redrive};
+use super::dq::grammar::args::parse_queue_and_ids;
+use super::dq::grammar::settings::load_values;
+use super::dq::legacy::keys::{key_name, parse_key_name, slot, Part};
+use super::dq::legacy::message::Message;
 
 pub fn args(data: &[u8]) {
     let Some((&which, rest)) = data.split_first() else {
@@ -229,8 +230,9 @@ fn round_trip(bytes: &[u8]) {
     assert_eq!(again, message);
     // Encoding is a function of the message: the same bytes every time.
     assert_eq!(again.encode(), encoded);
-    // Whatever a decoded message holds, its retry arithmetic must not panic.
-    if let Some(backoff) = &message.backoff {
+    // Whatever a decoded message holds, its retry arithmetic must not
+    // panic once imported.
+    if let Some(backoff) = message.backoff.as_ref().map(Backoff::from) {
         for attempt in [0, 1, 2, 63, 64, 65, message.attempt, u32::MAX] {
             backoff.delay(attempt);
         }

@@ -1,42 +1,27 @@
 //! dq: a reliable delay queue inside Redis.
 //!
-//! Pure logic: `queue` (the value: state machine, indexes, codec), `args`
-//! (grammar), `backoff`, `policy`, `glob`, `registry` (the node's queues:
-//! counts for INFO and DQ.QUEUES, and when the timer is needed). Redis glue: `qtype` (the data type: RDB, AOF, digest, memory,
-//! copy, free), `qkey` (opening a queue's key and announcing writes),
-//! `propagate` (what replicas and the AOF get), `timer`, `eviction`,
-//! `command_info` (publishes the `docs` each command declares), `acl`
-//! (each command's ACL categories and the module's `@dq`), and
-//! `commands`, one file per command. `upgrade` converts queues of the
-//! round-1 layout (ZSET and HASH keys, read with `keys` and `message`).
+//! Layers, each importing only those before it (see docs/development.md):
+//!
+//! 1. `core`: the queue value and its state machine, codec, backoff,
+//!    policy, registry of queues, limits and errors. Pure Rust, no Redis.
+//! 2. `grammar`: argument parsing shared by the commands, glob patterns,
+//!    load-time arguments, and what COMMAND DOCS says of each command.
+//! 3. `server`: the glue, and the only place with raw Redis calls and
+//!    `unsafe`: the data type's callbacks, key access, replication, the
+//!    clock, the timer, blocking, server events, settings, INFO, ACL.
+//! 4. `commands`: one file per command (its grammar, handler and replay)
+//!    and `legacy`, the importer of the retired multi-key layout.
+//! 5. This file: the module's entry point, which wires them together.
 
 // In unit tests and fuzz builds the module entry point is not built, so the
 // handlers it registers look unused.
 #![cfg_attr(any(test, fuzzing), allow(dead_code))]
 
-pub mod acl;
-pub mod args;
-pub mod backoff;
-pub mod command_info;
 pub mod commands;
-pub mod docs;
-pub mod error;
-pub mod eviction;
-pub mod glob;
-pub mod guard;
-pub mod info;
-pub mod keys;
-pub mod message;
-pub mod policy;
-pub mod propagate;
-pub mod qkey;
-pub mod qtype;
-pub mod queue;
-pub mod registry;
-pub mod rkey;
-pub mod settings;
-pub mod timer;
-pub mod upgrade;
+pub mod core;
+pub mod grammar;
+pub mod legacy;
+mod server;
 
 // Fuzz findings and seeds, replayed on stable (see fuzz/).
 #[cfg(test)]
@@ -49,16 +34,17 @@ mod module {
     use redis_module::{raw, redis_module, Context, RedisString, Status};
 
     use crate::commands;
-    use crate::guard;
-    use crate::qtype::QUEUE_TYPE;
-    use crate::settings;
+    use crate::grammar;
+    use crate::legacy;
+    use crate::server::data_type::QUEUE_TYPE;
+    use crate::server::{acl, command_info, events, guard, info, replication, settings};
 
     /// Registers `dq.lease-ms`, `dq.max-attempts` and `dq.backoff`, starting
     /// from the load arguments. (Done here rather than by the crate's macro,
     /// which cannot take load arguments without bool and enum settings.)
     fn register_settings(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-        let start = settings::load_values(&args).map_err(|e| e.to_string())?;
+        let start = grammar::settings::load_values(&args).map_err(|e| e.to_string())?;
         settings::register(ctx, &start)
     }
 
@@ -72,21 +58,23 @@ mod module {
 
     fn load(ctx: &Context, args: &[RedisString]) -> Status {
         if let Err(e) = register_settings(ctx, args).and_then(|()| register_commands(ctx)) {
-            crate::guard::warn(Some(ctx), &format!("dq: {e}"));
+            guard::warn(Some(ctx), &format!("dq: {e}"));
             return Status::Err;
         }
         // COMMAND DOCS, key specs and arity checks, where the server can.
-        crate::command_info::publish(ctx);
+        command_info::publish(ctx, &commands::DOCS);
         // ACL categories (@write, @read, ... and @dq), where the server can;
         // only during load does the server accept them.
-        crate::acl::publish(ctx);
-        crate::propagate::set_module_options(ctx);
+        acl::publish(ctx);
+        replication::set_module_options(ctx);
         // Replaces the crate's default INFO handler, which has nothing to say.
-        redis_module::raw::register_info_function(ctx.ctx, Some(crate::info::dq_info));
-        match crate::timer::start(ctx) {
+        raw::register_info_function(ctx.ctx, Some(info::dq_info));
+        // Queues found in the retired multi-key layout are converted.
+        events::set_importer(&legacy::IMPORTER);
+        match events::start(ctx) {
             Ok(()) => Status::Ok,
             Err(e) => {
-                crate::guard::warn(Some(ctx), &format!("dq: {e}"));
+                guard::warn(Some(ctx), &format!("dq: {e}"));
                 Status::Err
             }
         }

@@ -72,15 +72,15 @@ fn queue_loading_holds_on_seeds_and_findings() {
 fn write_queue_seeds() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/queue");
     std::fs::create_dir_all(&dir).expect("seed directory");
-    for (name, queue) in crate::queue::tests::sample_queues() {
+    for (name, queue) in crate::core::queue::tests::sample_queues() {
         let mut framed = Vec::new();
         let mut frame = |bytes: &[u8]| {
             let len = u16::try_from(bytes.len()).expect("a seed chunk fits a frame");
             framed.extend_from_slice(&len.to_le_bytes());
             framed.extend_from_slice(bytes);
         };
-        frame(&crate::queue::codec::header(&queue));
-        crate::queue::codec::record_chunks(&queue, |c| frame(c));
+        frame(&crate::core::queue::codec::header(&queue));
+        crate::core::queue::codec::record_chunks(&queue, |c| frame(c));
         std::fs::write(dir.join(name), framed).expect("write a seed");
     }
 }
@@ -98,6 +98,6 @@ fn trailing_bytes_behind_a_valid_checksum_are_corrupt() {
     bytes.push(0);
     let crc = crc32fast::hash(&bytes[5..]);
     bytes[1..5].copy_from_slice(&crc.to_le_bytes());
-    let err = crate::message::Message::decode(b"m", &bytes).expect_err("trailing byte");
+    let err = crate::legacy::message::Message::decode(b"m", &bytes).expect_err("trailing byte");
     assert!(err.to_string().contains("trailing bytes"), "{err}");
 }

@@ -1,6 +1,6 @@
 //! No panic crosses into Redis: each entry point catches it, logs it and
 //! answers what it can. Faults are injected with the debug build's
-//! `DQ_FAULT` switch (src/guard.rs), which names entry points that panic.
+//! `DQ_FAULT` switch (src/server/guard.rs), which names entry points that panic.
 
 mod support;
 
@@ -104,7 +104,7 @@ fn a_panic_is_caught_whatever_rust_backtrace_says() {
         assert!(logged(&server, "info"), "{backtrace}");
         let log = server.log();
         assert!(
-            log.contains("fault injected by DQ_FAULT (at src/guard.rs:"),
+            log.contains("fault injected by DQ_FAULT (at src/server/guard.rs:"),
             "{backtrace}: the log does not say where:\n{log}"
         );
     }

@@ -14,19 +14,21 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{
+use crate::commands::bytes;
+use crate::core::backoff::Backoff;
+use crate::core::error::{DqError, Result};
+use crate::core::limits::MAX_TIME_MS;
+use crate::core::queue::{AddMode, AddRequest, Queue};
+use crate::grammar::args::{
     add_ms, check_id, check_name, is_keyword, parse_in_range, parse_max_attempts, parse_ms,
-    unknown_option, ArgCursor, Seen, MAX_TIME_MS,
+    unknown_option, ArgCursor, Seen,
 };
-use crate::backoff::Backoff;
-use crate::commands::{bytes, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::propagate::Apply;
-use crate::qkey::QueueKey;
-use crate::queue::{AddMode, AddRequest, Queue};
-use crate::settings;
-use crate::timer::now_ms;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::clock::now_ms;
+use crate::server::key::QueueKey;
+use crate::server::replication::Apply;
+use crate::server::reply::reply;
+use crate::server::settings;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.add",
@@ -204,7 +206,7 @@ impl AddArgs<'_> {
 fn add(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
     let parsed = parse(&argv[1..])?;
-    crate::eviction::check(ctx)?;
+    crate::server::eviction::check(ctx)?;
     let now = now_ms();
     let request = parsed.request(now)?;
     let mut key = QueueKey::open(ctx, &args[1])?;
@@ -240,7 +242,7 @@ mod tests {
     use super::*;
 
     fn p(args: &[&str]) -> Result<AddArgs<'static>> {
-        parse(crate::args::leak_args(args))
+        parse(crate::grammar::args::leak_args(args))
     }
 
     #[test]
@@ -341,6 +343,8 @@ mod tests {
     fn due_time_is_checked_for_overflow() {
         assert_eq!(When::Delay(5).due_at(10), Ok(15));
         assert_eq!(When::At(3).due_at(10), Ok(3));
-        assert!(When::Delay(crate::args::MAX_TIME_MS).due_at(10).is_err());
+        assert!(When::Delay(crate::core::limits::MAX_TIME_MS)
+            .due_at(10)
+            .is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! DQ.APPLY queue now max-attempts VERB args...
 //!
-//! How a replica and the AOF replay a write (see `propagate.rs`, which
-//! builds it): `now` is the master's clock at the write, `max-attempts`
+//! How a replica and the AOF replay a write (see `server/replication.rs`,
+//! which builds it): `now` is the master's clock at the write, `max-attempts`
 //! its `dq.max-attempts`. Only the master's replication stream and the
 //! AOF may send it; a client gets an error. The verbs, each replayed by
 //! its command's file:
@@ -22,14 +22,16 @@
 
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
-use crate::args::{is_keyword, parse_in_range};
-use crate::commands::{add, bytes, nack, pop, purge, redrive, reply, touch};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::policy::Settings;
-use crate::qkey::QueueKey;
-use crate::queue::{codec, Queue, TickWork};
-use crate::settings;
+use crate::commands::{ack, add, bytes, cancel, nack, pop, purge, redrive, touch};
+use crate::core::error::{DqError, Result};
+use crate::core::policy::Settings;
+use crate::core::queue::{codec, Queue};
+use crate::grammar::args::{is_keyword, parse_in_range};
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::key::QueueKey;
+use crate::server::replication;
+use crate::server::reply::reply;
+use crate::server::settings;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.apply",
@@ -111,35 +113,21 @@ fn replay(
     match verb.to_ascii_uppercase().as_slice() {
         b"ADD" => add::replay(queue, now, &with_name()),
         b"CLAIM" => pop::replay(queue, rest),
-        b"ACK" => {
-            queue.ack(now, rest);
-            Ok(())
-        }
-        b"CANCEL" => {
-            queue.cancel(now, rest);
-            Ok(())
-        }
+        b"ACK" => ack::replay(queue, now, rest),
+        b"CANCEL" => cancel::replay(queue, now, rest),
         b"NACK" => nack::replay(queue, now, &policy(queue), rest),
         b"TOUCH" => touch::replay(queue, rest),
         b"REDRIVE" => redrive::replay(queue, now, &with_name()),
         b"PURGE" => purge::replay(queue, now, &with_name()),
         b"TICK" => {
-            let [ttl, leases, promoted] = rest else {
-                return Err(DqError::BadApply("TICK needs three counts".into()));
-            };
-            let count = |v: &[u8]| parse_in_range("count", "a count", v, 0, i64::MAX);
-            let work = TickWork {
-                ttl_expired: count(ttl)? as usize,
-                leases_expired: count(leases)? as usize,
-                promoted: count(promoted)? as usize,
-            };
+            let work = replication::parse_tick(rest)?;
             let policy = policy(queue);
             queue.replay_tick(now, work, &policy);
             Ok(())
         }
         _ => Err(DqError::BadApply(format!(
             "unknown verb '{}'",
-            crate::error::printable(verb)
+            crate::core::error::printable(verb)
         ))),
     }
 }

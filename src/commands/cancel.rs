@@ -7,9 +7,11 @@
 
 use redis_module::{Context, RedisResult, RedisString};
 
-use crate::commands::{for_ids, int, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::queue::Queue;
+use crate::commands::for_ids;
+use crate::core::error::Result;
+use crate::core::queue::Queue;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::reply::{int, reply};
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.cancel",
@@ -22,4 +24,11 @@ pub const DOC: CommandDoc = CommandDoc {
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     reply(for_ids(ctx, args, "dq.cancel", "CANCEL", Queue::cancel).map(int))
+}
+
+/// Replays `CANCEL id...`: the ids the command named, acted on at the
+/// master's `now`.
+pub fn replay(queue: &mut Queue, now: u64, ids: &[&[u8]]) -> Result<()> {
+    queue.cancel(now, ids);
+    Ok(())
 }

@@ -13,14 +13,15 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{is_keyword, parse_lease, parse_max_attempts, unknown_option, Seen};
-use crate::backoff::Backoff;
-use crate::commands::{bytes, int, reply, reply_record};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
-use crate::qkey::{open_read, read, QueueKey};
-use crate::settings;
+use crate::commands::bytes;
+use crate::core::backoff::Backoff;
+use crate::core::error::{DqError, Result};
+use crate::core::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
+use crate::grammar::args::{is_keyword, parse_lease, parse_max_attempts, unknown_option, Seen};
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::key::{open_read, read, QueueKey};
+use crate::server::reply::{int, reply, reply_record};
+use crate::server::settings;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.config",
@@ -111,7 +112,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
                 Some(Backoff::parse(value)?)
             })
         } else {
-            return Err(DqError::UnknownField(crate::error::printable(field)));
+            return Err(DqError::UnknownField(crate::core::error::printable(field)));
         };
         changes.push(change);
     }
@@ -171,7 +172,7 @@ fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::leak_args;
+    use crate::grammar::args::leak_args;
 
     #[test]
     fn grammar() {

@@ -29,12 +29,13 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::check_id;
-use crate::commands::{int, policy, reply, reply_record};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::qkey::{open_read, read};
-use crate::queue::State;
+use crate::core::error::{DqError, Result};
+use crate::core::queue::State;
+use crate::grammar::args::check_id;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::key::{open_read, read};
+use crate::server::reply::{int, reply, reply_record};
+use crate::server::settings::policy;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.get",

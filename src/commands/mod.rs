@@ -19,17 +19,16 @@ pub mod scan;
 pub mod stats;
 pub mod touch;
 
-use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString};
 
-use crate::args::parse_queue_and_ids;
-use crate::docs::CommandDoc;
-use crate::error::Result;
-use crate::policy::Policy;
-use crate::propagate::Apply;
-use crate::qkey::QueueKey;
-use crate::queue::Queue;
-use crate::settings;
-use crate::timer::now_ms;
+use crate::core::error::Result;
+use crate::core::queue::Queue;
+use crate::grammar::args::parse_queue_and_ids;
+use crate::grammar::docs::CommandDoc;
+use crate::server::clock::now_ms;
+use crate::server::key::QueueKey;
+use crate::server::replication::Apply;
+use crate::server::settings;
 
 /// Every command's COMMAND DOCS entry.
 pub const DOCS: [CommandDoc; 15] = [
@@ -53,26 +52,6 @@ pub const DOCS: [CommandDoc; 15] = [
 /// The raw bytes of every argument.
 pub fn bytes(args: &[RedisString]) -> Vec<&[u8]> {
     args.iter().map(RedisString::as_slice).collect()
-}
-
-/// Maps a handler's outcome to the reply, the one place errors become text.
-pub fn reply(outcome: Result<RedisValue>) -> RedisResult {
-    outcome.map_err(|e| e.into_redis())
-}
-
-/// A record-like reply: a map under RESP3, a flat field/value array under
-/// RESP2 (RedisModule_ReplyWithMap does both), with fields in this order.
-pub fn reply_record(ctx: &Context, fields: Vec<(&'static str, RedisValue)>) -> RedisValue {
-    raw::reply_with_map(ctx.ctx, fields.len() as std::os::raw::c_long);
-    for (name, value) in fields {
-        ctx.reply(Ok(RedisValue::SimpleStringStatic(name)));
-        ctx.reply(Ok(value));
-    }
-    RedisValue::NoReply
-}
-
-pub fn int(v: u64) -> RedisValue {
-    RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX))
 }
 
 /// A write on an existing queue that replies a count and replays from its
@@ -114,15 +93,80 @@ pub fn for_ids(
     counted_write(ctx, args, verb, |queue, now| op(queue, now, ids))
 }
 
-/// The lease a POP or TOUCH gives: its LEASE, else the queue's, else
-/// `dq.lease-ms` (without resolving the rest of the policy).
-pub fn lease_for(queue: &Queue, given: Option<u64>) -> u64 {
-    given
-        .or(queue.config().lease_ms)
-        .unwrap_or_else(settings::lease_ms)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::docs::{Arg, Kind};
 
-/// The lease, attempts and backoff in force for a queue now.
-pub fn policy(queue: &Queue) -> Policy {
-    queue.config().resolve(&settings::current())
+    fn check_arg(command: &str, arg: &Arg) {
+        assert!(
+            !arg.name.is_empty() && arg.name == arg.name.to_lowercase(),
+            "{command}: {arg:?}"
+        );
+        if let Some(token) = arg.token {
+            assert_eq!(token, token.to_uppercase(), "{command}: {arg:?}");
+        }
+        match arg.kind {
+            Kind::PureToken => assert!(arg.token.is_some(), "{command}: {arg:?}"),
+            Kind::OneOf => assert!(arg.subargs.len() >= 2, "{command}: {arg:?}"),
+            Kind::Block => assert!(!arg.subargs.is_empty(), "{command}: {arg:?}"),
+            _ => assert!(arg.subargs.is_empty(), "{command}: {arg:?}"),
+        }
+        let mut names: Vec<&str> = arg.subargs.iter().map(|a| a.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), arg.subargs.len(), "{command}: names repeat");
+        for sub in arg.subargs {
+            assert_ne!(sub.kind, Kind::Key, "{command}: the key is first, alone");
+            check_arg(command, sub);
+        }
+    }
+
+    #[test]
+    fn every_command_doc_is_well_formed() {
+        for doc in DOCS {
+            assert!(doc.name.starts_with("dq."), "{}", doc.name);
+            assert!(!doc.summary.is_empty() && !doc.complexity.is_empty());
+            let keys: Vec<&Arg> = doc.args.iter().filter(|a| a.kind == Kind::Key).collect();
+            match doc.key {
+                Some(_) => {
+                    assert_eq!(keys.len(), 1, "{}", doc.name);
+                    assert_eq!(doc.args[0].kind, Kind::Key, "{}", doc.name);
+                }
+                None => assert!(keys.is_empty(), "{}", doc.name),
+            }
+            let mut names: Vec<&str> = doc.args.iter().map(|a| a.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), doc.args.len(), "{}: names repeat", doc.name);
+            for arg in doc.args {
+                check_arg(doc.name, arg);
+            }
+        }
+        let mut names: Vec<&str> = DOCS.iter().map(|d| d.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), DOCS.len());
+    }
+
+    /// The server enforces the declared arity before the handler runs: it
+    /// must be exactly what the grammar allows.
+    #[test]
+    fn declared_arity_matches_the_argument_tree() {
+        for doc in DOCS {
+            assert_eq!(doc.arity, doc.implied_arity(), "{}", doc.name);
+        }
+    }
+
+    #[test]
+    fn every_command_has_acl_categories_and_only_once() {
+        let mut names: Vec<&str> = crate::server::acl::CATEGORIES
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        let mut documented: Vec<&str> = DOCS.iter().map(|d| d.name).collect();
+        names.sort_unstable();
+        documented.sort_unstable();
+        assert_eq!(names, documented);
+    }
 }

@@ -19,19 +19,21 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{
+use crate::commands::bytes;
+use crate::core::error::{DqError, Result};
+use crate::core::policy::Policy;
+use crate::core::queue::{check_delivery, NackAction, Queue, State};
+use crate::grammar::args::{
     add_ms, check_error, is_keyword, parse_attempt, parse_ms, parse_queue_and_id, unknown_option,
     Seen,
 };
-use crate::commands::{bytes, policy, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::policy::Policy;
-use crate::propagate::Apply;
-use crate::qkey::QueueKey;
-use crate::queue::{check_delivery, NackAction, Queue, State};
-use crate::settings;
-use crate::timer::now_ms;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::clock::now_ms;
+use crate::server::key::QueueKey;
+use crate::server::replication::Apply;
+use crate::server::reply::reply;
+use crate::server::settings;
+use crate::server::settings::policy;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.nack",
@@ -173,7 +175,7 @@ pub fn replay(queue: &mut Queue, now: u64, policy: &Policy, args: &[&[u8]]) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::leak_args;
+    use crate::grammar::args::leak_args;
 
     #[test]
     fn grammar() {
@@ -222,7 +224,7 @@ mod tests {
         );
         assert_eq!(err(&["q", "m", "ATTEMPT"]), "ERR ATTEMPT needs a value");
         assert_eq!(err(&["q", "m", "ERROR", ""]), "ERR ERROR must not be empty");
-        let long = "x".repeat(crate::args::MAX_ERROR_LEN + 1);
+        let long = "x".repeat(crate::core::limits::MAX_ERROR_LEN + 1);
         assert_eq!(
             err(&["q", "m", "ERROR", &long]),
             "ERR ERROR is longer than 4096 bytes"

@@ -11,12 +11,13 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{is_keyword, parse_count, parse_state, unknown_option, ArgCursor, Seen};
-use crate::commands::{bytes, int, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
-use crate::error::{DqError, Result};
-use crate::qkey::{open_read, read};
-use crate::queue::{Record, State};
+use crate::commands::bytes;
+use crate::core::error::{DqError, Result};
+use crate::core::queue::{Record, State};
+use crate::grammar::args::{is_keyword, parse_count, parse_state, unknown_option, ArgCursor, Seen};
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
+use crate::server::key::{open_read, read};
+use crate::server::reply::{int, reply};
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.peek",
@@ -91,7 +92,7 @@ pub fn entry(m: &Record) -> RedisValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::leak_args;
+    use crate::grammar::args::leak_args;
 
     #[test]
     fn grammar() {

@@ -7,22 +7,22 @@
 //! BLOCK waits up to ms for a message (0 = forever), like BLPOP; inside
 //! MULTI or a script it does not wait.
 
-use std::os::raw::{c_int, c_void};
+use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
-use redis_module::{raw, Context, ContextFlags, RedisResult, RedisString, RedisValue};
-
-use crate::args::{
+use crate::commands::bytes;
+use crate::core::error::{DqError, Result};
+use crate::core::queue::Queue;
+use crate::grammar::args::{
     is_keyword, lease_deadline, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
 };
-use crate::commands::{bytes, int, lease_for, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::guard;
-use crate::propagate::Apply;
-use crate::qkey::QueueKey;
-use crate::queue::Queue;
-use crate::settings;
-use crate::timer::now_ms;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::blocking::{block_on_keys, Waiter};
+use crate::server::clock::now_ms;
+use crate::server::key::QueueKey;
+use crate::server::replication::Apply;
+use crate::server::reply::{int, reply};
+use crate::server::settings;
+use crate::server::settings::lease_for;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.pop",
@@ -156,78 +156,25 @@ struct Waiting {
     lease_ms: Option<u64>,
 }
 
-/// Parks the client on the queue's key. Redis calls `on_ready` each time
-/// the key is signalled (a message became ready: ADD, the timer, an
-/// expired lease, a NACK, a group handed on) and `on_timeout` when BLOCK
-/// runs out.
+impl Waiter for Waiting {
+    const POINT: &'static str = "pop wake";
+    const TIMEOUT_POINT: &'static str = "pop timeout";
+
+    fn try_now(&self, ctx: &Context) -> Result<Option<RedisValue>> {
+        let name = RedisString::create_from_slice(ctx.ctx, &self.queue);
+        try_pop(ctx, &name, self.count, self.lease_ms)
+    }
+}
+
+/// Parks the client on the queue's key until a message is ready for it or
+/// BLOCK runs out (then nil).
 fn block(ctx: &Context, name: &RedisString, parsed: &PopArgs, timeout_ms: u64) {
-    let waiting = Box::into_raw(Box::new(Waiting {
+    let waiting = Waiting {
         queue: parsed.queue.to_vec(),
         count: parsed.count,
         lease_ms: parsed.lease_ms,
-    }));
-    let mut keys = [name.inner];
-    // SAFETY: called from the command's own context. Ownership of `waiting`
-    // passes to Redis, which hands it back to `free_waiting` exactly once.
-    // Redis copies the key names it keeps.
-    unsafe {
-        raw::RedisModule_BlockClientOnKeys.unwrap()(
-            ctx.ctx,
-            Some(on_ready),
-            Some(on_timeout),
-            Some(free_waiting),
-            timeout_ms as i64,
-            keys.as_mut_ptr(),
-            1,
-            waiting.cast::<c_void>(),
-        );
-    }
-}
-
-extern "C" fn on_ready(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    let ctx = Context::new(ctx);
-    // SAFETY: this is the private data given to BlockClientOnKeys, alive
-    // until `free_waiting` runs after the client is unblocked.
-    let waiting = unsafe {
-        &*(raw::RedisModule_GetBlockedClientPrivateData.unwrap()(ctx.ctx) as *const Waiting)
     };
-    let outcome = guard::catch("pop wake", || {
-        let name = RedisString::create_from_slice(ctx.ctx, &waiting.queue);
-        try_pop(&ctx, &name, waiting.count, waiting.lease_ms)
-    })
-    .unwrap_or(Err(DqError::Internal));
-    match outcome {
-        // Someone else took it first: keep waiting.
-        Ok(None) => raw::REDISMODULE_ERR as c_int,
-        outcome => {
-            ctx.reply(reply(outcome.map(|v| v.unwrap_or(RedisValue::Null))));
-            raw::REDISMODULE_OK as c_int
-        }
-    }
-}
-
-extern "C" fn on_timeout(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    let ctx = Context::new(ctx);
-    if guard::catch("pop timeout", || ctx.reply(Ok(RedisValue::Null))).is_none() {
-        // The client waits for an answer: give it one.
-        ctx.reply(Err(DqError::Internal.into_redis()));
-    }
-    raw::REDISMODULE_OK as c_int
-}
-
-extern "C" fn free_waiting(_ctx: *mut raw::RedisModuleCtx, waiting: *mut c_void) {
-    if !waiting.is_null() {
-        // SAFETY: created by Box::into_raw in `block`; Redis frees it once.
-        drop(unsafe { Box::from_raw(waiting.cast::<Waiting>()) });
-    }
+    block_on_keys(ctx, &[name], timeout_ms, waiting);
 }
 
 #[cfg(test)]
@@ -235,7 +182,7 @@ mod tests {
     use super::*;
 
     fn p(args: &[&str]) -> Result<PopArgs<'static>> {
-        parse(crate::args::leak_args(args))
+        parse(crate::grammar::args::leak_args(args))
     }
 
     #[test]

@@ -7,11 +7,12 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::parse_state;
-use crate::commands::{bytes, counted_write, int, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
-use crate::error::{DqError, Result};
-use crate::queue::{Queue, State};
+use crate::commands::{bytes, counted_write};
+use crate::core::error::{DqError, Result};
+use crate::core::queue::{Queue, State};
+use crate::grammar::args::parse_state;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
+use crate::server::reply::{int, reply};
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.purge",
@@ -50,7 +51,7 @@ pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::leak_args;
+    use crate::grammar::args::leak_args;
 
     #[test]
     fn grammar() {

@@ -11,17 +11,18 @@
 //! by every write, load and key event), not from a walk of the keyspace:
 //! O(Q log Q) in the node's queues, whatever else the database holds.
 
-use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{is_keyword, unknown_option, ArgCursor, Seen};
-use crate::commands::{bytes, reply, reply_record, stats};
-use crate::docs::{Arg, CommandDoc};
-use crate::error::{DqError, Result};
-use crate::glob;
-use crate::qkey::{open_read, read};
-use crate::registry;
-use crate::rkey::selected_db;
-use crate::timer::now_ms;
+use crate::commands::{bytes, stats};
+use crate::core::error::{DqError, Result};
+use crate::grammar::args::{is_keyword, unknown_option, ArgCursor, Seen};
+use crate::grammar::docs::{Arg, CommandDoc};
+use crate::grammar::glob;
+use crate::server::clock::now_ms;
+use crate::server::key::selected_db;
+use crate::server::key::{open_read, read};
+use crate::server::registry;
+use crate::server::reply::{reply, reply_records};
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.queues",
@@ -94,12 +95,11 @@ fn queues(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
                 .collect(),
         ));
     }
-    raw::reply_with_map(ctx.ctx, found.len() as std::os::raw::c_long);
-    for (name, queue_stats) in found {
-        ctx.reply(Ok(RedisValue::StringBuffer(name)));
-        reply_record(ctx, stats::fields(&queue_stats.unwrap_or_default(), now));
-    }
-    Ok(RedisValue::NoReply)
+    let records = found
+        .into_iter()
+        .map(|(name, queue_stats)| (name, stats::fields(&queue_stats.unwrap_or_default(), now)))
+        .collect();
+    Ok(reply_records(ctx, records))
 }
 
 #[cfg(test)]

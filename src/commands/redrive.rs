@@ -8,11 +8,13 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{check_id, is_keyword, parse_count, unknown_option, MAX_COUNT};
-use crate::commands::{bytes, counted_write, int, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::queue::{Queue, Redrive};
+use crate::commands::{bytes, counted_write};
+use crate::core::error::{DqError, Result};
+use crate::core::limits::MAX_COUNT;
+use crate::core::queue::{Queue, Redrive};
+use crate::grammar::args::{check_id, is_keyword, parse_count, unknown_option};
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::reply::{int, reply};
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.redrive",
@@ -85,7 +87,7 @@ pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::leak_args;
+    use crate::grammar::args::leak_args;
 
     #[test]
     fn grammar() {

@@ -12,15 +12,16 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{
+use crate::commands::bytes;
+use crate::commands::peek::entry;
+use crate::core::error::{DqError, Result};
+use crate::core::queue::State;
+use crate::grammar::args::{
     is_keyword, parse_count, parse_in_range, parse_state, unknown_option, ArgCursor, Seen,
 };
-use crate::commands::peek::entry;
-use crate::commands::{bytes, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse, STATE};
-use crate::error::{DqError, Result};
-use crate::qkey::{open_read, read};
-use crate::queue::State;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
+use crate::server::key::{open_read, read};
+use crate::server::reply::reply;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.scan",
@@ -100,7 +101,7 @@ fn scan(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::leak_args;
+    use crate::grammar::args::leak_args;
 
     #[test]
     fn grammar() {

@@ -12,12 +12,12 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::commands::{int, reply, reply_record};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::qkey::{open_read, read};
-use crate::queue::{Queue, Stats};
-use crate::timer::now_ms;
+use crate::core::error::{DqError, Result};
+use crate::core::queue::{Queue, Stats};
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::clock::now_ms;
+use crate::server::key::{open_read, read};
+use crate::server::reply::{int, reply, reply_record};
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.stats",

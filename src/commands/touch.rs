@@ -10,18 +10,20 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::args::{
+use crate::commands::bytes;
+use crate::core::error::{DqError, Result};
+use crate::core::queue::{check_delivery, Queue};
+use crate::grammar::args::{
     is_keyword, lease_deadline, parse_attempt, parse_lease, parse_ms, parse_queue_and_id,
     unknown_option, Seen,
 };
-use crate::commands::{bytes, int, lease_for, reply};
-use crate::docs::{Arg, CommandDoc, KeyUse};
-use crate::error::{DqError, Result};
-use crate::propagate::Apply;
-use crate::qkey::QueueKey;
-use crate::queue::{check_delivery, Queue};
-use crate::settings;
-use crate::timer::now_ms;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::clock::now_ms;
+use crate::server::key::QueueKey;
+use crate::server::replication::Apply;
+use crate::server::reply::{int, reply};
+use crate::server::settings;
+use crate::server::settings::lease_for;
 
 pub const DOC: CommandDoc = CommandDoc {
     name: "dq.touch",
@@ -110,7 +112,7 @@ pub fn replay(queue: &mut Queue, args: &[&[u8]]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::leak_args;
+    use crate::grammar::args::leak_args;
 
     #[test]
     fn grammar() {

@@ -464,7 +464,7 @@ mod tests {
 
     /// Every operation against a BTreeSet, checked after each step.
     fn model(seed: u64, steps: usize, spread: u64) {
-        let mut next = crate::queue::tests::xorshift(seed);
+        let mut next = crate::core::queue::tests::xorshift(seed);
         let mut index = SortedIndex::default();
         let mut set = BTreeSet::new();
         let mut ascending = 0u64;

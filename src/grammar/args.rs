@@ -1,15 +1,8 @@
 //! Reading command arguments: keywords, numbers and the options grammar
 //! shared by every command. Pure: it sees bytes, never Redis.
 
-use crate::error::{DqError, Result};
-
-/// The latest Unix time in ms dq stores, kept from round 1 (whose ZSET
-/// scores were doubles) so a time stays exact in any client's double: up
-/// to 2^53, about year 287,000.
-pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
-
-/// Longest message id accepted.
-pub const MAX_ID_LEN: usize = 1024;
+use crate::core::error::{DqError, Result};
+use crate::core::limits::{MAX_COUNT, MAX_ERROR_LEN, MAX_ID_LEN, MAX_TIME_MS};
 
 /// Walks the arguments after the queue name.
 pub struct ArgCursor<'a> {
@@ -67,7 +60,7 @@ pub fn is_keyword(arg: &[u8], keyword: &str) -> bool {
 }
 
 pub fn unknown_option(arg: &[u8]) -> DqError {
-    DqError::UnknownOption(crate::error::printable(arg))
+    DqError::UnknownOption(crate::core::error::printable(arg))
 }
 
 /// Strict decimal: digits only, no sign, no spaces, no overflow.
@@ -168,12 +161,11 @@ pub fn parse_count(arg: &[u8]) -> Result<usize> {
     Ok(n as usize)
 }
 
-pub const MAX_COUNT: usize = 10_000;
 const COUNT_EXPECTED: &str = "an integer from 1 to 10000";
 
 /// A state name, as PEEK and PURGE take it.
-pub fn parse_state(arg: &[u8]) -> Result<crate::queue::State> {
-    use crate::queue::State;
+pub fn parse_state(arg: &[u8]) -> Result<crate::core::queue::State> {
+    use crate::core::queue::State;
     [State::Delayed, State::Ready, State::Inflight, State::Dead]
         .into_iter()
         .find(|s| is_keyword(arg, s.name()))
@@ -202,10 +194,6 @@ pub fn parse_attempt(arg: &[u8]) -> Result<u32> {
 }
 
 const ATTEMPT_EXPECTED: &str = "an integer from 1 to 4294967295";
-
-/// Longest ERROR text NACK keeps: a summary of why the work failed, held
-/// by every replica and the AOF, not a log.
-pub const MAX_ERROR_LEN: usize = 4096;
 
 /// NACK's ERROR text: non-empty and at most [`MAX_ERROR_LEN`] bytes.
 pub fn check_error(text: &[u8]) -> Result<&[u8]> {

@@ -2,8 +2,8 @@
 //! message's own options, then its queue's DQ.CONFIG, then the module
 //! settings (`dq.lease-ms`, `dq.max-attempts`, `dq.backoff`).
 
-use crate::backoff::Backoff;
-use crate::error::{DqError, Result};
+use crate::core::backoff::Backoff;
+use crate::core::error::{DqError, Result};
 
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 16;
@@ -168,20 +168,15 @@ mod tests {
         assert_eq!(policy.max_attempts, (9, Source::Queue));
         assert_eq!(policy.backoff, (Backoff::Fixed(7), Source::Module));
 
-        let mut message = crate::message::tests::sample();
-        (message.max_attempts, message.backoff) = (None, None);
+        // A message's own options, when it has them, come first.
+        assert_eq!(policy.max_attempts_or(None), (9, Source::Queue));
+        assert_eq!(policy.max_attempts_or(Some(2)), (2, Source::Message));
         assert_eq!(
-            policy.max_attempts_or(message.max_attempts),
-            (9, Source::Queue)
-        );
-        message.max_attempts = Some(2);
-        message.backoff = Some(Backoff::Fixed(1));
-        assert_eq!(
-            policy.max_attempts_or(message.max_attempts),
-            (2, Source::Message)
+            policy.backoff_or(None),
+            (&Backoff::Fixed(7), Source::Module)
         );
         assert_eq!(
-            policy.backoff_or(message.backoff.as_ref()),
+            policy.backoff_or(Some(&Backoff::Fixed(1))),
             (&Backoff::Fixed(1), Source::Message)
         );
     }

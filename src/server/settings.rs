@@ -12,17 +12,14 @@ use std::sync::Mutex;
 use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
 use redis_module::{raw, Context, RedisString};
 
-use crate::args::MAX_TIME_MS;
-use crate::backoff::Backoff;
-use crate::error::{DqError, Result};
-use crate::policy::{Settings, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS};
+use crate::core::backoff::Backoff;
+use crate::core::policy::{Policy, Settings, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS};
+use crate::core::queue::Queue;
+use crate::grammar::settings::{LoadValues, LEASE_MS_RANGE, MAX_ATTEMPTS_RANGE};
 
 pub static LEASE_MS: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS as i64);
 pub static MAX_ATTEMPTS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_ATTEMPTS as i64);
 pub static BACKOFF: BackoffSetting = BackoffSetting(Mutex::new(Backoff::DEFAULT));
-
-pub const LEASE_MS_RANGE: (i64, i64) = (1, MAX_TIME_MS as i64);
-pub const MAX_ATTEMPTS_RANGE: (i64, i64) = (1, i32::MAX as i64);
 
 pub struct BackoffSetting(Mutex<Backoff>);
 
@@ -62,7 +59,7 @@ extern "C" fn set_backoff(
     _privdata: *mut c_void,
     err: *mut *mut raw::RedisModuleString,
 ) -> c_int {
-    crate::guard::catch("config set dq.backoff", || apply_backoff(value, err))
+    crate::server::guard::catch("config set dq.backoff", || apply_backoff(value, err))
         .unwrap_or(raw::REDISMODULE_ERR as c_int)
 }
 
@@ -156,6 +153,17 @@ pub fn max_attempts() -> u32 {
     u32::try_from(MAX_ATTEMPTS.load(Ordering::Relaxed)).unwrap_or(DEFAULT_MAX_ATTEMPTS)
 }
 
+/// The lease a POP or TOUCH gives: its LEASE, else the queue's, else
+/// `dq.lease-ms` (without resolving the rest of the policy).
+pub fn lease_for(queue: &Queue, given: Option<u64>) -> u64 {
+    given.or(queue.config().lease_ms).unwrap_or_else(lease_ms)
+}
+
+/// The lease, attempts and backoff in force for a queue now.
+pub fn policy(queue: &Queue) -> Policy {
+    queue.config().resolve(&current())
+}
+
 /// The module defaults in force now.
 pub fn current() -> Settings {
     let lease = LEASE_MS.load(Ordering::Relaxed);
@@ -167,74 +175,9 @@ pub fn current() -> Settings {
     }
 }
 
-/// The start values of the settings, from load arguments
-/// (`loadmodule libdq.so lease-ms 5000 backoff 15s,1m`) or the defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LoadValues {
-    pub lease_ms: i64,
-    pub max_attempts: i64,
-    pub backoff: String,
-}
-
-/// Reads load arguments: `name value` pairs naming a setting. Unknown
-/// names, missing values and bad values are refused, so a typo stops the
-/// module from loading instead of being ignored.
-pub fn load_values(args: &[&[u8]]) -> Result<LoadValues> {
-    let mut values = LoadValues {
-        lease_ms: DEFAULT_LEASE_MS as i64,
-        max_attempts: DEFAULT_MAX_ATTEMPTS as i64,
-        backoff: Backoff::DEFAULT.to_string(),
-    };
-    if !args.len().is_multiple_of(2) {
-        return Err(DqError::MissingValue("the last load argument"));
-    }
-    for pair in args.chunks(2) {
-        let (name, value) = (pair[0], pair[1]);
-        match name {
-            b"lease-ms" => {
-                let (min, max) = LEASE_MS_RANGE;
-                values.lease_ms =
-                    crate::args::parse_in_range("lease-ms", LEASE_EXPECTED, value, min, max)?;
-            }
-            b"max-attempts" => {
-                let (min, max) = MAX_ATTEMPTS_RANGE;
-                values.max_attempts = crate::args::parse_in_range(
-                    "max-attempts",
-                    ATTEMPTS_EXPECTED,
-                    value,
-                    min,
-                    max,
-                )?;
-            }
-            b"backoff" => values.backoff = Backoff::parse(value)?.to_string(),
-            _ => return Err(DqError::UnknownOption(crate::error::printable(name))),
-        }
-    }
-    Ok(values)
-}
-
-const LEASE_EXPECTED: &str = "a positive integer number of milliseconds";
-const ATTEMPTS_EXPECTED: &str = "an integer from 1 to 2147483647";
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn load_arguments_are_checked() {
-        let v = load_values(&[]).unwrap();
-        assert_eq!(
-            (v.lease_ms, v.max_attempts, v.backoff.as_str()),
-            (30_000, 16, "exp:1s:1h")
-        );
-        let v = load_values(&[b"lease-ms", b"5000", b"backoff", b"fixed:1000"]).unwrap();
-        assert_eq!((v.lease_ms, v.backoff.as_str()), (5000, "fixed:1s"));
-        assert!(load_values(&[b"lease-ms"]).is_err());
-        assert!(load_values(&[b"lease_ms", b"5"]).is_err());
-        assert!(load_values(&[b"lease-ms", b"0"]).is_err());
-        assert!(load_values(&[b"max-attempts", b"x"]).is_err());
-        assert!(load_values(&[b"backoff", b"soon"]).is_err());
-    }
 
     #[test]
     fn defaults_match_the_product_sheet() {

@@ -4,17 +4,17 @@
 //! registry of queues (INFO's counts, the timer's schedule). Replication is each command's own
 //! business (see `propagate.rs`).
 
+use std::os::raw::c_void;
 use std::ptr::NonNull;
 
 use redis_module::key::{RedisKey, RedisKeyWritable};
 use redis_module::{raw, Context, NotifyEvent, RedisString};
 
-use crate::error::{printable, DqError, Result};
-use crate::qtype::QUEUE_TYPE;
-use crate::queue::{Event, Queue};
-use crate::registry;
-use crate::rkey::{selected_db, signal_modified, signal_ready};
-use crate::timer;
+use crate::core::error::{printable, DqError, Result};
+use crate::core::queue::{Event, Queue};
+use crate::server::data_type::QUEUE_TYPE;
+use crate::server::registry;
+use crate::server::timer;
 
 fn wrong_type(name: &RedisString) -> DqError {
     DqError::WrongType(printable(name.as_slice()))
@@ -89,8 +89,8 @@ impl<'c> QueueKey<'c> {
         self.queue().ok_or(DqError::Internal)
     }
 
-    /// Replaces the value, if any (the AOF rewrite's LOAD, the round-1
-    /// conversion): setting a module value frees the one it replaces.
+    /// Replaces the value, if any (the AOF rewrite's LOAD, the importer of
+    /// the multi-key layout): setting a module value frees the one it replaces.
     pub fn replace(&mut self, queue: Queue) -> Result<()> {
         self.value = None;
         self.key
@@ -171,10 +171,75 @@ pub unsafe fn queue_of<'k>(key: *mut raw::RedisModuleKey) -> Option<&'k Queue> {
 /// Calls `visit` with the name of every key in the selected database and
 /// the queue it holds, if it is one.
 pub fn scan_queues(ctx: &Context, mut visit: impl FnMut(&[u8], Option<&Queue>)) {
-    crate::rkey::scan_keys(ctx, |name, key| {
+    crate::server::key::scan_keys(ctx, |name, key| {
         // SAFETY: `key` is the open handle the scan passes for this key,
         // valid during the callback.
         let queue = key.and_then(|key| unsafe { queue_of(key) });
         visit(name, queue);
     });
+}
+
+// ------------------------------------------------ key-space calls the crate does not wrap
+
+/// Tells WATCH and client-side caching that `name` changed. The module
+/// turns off the implicit signal on closing every writable key, so that a
+/// command that changes nothing invalidates nothing.
+pub fn signal_modified(ctx: &Context, name: &RedisString) {
+    // SAFETY: main thread, live context and string.
+    unsafe { raw::RedisModule_SignalModifiedKey.unwrap()(ctx.ctx, name.inner) };
+}
+
+/// Selects database `db` for the context's following key calls; false for
+/// an index the server does not have.
+pub fn select_db(ctx: &Context, db: i32) -> bool {
+    // SAFETY: live context on the main thread; fails for an invalid index.
+    unsafe {
+        raw::RedisModule_SelectDb.unwrap()(ctx.ctx, db)
+            == raw::REDISMODULE_OK as std::os::raw::c_int
+    }
+}
+
+/// Wakes clients blocked on `name` (DQ.POP BLOCK waits on the queue's key).
+pub fn signal_ready(ctx: &Context, name: &RedisString) {
+    // SAFETY: main thread, live context and string.
+    unsafe { raw::RedisModule_SignalKeyAsReady.unwrap()(ctx.ctx, name.inner) };
+}
+
+/// The database a context works in.
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: live context on the main thread.
+    unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
+}
+
+/// Calls `visit` with the name of every key in the selected database and,
+/// when the server could open it, its read-only handle (valid during the
+/// call only).
+pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8], Option<*mut raw::RedisModuleKey>)) {
+    type Visit<'a> = &'a mut dyn FnMut(&[u8], Option<*mut raw::RedisModuleKey>);
+    extern "C" fn on_key(
+        _ctx: *mut raw::RedisModuleCtx,
+        name: *mut raw::RedisModuleString,
+        key: *mut raw::RedisModuleKey,
+        visit: *mut c_void,
+    ) {
+        // SAFETY: `visit` is the closure passed to RedisModule_Scan below,
+        // alive for the whole scan; `name` is valid during the callback.
+        let visit = unsafe { &mut *(visit as *mut Visit) };
+        let key = (!key.is_null()).then_some(key);
+        // No unwinding through the server's scan.
+        crate::server::guard::catch("scan", || visit(RedisString::string_as_slice(name), key));
+    }
+    let mut visit: Visit = &mut visit;
+    // SAFETY: main thread; the cursor is destroyed after the last call.
+    unsafe {
+        let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
+        while raw::RedisModule_Scan.unwrap()(
+            ctx.ctx,
+            cursor,
+            Some(on_key),
+            &mut visit as *mut Visit as *mut c_void,
+        ) != 0
+        {}
+        raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::codec;
 use super::*;
-use crate::policy::Settings;
+use crate::core::policy::Settings;
 
 const LEASE: u64 = 30_000;
 

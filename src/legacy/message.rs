@@ -1,4 +1,5 @@
-//! One message as it is stored: the envelope in the queue's messages hash.
+//! One message as the multi-key layout stored it: the envelope in the
+//! queue's messages hash. Read only, to import it.
 //!
 //! Layout: one format byte, a CRC32 of the body, then the body encoded with
 //! bincode (varint integers). The CRC turns a value overwritten by hand or by
@@ -8,18 +9,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backoff::Backoff;
-use crate::error::{printable, DqError, Result};
+use crate::core::error::{printable, DqError, Result};
 
 const FORMAT_V1: u8 = 1;
 const FORMAT_V2: u8 = 2;
 const HEADER_LEN: usize = 5;
 
-// The states and deaths are the native queue's: one vocabulary for both
-// formats; their serde form (variant order) is this format's. In this
-// format a record the timer promoted keeps state `Delayed`: the delayed
-// index tells that it is ready (see `keyed_queue::get`).
-pub use crate::queue::{Death, DeathReason, State};
+// In this format a record the timer promoted keeps state `Delayed`: the
+// delayed index tells that it is ready.
+pub use super::frozen::{Backoff, Death, DeathReason, State};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {

@@ -11,11 +11,20 @@
 //! the ids it leased (as XREADGROUP travels as XCLAIM), a NACK as the delay
 //! it chose, a timer tick as how much of each kind of work it did.
 //! `commands/apply.rs` replays them.
+//!
+//! Each command builds its verb and reads it back in its own file
+//! (`commands/add.rs` has ADD, `commands/pop.rs` CLAIM, ...); the timer's
+//! TICK is built and read back here, beside the builder they all use.
 
 use std::cell::{Cell, RefCell};
 use std::os::raw::c_int;
 
 use redis_module::{raw, Context, ModuleOptions, RedisString, RedisValue};
+
+use crate::core::error::{DqError, Result};
+use crate::core::queue::TickWork;
+use crate::grammar::args::parse_in_range;
+use crate::server::settings;
 
 /// Valkey 8.1's `VALKEYMODULE_OPTIONS_SKIP_COMMAND_VALIDATION`: Replicate
 /// and EmitAOF skip looking up the command by name (about 1.5k
@@ -120,6 +129,46 @@ pub struct Apply<'a> {
     /// Strings made here, kept alive until sent.
     owned: Vec<RedisString>,
     argv: Vec<*mut raw::RedisModuleString>,
+}
+
+/// `TICK ttl-expired leases-expired promoted`: what one timer tick did to
+/// one queue, phase by phase. Replayed as exactly that much work at the
+/// master's `now`, it makes the same changes (see `Queue::replay_tick`).
+pub fn tick(ctx: &Context, queue: &RedisString, now: u64, work: TickWork) {
+    Apply::new(ctx, queue, now, settings::max_attempts(), "TICK")
+        .number(work.ttl_expired as u64)
+        .number(work.leases_expired as u64)
+        .number(work.promoted as u64)
+        .send();
+}
+
+/// TICK's arguments, read back.
+pub fn parse_tick(args: &[&[u8]]) -> Result<TickWork> {
+    let [ttl, leases, promoted] = args else {
+        return Err(DqError::BadApply("TICK needs three counts".into()));
+    };
+    let count = |v: &[u8]| parse_in_range("count", "a count", v, 0, i64::MAX).map(|n| n as usize);
+    Ok(TickWork {
+        ttl_expired: count(ttl)?,
+        leases_expired: count(leases)?,
+        promoted: count(promoted)?,
+    })
+}
+
+/// `DEL key`, propagated as it is: the importer of the multi-key layout
+/// deletes the old keys it converted.
+pub fn delete(ctx: &Context, key: &[u8]) {
+    // SAFETY: main thread, live context; "b" takes (pointer, length) of a
+    // buffer that outlives the call.
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx.ctx,
+            c"DEL".as_ptr(),
+            c"b".as_ptr(),
+            key.as_ptr(),
+            key.len(),
+        );
+    }
 }
 
 impl<'a> Apply<'a> {
@@ -243,6 +292,17 @@ fn itoa_buf(mut n: u64) -> Digits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_counts_read_back() {
+        let work = parse_tick(&[b"1", b"2", b"3"]).unwrap();
+        assert_eq!(
+            (work.ttl_expired, work.leases_expired, work.promoted),
+            (1, 2, 3)
+        );
+        assert!(parse_tick(&[b"1", b"2"]).is_err());
+        assert!(parse_tick(&[b"1", b"-2", b"3"]).is_err());
+    }
 
     #[test]
     fn only_valkey_8_1_and_later_skip_the_lookup() {

@@ -42,10 +42,10 @@ pub(crate) mod tests;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use crate::args::MAX_TIME_MS;
-use crate::backoff::Backoff;
-use crate::error::{printable, DqError, Result};
-use crate::policy::{Policy, QueueConfig};
+use crate::core::backoff::Backoff;
+use crate::core::error::{printable, DqError, Result};
+use crate::core::limits::MAX_TIME_MS;
+use crate::core::policy::{Policy, QueueConfig};
 
 pub use events::{Counter, Counters, Event, Events};
 pub use heap::alloc_size;

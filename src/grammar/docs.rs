@@ -6,8 +6,6 @@
 //! every declared arity agrees with the argument tree, so the server's
 //! arity check (which the API turns on) can never refuse a valid call.
 
-use redis_module::raw;
-
 /// The release that introduced the commands.
 pub const SINCE: &str = "0.1.0";
 
@@ -157,29 +155,6 @@ pub enum KeyUse {
     Settings,
 }
 
-impl KeyUse {
-    /// `REDISMODULE_CMD_KEY_*` flags.
-    pub fn flags(self) -> u64 {
-        let bits = match self {
-            KeyUse::Read => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
-            KeyUse::Insert => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT,
-            KeyUse::Update => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
-            KeyUse::Take => {
-                raw::REDISMODULE_CMD_KEY_RW
-                    | raw::REDISMODULE_CMD_KEY_ACCESS
-                    | raw::REDISMODULE_CMD_KEY_DELETE
-            }
-            KeyUse::Delete => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE,
-            KeyUse::Settings => {
-                raw::REDISMODULE_CMD_KEY_RW
-                    | raw::REDISMODULE_CMD_KEY_ACCESS
-                    | raw::REDISMODULE_CMD_KEY_UPDATE
-            }
-        };
-        bits.into()
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommandDoc {
     pub name: &'static str,
@@ -210,67 +185,6 @@ impl CommandDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::DOCS;
-
-    fn check_arg(command: &str, arg: &Arg) {
-        assert!(
-            !arg.name.is_empty() && arg.name == arg.name.to_lowercase(),
-            "{command}: {arg:?}"
-        );
-        if let Some(token) = arg.token {
-            assert_eq!(token, token.to_uppercase(), "{command}: {arg:?}");
-        }
-        match arg.kind {
-            Kind::PureToken => assert!(arg.token.is_some(), "{command}: {arg:?}"),
-            Kind::OneOf => assert!(arg.subargs.len() >= 2, "{command}: {arg:?}"),
-            Kind::Block => assert!(!arg.subargs.is_empty(), "{command}: {arg:?}"),
-            _ => assert!(arg.subargs.is_empty(), "{command}: {arg:?}"),
-        }
-        let mut names: Vec<&str> = arg.subargs.iter().map(|a| a.name).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), arg.subargs.len(), "{command}: names repeat");
-        for sub in arg.subargs {
-            assert_ne!(sub.kind, Kind::Key, "{command}: the key is first, alone");
-            check_arg(command, sub);
-        }
-    }
-
-    #[test]
-    fn every_command_doc_is_well_formed() {
-        for doc in DOCS {
-            assert!(doc.name.starts_with("dq."), "{}", doc.name);
-            assert!(!doc.summary.is_empty() && !doc.complexity.is_empty());
-            let keys: Vec<&Arg> = doc.args.iter().filter(|a| a.kind == Kind::Key).collect();
-            match doc.key {
-                Some(_) => {
-                    assert_eq!(keys.len(), 1, "{}", doc.name);
-                    assert_eq!(doc.args[0].kind, Kind::Key, "{}", doc.name);
-                }
-                None => assert!(keys.is_empty(), "{}", doc.name),
-            }
-            let mut names: Vec<&str> = doc.args.iter().map(|a| a.name).collect();
-            names.sort_unstable();
-            names.dedup();
-            assert_eq!(names.len(), doc.args.len(), "{}: names repeat", doc.name);
-            for arg in doc.args {
-                check_arg(doc.name, arg);
-            }
-        }
-        let mut names: Vec<&str> = DOCS.iter().map(|d| d.name).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), DOCS.len());
-    }
-
-    /// The server enforces the declared arity before the handler runs: it
-    /// must be exactly what the grammar allows.
-    #[test]
-    fn declared_arity_matches_the_argument_tree() {
-        for doc in DOCS {
-            assert_eq!(doc.arity, doc.implied_arity(), "{}", doc.name);
-        }
-    }
 
     #[test]
     fn arity_of_shapes() {

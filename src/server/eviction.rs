@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis_module::{Context, ContextFlags, RedisValue};
 
-use crate::error::{DqError, Result};
+use crate::core::error::{DqError, Result};
 
 /// How long a policy read from the server is trusted: `CONFIG SET
 /// maxmemory-policy` is seen within this time.

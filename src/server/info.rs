@@ -4,12 +4,12 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
-use crate::registry;
-use crate::timer;
+use crate::server::registry;
+use crate::server::timer;
 
 /// Registered with RedisModule_RegisterInfoFunc; runs on the main thread.
 pub extern "C" fn dq_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    crate::guard::catch("info", || add_sections(ctx));
+    crate::server::guard::catch("info", || add_sections(ctx));
 }
 
 fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
@@ -38,6 +38,6 @@ fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
     raw::add_info_field_long_long(
         ctx,
         "replicate_skips_lookup",
-        crate::propagate::skips_lookup().into(),
+        crate::server::replication::skips_lookup().into(),
     );
 }

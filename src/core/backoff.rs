@@ -11,15 +11,10 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use crate::core::error::{printable, DqError, Result};
+use crate::core::limits::{MAX_STEPS, MAX_TIME_MS};
 
-use crate::args::MAX_TIME_MS;
-use crate::error::{printable, DqError, Result};
-
-/// Most steps a step list may have: a record carries its backoff.
-pub const MAX_STEPS: usize = 64;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backoff {
     Exponential { base: u64, max: u64 },
     Fixed(u64),

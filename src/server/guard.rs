@@ -24,7 +24,7 @@ use std::sync::Once;
 
 use redis_module::{raw, Context, RedisResult, RedisString};
 
-use crate::error::DqError;
+use crate::core::error::DqError;
 
 thread_local! {
     /// How many [`catch`] calls are running on this thread.
@@ -158,7 +158,7 @@ pub unsafe fn dispatch(
         &*(args.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
     };
     let response = catch(name, || handler(&context, args))
-        .unwrap_or_else(|| Err(DqError::Internal.into_redis()));
+        .unwrap_or_else(|| Err(crate::server::reply::error(DqError::Internal)));
     context.reply(response) as c_int
 }
 

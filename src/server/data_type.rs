@@ -18,8 +18,8 @@ use std::ptr;
 
 use redis_module::{native_types::RedisType, raw, RedisString};
 
-use crate::queue::codec::{self, Loader, ENCODING_VERSION};
-use crate::queue::Queue;
+use crate::core::queue::codec::{self, Loader, ENCODING_VERSION};
+use crate::core::queue::Queue;
 
 /// Exactly nine characters, as the server requires: `TYPE orders` says it.
 pub const TYPE_NAME: &str = "dq--queue";
@@ -67,14 +67,14 @@ extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     let queue = unsafe { queue(value) };
     // A panic must not unwind into the server; the codec does not panic on
     // a valid queue, and a half-written value is refused on load.
-    crate::guard::catch("rdb save", || {
+    crate::server::guard::catch("rdb save", || {
         raw::save_slice(rdb, &codec::header(queue));
         codec::record_chunks(queue, |chunk| raw::save_slice(rdb, chunk));
     });
 }
 
 extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    let loaded = crate::guard::catch("rdb load", || load(rdb, encver))
+    let loaded = crate::server::guard::catch("rdb load", || load(rdb, encver))
         .unwrap_or_else(|| Err(codec::CodecError("internal error while loading".into())));
     match loaded {
         Ok(queue) => into_value(queue),
@@ -89,7 +89,7 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
                 false => String::from_utf8_lossy(RedisString::string_as_slice(name.cast_mut()))
                     .into_owned(),
             };
-            crate::guard::warn(None, &format!("dq: cannot load queue '{name}': {}", e.0));
+            crate::server::guard::warn(None, &format!("dq: cannot load queue '{name}': {}", e.0));
             ptr::null_mut()
         }
     }
@@ -118,9 +118,9 @@ extern "C" fn aof_rewrite(
 ) {
     // SAFETY: see the module invariant.
     let queue = unsafe { queue(value) };
-    crate::guard::catch("aof rewrite", || {
+    crate::server::guard::catch("aof rewrite", || {
         // LOAD reads no clock and no setting; the header stays well-formed.
-        let max_attempts = crate::settings::max_attempts().to_string();
+        let max_attempts = crate::server::settings::max_attempts().to_string();
         let mut args = vec![
             RedisString::create_from_slice(ptr::null_mut(), b"0"),
             RedisString::create_from_slice(ptr::null_mut(), max_attempts.as_bytes()),
@@ -154,7 +154,7 @@ const VALUE_WRAPPER: usize = 32;
 /// What one queue with a name of `name_len` bytes costs beyond its value:
 /// the wrapper, and its entry in the module's registry of queues.
 fn per_queue_bytes(name_len: usize) -> usize {
-    VALUE_WRAPPER + crate::registry::Registry::bytes_per_queue(name_len)
+    VALUE_WRAPPER + crate::core::registry::Registry::bytes_per_queue(name_len)
 }
 
 /// For a server that does not give the key's name (mem_usage2 is used
@@ -162,7 +162,8 @@ fn per_queue_bytes(name_len: usize) -> usize {
 extern "C" fn mem_usage(value: *const c_void) -> usize {
     // SAFETY: see the module invariant.
     let queue = unsafe { queue(value) };
-    crate::guard::catch("memory usage", || queue.mem_usage() + per_queue_bytes(16)).unwrap_or(0)
+    crate::server::guard::catch("memory usage", || queue.mem_usage() + per_queue_bytes(16))
+        .unwrap_or(0)
 }
 
 /// MEMORY USAGE: the value, and what the queue costs the server and the
@@ -183,7 +184,7 @@ extern "C" fn mem_usage2(
         }
         (queue(value), len)
     };
-    crate::guard::catch("memory usage", || {
+    crate::server::guard::catch("memory usage", || {
         queue.mem_usage() + per_queue_bytes(name_len)
     })
     .unwrap_or(0)
@@ -192,7 +193,7 @@ extern "C" fn mem_usage2(
 extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     // SAFETY: see the module invariant.
     let queue = unsafe { queue(value) };
-    crate::guard::catch("digest", || {
+    crate::server::guard::catch("digest", || {
         codec::digest_items(queue, |item| {
             // SAFETY: `md` is live for the callback; the buffer for the call.
             unsafe {
@@ -234,7 +235,7 @@ extern "C" fn copy(
     let queue = unsafe { queue(value) };
     // Through the codec: one path that is already checked to rebuild an
     // equal value.
-    match crate::guard::catch("copy", || codec::copy(queue)) {
+    match crate::server::guard::catch("copy", || codec::copy(queue)) {
         Some(Ok(copy)) => into_value(copy),
         _ => ptr::null_mut(),
     }

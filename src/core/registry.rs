@@ -262,19 +262,8 @@ impl Registry {
         let entry = size_of::<Option<Entry>>() * 3 / 2;
         let handle = (size_of::<Handle>() + 1) * 3 / 2;
         let scheduled = size_of::<(u64, Handle)>() * 3 / 2;
-        entry + handle + scheduled + crate::queue::alloc_size(name_len)
+        entry + handle + scheduled + crate::core::queue::alloc_size(name_len)
     }
-}
-
-thread_local! {
-    // Redis calls commands, timers and events on its main thread only.
-    static REGISTRY: std::cell::RefCell<Registry> = std::cell::RefCell::new(Registry::default());
-}
-
-/// The node's registry, for the length of `f` (which must not call back
-/// into it).
-pub fn with<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
-    REGISTRY.with(|r| f(&mut r.borrow_mut()))
 }
 
 #[cfg(test)]

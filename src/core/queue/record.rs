@@ -6,14 +6,11 @@
 //! so a plain message costs one 80-byte slot and one allocation holding its
 //! id and payload together.
 
-use serde::{Deserialize, Serialize};
-
-use crate::backoff::Backoff;
+use crate::core::backoff::Backoff;
 
 /// Where a message is in its life. The public states are the first four;
 /// `Waiting` is reported as `delayed`.
-/// (Serde: the round-1 record format, `message.rs`, stores these too.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum State {
     /// Waiting for `due_at`.
@@ -62,7 +59,7 @@ impl State {
 }
 
 /// Why a message became dead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum DeathReason {
     /// NACK of its last allowed attempt.
@@ -97,7 +94,7 @@ impl DeathReason {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Death {
     pub reason: DeathReason,
     /// Unix ms.
@@ -160,7 +157,7 @@ pub struct Record {
     /// The id, then the payload: one allocation.
     data: Box<[u8]>,
     /// Ids are at most `args::MAX_ID_LEN` bytes (checked by the parser,
-    /// the codec and the round-1 conversion), so two bytes hold the
+    /// the codec and the importer), so two bytes hold the
     /// length, and the record fits 72 bytes instead of 80.
     id_len: u16,
     pub state: State,
@@ -187,10 +184,13 @@ pub struct Record {
     extra: Option<Box<Extra>>,
 }
 
-const _: () = assert!(crate::args::MAX_ID_LEN <= u16::MAX as usize);
+const _: () = assert!(crate::core::limits::MAX_ID_LEN <= u16::MAX as usize);
 
 fn id_len(id: &[u8]) -> u16 {
-    debug_assert!(id.len() <= crate::args::MAX_ID_LEN, "an unchecked id");
+    debug_assert!(
+        id.len() <= crate::core::limits::MAX_ID_LEN,
+        "an unchecked id"
+    );
     id.len() as u16
 }
 

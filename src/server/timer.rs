@@ -9,28 +9,23 @@
 //! module timer at the earliest 1 ms after it was set, which left the main
 //! thread idle a third of the time during a burst).
 //!
-//! Only a master runs it. Its schedule is rebuilt from the keys whenever
-//! the server may hold queues it has not seen: module load, the end of an
-//! RDB/AOF load, promotion from replica to master, and SWAPDB. Queue keys
-//! that arrive one by one (RESTORE, as slot migration does; MOVE; COPY)
-//! put their queue on the schedule as they come.
+//! Only a master runs it. What is due when comes from the registry of
+//! queues (`server::registry`), which `events.rs` rebuilds and keeps.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
-use std::ffi::CStr;
-use std::os::raw::{c_char, c_int, c_void};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::os::raw::{c_int, c_void};
+use std::time::Duration;
 
 use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID, RedisString};
 
-use crate::guard;
-use crate::propagate::Apply;
-use crate::qkey::{self, scan_queues, QueueKey};
-use crate::queue::TickWork;
-use crate::registry::{self, QueueRef};
-use crate::rkey::selected_db;
-use crate::settings;
-use crate::upgrade;
+use crate::core::queue::TickWork;
+use crate::core::registry::QueueRef;
+use crate::server::clock::now_ms;
+use crate::server::guard;
+use crate::server::key::{select_db, selected_db, QueueKey};
+use crate::server::registry;
+use crate::server::replication;
+use crate::server::settings;
 
 /// The time a tick may take: the main-thread pause. A message costs more to
 /// move as its queue grows, so a count alone would not bound the pause
@@ -105,28 +100,18 @@ thread_local! {
     static MASTER: Cell<bool> = const { Cell::new(false) };
 }
 
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Whether this server is a master, as of the last role change. Asking the
 /// server (RedisModule_GetContextFlags) on every write is not free, and the
 /// role changes only where `read_role` is called: at load and on the
 /// role-changed event.
-fn is_master() -> bool {
+pub fn is_master() -> bool {
     MASTER.with(Cell::get)
 }
 
-fn read_role(ctx: &Context) {
+/// Reads the role from the server: at load and when it changes.
+pub fn read_role(ctx: &Context) {
     let master = ctx.get_flags().contains(ContextFlags::MASTER);
     MASTER.with(|m| m.set(master));
-}
-
-fn select_db(ctx: &Context, db: i32) -> bool {
-    // SAFETY: live context on the main thread; fails for an invalid index.
-    unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.ctx, db) == raw::REDISMODULE_OK as c_int }
 }
 
 /// A command created timed work in `queue` (of the selected database) at `at`.
@@ -152,7 +137,7 @@ pub fn poke(ctx: &Context) {
 
 /// Makes sure a tick runs at the schedule's earliest time: in this turn of
 /// the event loop if that time has come, else by the timer.
-fn arm(ctx: &Context) {
+pub fn arm(ctx: &Context) {
     let earliest = registry::with(|r| r.earliest());
     let armed = TIMER.with(|t| t.borrow().armed);
     let earliest = earliest.filter(|_| is_master());
@@ -360,7 +345,7 @@ fn serve(
         Err(_) => return None,
     };
     let queue = key.queue()?;
-    let policy = crate::commands::policy(queue);
+    let policy = settings::policy(queue);
     let mut work = TickWork::default();
     loop {
         let chunk = CHUNK.min(*budget);
@@ -383,167 +368,16 @@ fn serve(
             total.leases_expired += work.leases_expired as u64;
             total.promoted += work.promoted as u64;
         });
-        Apply::new(ctx, &name, now, settings::max_attempts(), "TICK")
-            .number(work.ttl_expired as u64)
-            .number(work.leases_expired as u64)
-            .number(work.promoted as u64)
-            .send();
+        replication::tick(ctx, &name, now, work);
         // The schedule is set by the caller from `next`.
         key.announce(None);
     }
     next
 }
 
-/// Rebuilds the registry of queues (and, on a master, their timed work) from the keys of
-/// every database; a master converts the queues it finds in round 1's
-/// layout, and then counts that database again (see `upgrade.rs`).
-pub fn discover(ctx: &Context) {
-    registry::with(|r| r.clear(None));
-    let master = is_master();
-    let original_db = selected_db(ctx);
-    let mut db = 0;
-    while select_db(ctx, db) {
-        let round1 = track_db(ctx, db, master);
-        // Not while scanning: converting writes the keyspace.
-        if master && !round1.is_empty() {
-            for name in &round1 {
-                upgrade::convert(ctx, db, name);
-            }
-            track_db(ctx, db, master);
-        }
-        db += 1;
-    }
-    select_db(ctx, original_db);
-    arm(ctx);
-}
-
-/// Counts every queue of the selected database `db` and (on a master)
-/// puts it on the schedule; returns the round-1 queues it saw.
-fn track_db(ctx: &Context, db: i32, master: bool) -> BTreeSet<Vec<u8>> {
-    let mut round1 = BTreeSet::new();
-    scan_queues(ctx, |name, queue| match queue {
-        Some(queue) => {
-            registry::with(|r| {
-                r.set_counts(db, name, Some(queue.counts()));
-                if let Some(at) = queue.next_due().filter(|_| master) {
-                    r.note_due(db, name, at);
-                }
-            });
-        }
-        None => round1.extend(upgrade::round1_queue(name)),
-    });
-    round1
-}
-
-extern "C" fn on_role_changed(
-    ctx: *mut raw::RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut c_void,
-) {
-    // Now master: serve what replication brought. Now replica: stop.
-    guard::catch("role change", || {
-        let ctx = Context::new(ctx);
-        read_role(&ctx);
-        discover(&ctx);
-    });
-}
-
-extern "C" fn on_swapdb(
-    ctx: *mut raw::RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut c_void,
-) {
-    guard::catch("swapdb", || discover(&Context::new(ctx)));
-}
-
-/// A key changed without a DQ command: DEL, UNLINK, EXPIRE, RENAME, MOVE,
-/// COPY, RESTORE (as slot migration does)... (The module's own writes
-/// announce `dq.*` events and keep the registry themselves.) A key
-/// that arrived is opened: if it is a queue, the registry counts it and, on
-/// a master, its place in the schedule is computed from it. A key that
-/// left, or was replaced by something else, is forgotten if it was a
-/// queue. Other events — and every event on any other key in the server —
-/// cost a name comparison, not a key lookup.
-extern "C" fn on_key_event(
-    ctx: *mut raw::RedisModuleCtx,
-    _type: c_int,
-    event: *const c_char,
-    key: *mut raw::RedisModuleString,
-) -> c_int {
-    guard::catch("key event", || key_event(ctx, event, key));
-    raw::REDISMODULE_OK as c_int
-}
-
-fn key_event(
-    ctx: *mut raw::RedisModuleCtx,
-    event: *const c_char,
-    key: *mut raw::RedisModuleString,
-) {
-    // SAFETY: Redis passes a NUL-terminated event name, valid for the call.
-    let event = unsafe { CStr::from_ptr(event) }.to_bytes();
-    let arrived = match event {
-        b"restore" | b"rename_to" | b"move_to" | b"copy_to" => true,
-        b"del" | b"expired" | b"evicted" | b"rename_from" | b"move_from" => false,
-        // EXPIRE, PERSIST, dq's own `dq.*` announcements: the value stays.
-        _ => return,
-    };
-    let ctx = Context::new(ctx);
-    let db = selected_db(&ctx);
-    let name = RedisString::new(std::ptr::NonNull::new(ctx.ctx), key);
-    let (counts, next) = if arrived {
-        let handle = qkey::open_read(&ctx, &name);
-        match qkey::read(&handle, &name) {
-            Ok(Some(queue)) => (Some(queue.counts()), queue.next_due()),
-            _ => (None, None),
-        }
-    } else {
-        (None, None)
-    };
-    let name = name.as_slice();
-    if counts.is_none() && !registry::with(|r| r.knows(db, name)) {
-        return; // not a queue, and never was
-    }
-    registry::with(|r| r.set_counts(db, name, counts));
-    if is_master() {
-        registry::with(|r| r.set_due(db, name, next));
-        arm(&ctx);
-    }
-}
-
-extern "C" fn on_flush(
-    ctx: *mut raw::RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END || data.is_null() {
-        return;
-    }
-    // SAFETY: for this event Redis passes a RedisModuleFlushInfo.
-    let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
-    let db = (info.dbnum >= 0).then_some(info.dbnum);
-    guard::catch("flush", || {
-        registry::with(|r| r.clear(db));
-        arm(&Context::new(ctx));
-    });
-}
-
-extern "C" fn on_loading(
-    ctx: *mut raw::RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    _data: *mut c_void,
-) {
-    if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
-        guard::catch("loading", || discover(&Context::new(ctx)));
-    }
-}
-
 /// Subscribes to server event `id`, or unsubscribes (`None`); false when
 /// the server refused.
-fn subscribe(ctx: &Context, id: u64, callback: raw::RedisModuleEventCallback) -> bool {
+pub fn subscribe(ctx: &Context, id: u64, callback: raw::RedisModuleEventCallback) -> bool {
     // SAFETY: live module context on the main thread; the callback, if any,
     // is an `extern "C"` function of the module.
     let status = unsafe {
@@ -554,39 +388,4 @@ fn subscribe(ctx: &Context, id: u64, callback: raw::RedisModuleEventCallback) ->
         )
     };
     status == raw::REDISMODULE_OK as c_int
-}
-
-/// Subscribes to the server events that can bring queues the schedule does
-/// not know, and builds the schedule for data already present.
-pub fn start(ctx: &Context) -> Result<(), String> {
-    let events = [
-        (
-            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-            on_role_changed as _,
-        ),
-        (raw::REDISMODULE_EVENT_LOADING, on_loading as _),
-        (raw::REDISMODULE_EVENT_SWAPDB, on_swapdb as _),
-        (raw::REDISMODULE_EVENT_FLUSHDB, on_flush as _),
-    ];
-    for (id, callback) in events {
-        if !subscribe(ctx, id, Some(callback)) {
-            return Err(format!("could not subscribe to server event {id}"));
-        }
-    }
-    // SAFETY: as above.
-    let status = unsafe {
-        raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
-            ctx.ctx,
-            raw::REDISMODULE_NOTIFY_GENERIC
-                | raw::REDISMODULE_NOTIFY_EXPIRED
-                | raw::REDISMODULE_NOTIFY_EVICTED,
-            Some(on_key_event),
-        )
-    };
-    if status != raw::REDISMODULE_OK as c_int {
-        return Err("could not subscribe to keyspace events".into());
-    }
-    read_role(ctx);
-    discover(ctx);
-    Ok(())
 }

@@ -15,13 +15,9 @@
 //! - 1: this layout.
 
 use super::{Counter, Death, DeathReason, Options, Queue, Rare, Record, State, Terms, Version};
-use crate::args::{MAX_ID_LEN, MAX_TIME_MS};
-use crate::backoff::{Backoff, MAX_STEPS};
-use crate::policy::QueueConfig;
-
-/// Longest payload (or NACK error text) a load accepts: the server's own
-/// bulk limit is lower unless raised.
-pub const MAX_PAYLOAD: usize = 512 * 1024 * 1024;
+use crate::core::backoff::Backoff;
+use crate::core::limits::{MAX_ID_LEN, MAX_PAYLOAD, MAX_STEPS, MAX_TIME_MS};
+use crate::core::policy::QueueConfig;
 
 /// The encoding this build writes.
 pub const ENCODING_VERSION: i32 = 1;
@@ -484,8 +480,8 @@ impl Loader {
     }
 }
 
-/// Builds a queue from records made elsewhere (the round-1 conversion),
-/// indexed and checked exactly as a loaded one.
+/// Builds a queue from records made elsewhere (the importer of the
+/// multi-key layout), indexed and checked exactly as a loaded one.
 pub fn assemble(
     config: QueueConfig,
     counters: super::Counters,

@@ -1,9 +1,8 @@
-//! The one error type of dq, and its single mapping to Redis error replies.
+//! The one error type of dq. (It becomes a reply in one place:
+//! `server::reply::error`.)
 //!
 //! Every message starts with an upper-case code (`ERR`, `WRONGTYPE`, ...) so a
 //! client sees the same shape as errors from built-in commands.
-
-use redis_module::RedisError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DqError {
@@ -78,15 +77,6 @@ pub enum DqError {
 }
 
 pub type Result<T, E = DqError> = std::result::Result<T, E>;
-
-impl DqError {
-    /// The one place a dq error becomes a reply. (redis-module's blanket
-    /// `From<impl Error>` would prefix a second "ERR", so handlers return
-    /// `Result<_, DqError>` and convert here.)
-    pub fn into_redis(self) -> RedisError {
-        RedisError::String(self.to_string())
-    }
-}
 
 /// Names bytes from a client in an error message without letting control
 /// characters or invalid UTF-8 break the reply line.

@@ -13,13 +13,12 @@ use std::ptr;
 
 use redis_module::{raw, Context};
 
-use crate::commands::DOCS;
-use crate::docs::{Arg, CommandDoc, Kind, SINCE};
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse, Kind, SINCE};
 
 /// Registers the documentation of every command; returns whether the server
 /// had the API. A command the server refuses to document is logged and
 /// keeps working.
-pub fn publish(ctx: &Context) -> bool {
+pub fn publish(ctx: &Context, docs: &[CommandDoc]) -> bool {
     // SAFETY: the API table is filled once by RedisModule_Init, before the
     // load callback that calls this, and only read afterwards.
     let api = unsafe { (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) };
@@ -27,14 +26,14 @@ pub fn publish(ctx: &Context) -> bool {
         ctx.log_notice("dq: this server has no RedisModule_SetCommandInfo: no COMMAND DOCS");
         return false;
     };
-    for doc in &DOCS {
+    for doc in docs {
         let mut arena = Arena::default();
         let name = arena.text(doc.name);
         // SAFETY: called from the module's load callback, after the command
         // was created; `name` lives until the end of the iteration.
         let command = unsafe { get_command(ctx.ctx, name) };
         if command.is_null() {
-            crate::guard::warn(Some(ctx), &format!("dq: {} is not registered", doc.name));
+            crate::server::guard::warn(Some(ctx), &format!("dq: {} is not registered", doc.name));
             continue;
         }
         let info = arena.info(doc);
@@ -43,7 +42,7 @@ pub fn publish(ctx: &Context) -> bool {
         // copies what it keeps.
         let status = unsafe { set_info(command, &info) };
         if status != raw::REDISMODULE_OK as c_int {
-            crate::guard::warn(
+            crate::server::guard::warn(
                 Some(ctx),
                 &format!("dq: the server refused the docs of {}", doc.name),
             );
@@ -89,7 +88,7 @@ impl Arena {
         let version: *const raw::RedisModuleCommandInfoVersion = &**version;
         let key_specs = match doc.key {
             Some(key) => {
-                self.key_specs = vec![key_spec(key.flags()), zeroed_key_spec()];
+                self.key_specs = vec![key_spec(key_flags(key)), zeroed_key_spec()];
                 self.key_specs.as_mut_ptr()
             }
             None => ptr::null_mut(),
@@ -174,4 +173,25 @@ fn zeroed_key_spec() -> raw::RedisModuleCommandKeySpec {
     // SAFETY: all-zero is a valid key spec (null notes, no flags) and, with
     // begin_search_type 0 (INVALID), the array terminator.
     unsafe { std::mem::zeroed() }
+}
+
+/// A key's `REDISMODULE_CMD_KEY_*` flags, as its command uses it.
+fn key_flags(key: KeyUse) -> u64 {
+    let bits = match key {
+        KeyUse::Read => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
+        KeyUse::Insert => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_INSERT,
+        KeyUse::Update => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        KeyUse::Take => {
+            raw::REDISMODULE_CMD_KEY_RW
+                | raw::REDISMODULE_CMD_KEY_ACCESS
+                | raw::REDISMODULE_CMD_KEY_DELETE
+        }
+        KeyUse::Delete => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE,
+        KeyUse::Settings => {
+            raw::REDISMODULE_CMD_KEY_RW
+                | raw::REDISMODULE_CMD_KEY_ACCESS
+                | raw::REDISMODULE_CMD_KEY_UPDATE
+        }
+    };
+    bits.into()
 }

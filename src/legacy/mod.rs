@@ -12,19 +12,24 @@
 //! budget counts from 0 as round 1 counted it (round 1 restarted the
 //! numbering on a replace or REDRIVE, so the two agree).
 
+pub mod frozen;
+pub mod keys;
+pub mod message;
+
 use std::collections::{BTreeSet, HashMap};
 
-use redis_module::{raw, Context, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
-use crate::error::printable;
-use crate::keys::{key_name, parse_key_name, Part};
-use crate::message::{self, Message};
-use crate::policy::QueueConfig;
-use crate::propagate::Apply;
-use crate::qkey::QueueKey;
-use crate::queue::{
-    codec, Counter, Counters, Death, Options, Queue, Record, State, Terms, Version,
+use crate::core::error::printable;
+use crate::core::policy::QueueConfig;
+use crate::core::queue::{
+    codec, Counter, Counters, Death, DeathReason, Options, Queue, Record, State, Terms, Version,
 };
+use crate::legacy::keys::{key_name, parse_key_name, Part};
+use crate::legacy::message::Message;
+use crate::server::events::Importer;
+use crate::server::key::QueueKey;
+use crate::server::replication::{self, Apply};
 
 /// A queue of round 1 as read from its keys.
 #[derive(Debug, Default)]
@@ -72,7 +77,7 @@ macro_rules! terms {
             added_at: $v.added_at,
             options: Options {
                 max_attempts: $v.max_attempts,
-                backoff: $v.backoff.clone(),
+                backoff: $v.backoff.as_ref().map(Into::into),
                 expire_at: $v.expire_at,
                 group: $v.group.as_deref().map(Into::into),
             },
@@ -91,10 +96,13 @@ pub fn record_of(id: &[u8], m: &Message, state: State, holds_group: bool) -> Rec
         record.lease_deadline = m.lease_deadline.unwrap_or(1).max(1);
     }
     let death = (state == State::Dead).then(|| {
-        m.death.unwrap_or(Death {
-            reason: message::DeathReason::Nack,
-            at: m.due_at,
-        })
+        m.death.map_or(
+            Death {
+                reason: DeathReason::Nack,
+                at: m.due_at,
+            },
+            Death::from,
+        )
     });
     let replacement = m
         .replacement
@@ -121,7 +129,7 @@ impl Round1 {
         for (id, bytes) in &self.messages {
             // Round 1 took ids from its parser too, but a hash edited by
             // hand may hold any field.
-            if let Err(e) = crate::args::check_id(id) {
+            if let Err(e) = crate::grammar::args::check_id(id) {
                 left_out.push((id.clone(), e.to_string()));
                 continue;
             }
@@ -227,6 +235,12 @@ pub fn round1_queue(name: &[u8]) -> Option<Vec<u8>> {
     parse_key_name(name).map(|(queue, _)| queue)
 }
 
+/// What the server's discovery of queues calls (see `server::events`).
+pub static IMPORTER: Importer = Importer {
+    queue_of: round1_queue,
+    convert,
+};
+
 /// Converts queue `name` of the selected database, or leaves its keys as
 /// they are and logs why.
 pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
@@ -234,7 +248,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
     let converted = match read(ctx, name).convert() {
         Ok(c) => c,
         Err(why) => {
-            crate::guard::warn(
+            crate::server::guard::warn(
                 Some(ctx),
                 &format!(
                     "dq: cannot convert round-1 {label}: {why}; its keys are left as they are"
@@ -247,7 +261,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
     let mut key = match QueueKey::open(ctx, &key_name_rs) {
         Ok(key) => key,
         Err(_) => {
-            crate::guard::warn(
+            crate::server::guard::warn(
                 Some(ctx),
                 &format!("dq: cannot convert round-1 {label}: the key '{}' holds something else; its keys are left as they are", printable(name)),
             );
@@ -255,7 +269,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
         }
     };
     if key.queue().is_some() {
-        crate::guard::warn(
+        crate::server::guard::warn(
             Some(ctx),
             &format!("dq: cannot convert round-1 {label}: a queue of that name exists; its keys are left as they are"),
         );
@@ -268,24 +282,14 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
         let deleted =
             matches!(ctx.call("DEL", &[old.as_slice()][..]), Ok(RedisValue::Integer(n)) if n > 0);
         if deleted {
-            // SAFETY: main thread, live context; "b" takes (pointer, length)
-            // of a buffer that outlives the call.
-            unsafe {
-                raw::RedisModule_Replicate.unwrap()(
-                    ctx.ctx,
-                    c"DEL".as_ptr(),
-                    c"b".as_ptr(),
-                    old.as_ptr(),
-                    old.len(),
-                );
-            }
+            replication::delete(ctx, &old);
         }
     }
     let mut apply = Apply::new(
         ctx,
         &key_name_rs,
         0,
-        crate::settings::max_attempts(),
+        crate::server::settings::max_attempts(),
         "LOAD",
     );
     apply.bytes(&codec::header(&converted.queue));
@@ -301,16 +305,16 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
     for (id, why) in &converted.left_out {
         note.push_str(&format!("; left out '{}': {why}", printable(id)));
     }
-    crate::guard::warn(Some(ctx), &note);
+    crate::server::guard::warn(Some(ctx), &note);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Message;
+    use crate::legacy::message::Message;
 
     fn message(seq: u64) -> Message {
-        let mut m = crate::message::tests::sample();
+        let mut m = crate::legacy::message::tests::sample();
         m.seq = seq;
         m.replacement = None;
         m.death = None;
@@ -332,15 +336,15 @@ mod tests {
         };
         let promoted = add("promoted", message(1));
         let mut leased = message(2);
-        leased.state = State::Inflight;
+        leased.state = frozen::State::Inflight;
         leased.attempt = 3;
         leased.lease_deadline = Some(9_000);
         let leased = add("leased", leased);
         let mut dead = message(3);
-        dead.state = State::Dead;
+        dead.state = frozen::State::Dead;
         dead.attempt = 1;
-        dead.death = Some(Death {
-            reason: message::DeathReason::LeaseExpired,
+        dead.death = Some(frozen::Death {
+            reason: frozen::DeathReason::LeaseExpired,
             at: 77,
         });
         add("dead", dead);

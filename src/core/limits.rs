@@ -1,0 +1,25 @@
+//! Every bound dq puts on what a client may store or ask for, in one
+//! place: the grammar refuses what exceeds them, the codec refuses a
+//! loaded value that does, and the docs quote them.
+
+/// The latest Unix time in ms dq stores, so that a time stays exact in any
+/// client's double (and in a ZSET score, for the retired multi-key
+/// layout): up to 2^53, about year 287,000.
+pub const MAX_TIME_MS: u64 = (1 << 53) - 1;
+
+/// Longest message id (and GROUP name) accepted.
+pub const MAX_ID_LEN: usize = 1024;
+
+/// Most messages one command handles (COUNT).
+pub const MAX_COUNT: usize = 10_000;
+
+/// Longest ERROR text NACK keeps: a summary of why the work failed, held
+/// by every replica and the AOF, not a log.
+pub const MAX_ERROR_LEN: usize = 4096;
+
+/// Most steps a BACKOFF step list may have: a record carries its backoff.
+pub const MAX_STEPS: usize = 64;
+
+/// Longest payload (or NACK error text) a load accepts: the server's own
+/// bulk limit is lower unless raised.
+pub const MAX_PAYLOAD: usize = 512 * 1024 * 1024;

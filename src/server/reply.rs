@@ -1,0 +1,55 @@
+//! How outcomes become replies: the one place a dq error turns into
+//! error text, and the record shape (a map under RESP3, field/value pairs
+//! under RESP2) of GET, STATS, CONFIG and QUEUES WITHSTATS.
+
+use std::os::raw::c_long;
+
+use redis_module::{raw, Context, RedisError, RedisResult, RedisValue};
+
+use crate::core::error::{DqError, Result};
+
+/// The one place a dq error becomes a reply. (redis-module's blanket
+/// `From<impl Error>` would prefix a second "ERR", so handlers return
+/// `Result<_, DqError>` and convert here.)
+pub fn error(e: DqError) -> RedisError {
+    RedisError::String(e.to_string())
+}
+
+/// Maps a handler's outcome to the reply.
+pub fn reply(outcome: Result<RedisValue>) -> RedisResult {
+    outcome.map_err(error)
+}
+
+/// A record's fields, in reply order.
+pub type Fields = Vec<(&'static str, RedisValue)>;
+
+/// A record-like reply: a map under RESP3, a flat field/value array under
+/// RESP2 (RedisModule_ReplyWithMap does both), with fields in this order.
+/// Written to the client at once: the handler then returns
+/// `RedisValue::NoReply`, which this returns.
+pub fn reply_record(ctx: &Context, fields: Fields) -> RedisValue {
+    raw::reply_with_map(ctx.ctx, fields.len() as c_long);
+    for (name, value) in fields {
+        ctx.reply(Ok(RedisValue::SimpleStringStatic(name)));
+        ctx.reply(Ok(value));
+    }
+    RedisValue::NoReply
+}
+
+/// Records keyed by name (DQ.QUEUES WITHSTATS): a map of maps under RESP3,
+/// name, record, name, record... under RESP2.
+pub fn reply_records(
+    ctx: &Context,
+    records: Vec<(Vec<u8>, Fields)>,
+) -> RedisValue {
+    raw::reply_with_map(ctx.ctx, records.len() as c_long);
+    for (name, fields) in records {
+        ctx.reply(Ok(RedisValue::StringBuffer(name)));
+        reply_record(ctx, fields);
+    }
+    RedisValue::NoReply
+}
+
+pub fn int(v: u64) -> RedisValue {
+    RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX))
+}
