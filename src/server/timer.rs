@@ -142,10 +142,10 @@ pub fn arm(ctx: &Context) {
     let armed = TIMER.with(|t| t.borrow().armed);
     let earliest = earliest.filter(|_| is_master());
     let was_behind = TIMER.with(|t| t.borrow().behind);
-    // One wake-up call per stretch of being behind: the wake-up event it
-    // causes runs the next tick, which calls again if work is left.
+    // Behind: the next turns of the event loop go on with the work (see
+    // `on_wake_up`), where the server lets a module wake it up.
     let due_now = earliest.is_some_and(|at| at <= now_ms())
-        && (was_behind || (listen_to_wake_ups(ctx) && wake_up_next_turn()));
+        && (was_behind || (can_wake_up() && listen_to_wake_ups(ctx)));
     TIMER.with(|t| t.borrow_mut().behind = due_now);
     if !due_now {
         stop_listening_soon(ctx);
@@ -210,10 +210,18 @@ fn stop_listening(ctx: &Context, _: ()) {
     });
 }
 
-/// Makes sure the coming event-loop turn does not sleep: without this,
-/// the server could wait for its next own timer (up to 100 ms) before the
-/// wake-up event that continues the work. False where the server
-/// cannot do it (then a timer continues the work, 1 ms later).
+/// Whether the server lets a module wake its event loop (Redis 7.0 and
+/// later, every Valkey); elsewhere a timer continues the work, 1 ms later.
+fn can_wake_up() -> bool {
+    // SAFETY: the API table is filled once at load and only read after.
+    unsafe { raw::RedisModule_EventLoopAddOneShot }.is_some()
+}
+
+/// Makes sure the coming poll of the event loop does not sleep: without
+/// this, the server could wait for its next own timer (up to 100 ms)
+/// before the turn that continues the work. Called just before the poll:
+/// a wake-up written earlier in a turn can be read and dropped by that
+/// same turn (the server drains its module pipe when it serves it).
 fn wake_up_next_turn() -> bool {
     extern "C" fn nothing(_: *mut c_void) {}
     // SAFETY: main thread; the callback ignores its null argument. The
@@ -232,30 +240,31 @@ fn tick(ctx: &Context, _: ()) {
     guarded_tick(ctx);
 }
 
-/// The server woke up: go on with work that is due now, before it serves
-/// the clients whose requests woke it (their replies then wait for one
-/// tick, not for this tick and the next).
+/// The event loop's turns, while behind: just before it polls, make sure
+/// the poll does not sleep; just after, go on with the work that is due,
+/// before the server serves the clients whose requests woke it (their
+/// replies then wait for one tick, not for this tick and the next).
 extern "C" fn on_wake_up(
     ctx: *mut raw::RedisModuleCtx,
     _event: raw::RedisModuleEvent,
     subevent: u64,
     _data: *mut c_void,
 ) {
-    if subevent != raw::REDISMODULE_SUBEVENT_EVENTLOOP_AFTER_SLEEP {
-        return;
-    }
-    let (behind, rest) = TIMER.with(|t| {
-        let mut t = t.borrow_mut();
-        (t.behind, std::mem::take(&mut t.rest))
-    });
+    let behind = TIMER.with(|t| t.borrow().behind);
     if !behind {
         return;
     }
-    if rest {
+    if subevent == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
+        wake_up_next_turn();
+        return;
+    }
+    if subevent != raw::REDISMODULE_SUBEVENT_EVENTLOOP_AFTER_SLEEP {
+        return;
+    }
+    if TIMER.with(|t| std::mem::take(&mut t.borrow_mut().rest)) {
         // Requests that came during the last tick were not in the poll
         // that woke the server: a turn without a tick serves them before
         // the next tick, so a client waits for one tick at most.
-        wake_up_next_turn();
         return;
     }
     TIMER.with(|t| {
