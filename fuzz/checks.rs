@@ -57,15 +57,16 @@ pub fn args(data: &[u8]) {
                     Err(e) => assert_eq!(e, DqError::TimeOverflow("DELAY")),
                 }
             }
-            a.id.into_iter().chain(a.group).for_each(name_bounds);
-            assert!(a
+            let o = &a.options;
+            a.id.into_iter().chain(o.group).for_each(name_bounds);
+            assert!(o
                 .max_attempts
                 .is_none_or(|n| (1..=i32::MAX as u32).contains(&n)));
-            assert!(a.ttl_ms.is_none_or(|t| (1..=MAX_TIME_MS).contains(&t)));
+            assert!(o.ttl_ms.is_none_or(|t| (1..=MAX_TIME_MS).contains(&t)));
             if a.mode == AddMode::OnlyExisting {
                 assert!(a.id.is_some(), "XX without ID");
             }
-            if let Some(b) = &a.backoff {
+            if let Some(b) = &o.backoff {
                 backoff_properties(b);
             }
         }),

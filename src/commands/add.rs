@@ -15,13 +15,10 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::bytes;
-use crate::core::backoff::Backoff;
 use crate::core::error::{DqError, Result};
-use crate::core::limits::MAX_TIME_MS;
 use crate::core::queue::{AddMode, AddRequest, Queue};
 use crate::grammar::args::{
-    add_ms, check_id, check_name, is_keyword, parse_in_range, parse_max_attempts, parse_ms,
-    unknown_option, ArgCursor, Seen,
+    add_ms, check_id, is_keyword, parse_ms, unknown_option, ArgCursor, MessageOptions, Seen,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
@@ -87,11 +84,7 @@ pub struct AddArgs<'a> {
     pub when: When,
     pub id: Option<&'a [u8]>,
     pub mode: AddMode,
-    pub priority: i32,
-    pub max_attempts: Option<u32>,
-    pub backoff: Option<Backoff>,
-    pub ttl_ms: Option<u64>,
-    pub group: Option<&'a [u8]>,
+    pub options: MessageOptions<'a>,
 }
 
 /// Parses the arguments after the command name.
@@ -105,11 +98,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
         when: When::Now,
         id: None,
         mode: AddMode::Upsert,
-        priority: 0,
-        max_attempts: None,
-        backoff: None,
-        ttl_ms: None,
-        group: None,
+        options: MessageOptions::default(),
     };
     let mut seen = Seen::default();
     let mut cursor = ArgCursor::new(options);
@@ -142,32 +131,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
                 return Err(DqError::ConflictingOptions("NX", "XX"));
             }
             parsed.mode = mode;
-        } else if is_keyword(arg, "PRIORITY") {
-            seen.mark("PRIORITY")?;
-            let value = cursor.value_of("PRIORITY")?;
-            let p = parse_in_range(
-                "PRIORITY",
-                PRIORITY,
-                value,
-                i32::MIN.into(),
-                i32::MAX.into(),
-            )?;
-            parsed.priority = p as i32;
-        } else if is_keyword(arg, "MAXATTEMPTS") {
-            seen.mark("MAXATTEMPTS")?;
-            let value = cursor.value_of("MAXATTEMPTS")?;
-            parsed.max_attempts = Some(parse_max_attempts(value)?);
-        } else if is_keyword(arg, "BACKOFF") {
-            seen.mark("BACKOFF")?;
-            parsed.backoff = Some(Backoff::parse(cursor.value_of("BACKOFF")?)?);
-        } else if is_keyword(arg, "TTL") {
-            seen.mark("TTL")?;
-            let value = cursor.value_of("TTL")?;
-            let ttl = parse_in_range("TTL", POSITIVE_MS, value, 1, MAX_TIME_MS as i64)?;
-            parsed.ttl_ms = Some(ttl as u64);
-        } else if is_keyword(arg, "GROUP") {
-            seen.mark("GROUP")?;
-            parsed.group = Some(check_name("GROUP", cursor.value_of("GROUP")?)?);
+        } else if parsed.options.read(arg, &mut cursor, &mut seen)? {
         } else {
             return Err(unknown_option(arg));
         }
@@ -180,8 +144,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
 
 const MS: &str = "a non-negative integer number of milliseconds";
 const UNIX_MS: &str = "a non-negative integer Unix time in milliseconds";
-const PRIORITY: &str = "an integer from -2147483648 to 2147483647";
-const POSITIVE_MS: &str = "a positive integer number of milliseconds";
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     reply(add(ctx, args))
@@ -193,12 +155,16 @@ impl AddArgs<'_> {
             id: self.id,
             payload: self.payload,
             due_at: self.when.due_at(now)?,
-            priority: self.priority,
+            priority: self.options.priority,
             mode: self.mode,
-            max_attempts: self.max_attempts,
-            backoff: self.backoff.clone(),
-            expire_at: self.ttl_ms.map(|ttl| add_ms("TTL", now, ttl)).transpose()?,
-            group: self.group,
+            max_attempts: self.options.max_attempts,
+            backoff: self.options.backoff.clone(),
+            expire_at: self
+                .options
+                .ttl_ms
+                .map(|ttl| add_ms("TTL", now, ttl))
+                .transpose()?,
+            group: self.options.group,
         })
     }
 }
@@ -252,14 +218,17 @@ mod tests {
             (a.queue, a.payload, a.when),
             (&b"q"[..], &b"body"[..], When::Now)
         );
-        assert_eq!((a.id, a.mode, a.priority), (None, AddMode::Upsert, 0));
+        assert_eq!(
+            (a.id, a.mode, a.options.priority),
+            (None, AddMode::Upsert, 0)
+        );
         let a = p(&[
             "q", "b", "delay", "1500", "ID", "o-42", "nx", "PRIORITY", "-3",
         ])
         .unwrap();
         assert_eq!(a.when, When::Delay(1500));
         assert_eq!(a.id, Some(&b"o-42"[..]));
-        assert_eq!((a.mode, a.priority), (AddMode::OnlyNew, -3));
+        assert_eq!((a.mode, a.options.priority), (AddMode::OnlyNew, -3));
         assert_eq!(p(&["q", "b", "AT", "17"]).unwrap().when, When::At(17));
         assert_eq!(
             p(&["q", "b", "XX", "ID", "x"]).unwrap().mode,
@@ -278,9 +247,12 @@ mod tests {
             "customer-7",
         ])
         .unwrap();
-        assert_eq!((a.max_attempts, a.ttl_ms), (Some(3), Some(60_000)));
-        assert_eq!(a.group, Some(&b"customer-7"[..]));
-        assert_eq!(a.backoff.unwrap().to_string(), "15s,3m");
+        assert_eq!(
+            (a.options.max_attempts, a.options.ttl_ms),
+            (Some(3), Some(60_000))
+        );
+        assert_eq!(a.options.group, Some(&b"customer-7"[..]));
+        assert_eq!(a.options.backoff.unwrap().to_string(), "15s,3m");
     }
 
     #[test]

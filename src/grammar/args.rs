@@ -1,6 +1,7 @@
 //! Reading command arguments: keywords, numbers and the options grammar
 //! shared by every command. Pure: it sees bytes, never Redis.
 
+use crate::core::backoff::Backoff;
 use crate::core::error::{DqError, Result};
 use crate::core::limits::{MAX_COUNT, MAX_ERROR_LEN, MAX_ID_LEN, MAX_TIME_MS};
 
@@ -224,6 +225,59 @@ pub fn parse_queue_and_ids<'a>(
         check_id(id)?;
     }
     Ok((queue, ids))
+}
+
+/// The options a message carries, as DQ.ADD and DQ.SCHEDULE take them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MessageOptions<'a> {
+    pub priority: i32,
+    pub max_attempts: Option<u32>,
+    pub backoff: Option<Backoff>,
+    pub group: Option<&'a [u8]>,
+    pub ttl_ms: Option<u64>,
+}
+
+const PRIORITY_EXPECTED: &str = "an integer from -2147483648 to 2147483647";
+
+impl<'a> MessageOptions<'a> {
+    /// Reads `PRIORITY p`, `MAXATTEMPTS n`, `BACKOFF spec`, `GROUP g` or
+    /// `TTL ms` if `arg` is one of them; false for any other argument.
+    pub fn read(
+        &mut self,
+        arg: &[u8],
+        cursor: &mut ArgCursor<'a>,
+        seen: &mut Seen,
+    ) -> Result<bool> {
+        if is_keyword(arg, "PRIORITY") {
+            seen.mark("PRIORITY")?;
+            let value = cursor.value_of("PRIORITY")?;
+            let p = parse_in_range(
+                "PRIORITY",
+                PRIORITY_EXPECTED,
+                value,
+                i32::MIN.into(),
+                i32::MAX.into(),
+            )?;
+            self.priority = p as i32;
+        } else if is_keyword(arg, "MAXATTEMPTS") {
+            seen.mark("MAXATTEMPTS")?;
+            self.max_attempts = Some(parse_max_attempts(cursor.value_of("MAXATTEMPTS")?)?);
+        } else if is_keyword(arg, "BACKOFF") {
+            seen.mark("BACKOFF")?;
+            self.backoff = Some(Backoff::parse(cursor.value_of("BACKOFF")?)?);
+        } else if is_keyword(arg, "TTL") {
+            seen.mark("TTL")?;
+            let value = cursor.value_of("TTL")?;
+            let ttl = parse_in_range("TTL", POSITIVE_MS, value, 1, MAX_TIME_MS as i64)?;
+            self.ttl_ms = Some(ttl as u64);
+        } else if is_keyword(arg, "GROUP") {
+            seen.mark("GROUP")?;
+            self.group = Some(check_name("GROUP", cursor.value_of("GROUP")?)?);
+        } else {
+            return Ok(false);
+        }
+        Ok(true)
+    }
 }
 
 /// Arguments with a 'static lifetime, for parser unit tests.
