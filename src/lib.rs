@@ -133,6 +133,17 @@ mod module {
         command!(ctx, "dq.config", config::command, "write", 1, 1, 1);
         command!(ctx, "dq.queues", queues::command, "readonly", 0, 0, 0);
         command!(ctx, "dq.scan", scan::command, "readonly", 1, 1, 1);
+        command!(
+            ctx,
+            "dq.schedule",
+            schedule::command,
+            "write deny-oom",
+            1,
+            1,
+            1
+        );
+        command!(ctx, "dq.unschedule", unschedule::command, "write", 1, 1, 1);
+        command!(ctx, "dq.schedules", schedules::command, "readonly", 1, 1, 1);
         // Replication and the AOF only (it refuses clients).
         command!(ctx, "dq.apply", apply::command, "write", 1, 1, 1);
         Ok(())

@@ -34,8 +34,11 @@ fn every_command_has_docs_with_the_queue_as_its_key() {
             "dq.queues",
             "dq.redrive",
             "dq.scan",
+            "dq.schedule",
+            "dq.schedules",
             "dq.stats",
-            "dq.touch"
+            "dq.touch",
+            "dq.unschedule"
         ]
     );
     for name in &names {

@@ -384,7 +384,8 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "cancelled",
             "purged",
             "oldest-ready-age-ms",
-            "next-due-at"
+            "next-due-at",
+            "schedules"
         ]
     );
     assert_eq!(cmd(&mut c, "DQ.GET q unknown"), Value::Nil);

@@ -14,7 +14,8 @@
 //! | `NACK` | DQ.NACK | id, `DELAY ms` or `DEAD`, optional `ERROR text` |
 //! | `TOUCH` | DQ.TOUCH | id, lease deadline |
 //! | `REDRIVE`, `PURGE` | DQ.REDRIVE, DQ.PURGE | theirs |
-//! | `TICK` | the timer | TTLs expired, leases expired, messages promoted |
+//! | `SCHEDULE`, `UNSCHEDULE` | DQ.SCHEDULE, DQ.UNSCHEDULE | theirs, after the queue |
+//! | `TICK` | the timer, a master's takeover | TTLs expired, leases expired, messages promoted, then each schedule's runs (`RUNS name next skipped n at...`) |
 //! | `LOAD` | AOF rewrite | the encoded value: header, then record chunks |
 //!
 //! Replayed, the write is propagated again as it is, so a replica's own
@@ -22,7 +23,9 @@
 
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
-use crate::commands::{ack, add, bytes, cancel, nack, pop, purge, redrive, touch};
+use crate::commands::{
+    ack, add, bytes, cancel, nack, pop, purge, redrive, schedule, touch, unschedule,
+};
 use crate::core::error::{DqError, Result};
 use crate::core::policy::Settings;
 use crate::core::queue::{codec, Queue};
@@ -119,10 +122,12 @@ fn replay(
         b"TOUCH" => touch::replay(queue, rest),
         b"REDRIVE" => redrive::replay(queue, now, &with_name()),
         b"PURGE" => purge::replay(queue, now, &with_name()),
+        b"SCHEDULE" => schedule::replay(queue, now, &with_name()),
+        b"UNSCHEDULE" => unschedule::replay(queue, rest),
         b"TICK" => {
             let work = replication::parse_tick(rest)?;
             let policy = policy(queue);
-            queue.replay_tick(now, work, &policy);
+            queue.replay_tick(now, &work, &policy);
             Ok(())
         }
         _ => Err(DqError::BadApply(format!(

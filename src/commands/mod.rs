@@ -16,8 +16,11 @@ pub mod purge;
 pub mod queues;
 pub mod redrive;
 pub mod scan;
+pub mod schedule;
+pub mod schedules;
 pub mod stats;
 pub mod touch;
+pub mod unschedule;
 
 use redis_module::{Context, RedisString};
 
@@ -31,7 +34,7 @@ use crate::server::replication::Apply;
 use crate::server::settings;
 
 /// Every command's COMMAND DOCS entry.
-pub const DOCS: [CommandDoc; 15] = [
+pub const DOCS: [CommandDoc; 18] = [
     add::DOC,
     pop::DOC,
     ack::DOC,
@@ -46,6 +49,9 @@ pub const DOCS: [CommandDoc; 15] = [
     config::DOC,
     queues::DOC,
     scan::DOC,
+    schedule::DOC,
+    unschedule::DOC,
+    schedules::DOC,
     apply::DOC,
 ];
 

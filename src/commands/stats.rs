@@ -60,5 +60,6 @@ pub fn fields(stats: &Stats, now: u64) -> Vec<(&'static str, RedisValue)> {
         "next-due-at",
         stats.next_due_at.map_or(RedisValue::Null, int),
     ));
+    fields.push(("schedules", int(stats.schedules)));
     fields
 }

@@ -126,7 +126,8 @@ pub fn parse_duration(text: &str) -> Option<u64> {
         .filter(|&ms| ms <= MAX_TIME_MS)
 }
 
-struct Duration(u64);
+/// A duration in its shortest exact form: `90s` is `90s`, `120000` is `2m`.
+pub struct Duration(pub u64);
 
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {

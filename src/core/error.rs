@@ -71,6 +71,18 @@ pub enum DqError {
     #[error("STALE delivery {attempt} of message '{id}' is over: its lease ran out, or it was acknowledged or failed")]
     StaleDelivery { id: String, attempt: u32 },
 
+    #[error("ERR CRON must be five fields (minute hour day-of-month month day-of-week) with numbers, names, *, lists, ranges and steps, or @hourly, @daily, @weekly, @monthly or @yearly; got {0}")]
+    BadCron(String),
+
+    #[error("ERR TZ must be an IANA time zone name such as Europe/Berlin or UTC; got '{0}'")]
+    UnknownZone(String),
+
+    #[error("ERR {earlier} must not be after {later}")]
+    OutOfOrder {
+        earlier: &'static str,
+        later: &'static str,
+    },
+
     /// A panic caught at an entry point (see `guard.rs`).
     #[error("ERR dq internal error: the command stopped; see the server log")]
     Internal,

@@ -23,3 +23,16 @@ pub const MAX_STEPS: usize = 64;
 /// Longest payload (or NACK error text) a load accepts: the server's own
 /// bulk limit is lower unless raised.
 pub const MAX_PAYLOAD: usize = 512 * 1024 * 1024;
+
+/// Longest schedule name: its runs' ids are `name@T`, T a Unix time in ms
+/// of at most 16 digits, and must fit [`MAX_ID_LEN`].
+pub const MAX_SCHEDULE_NAME_LEN: usize = MAX_ID_LEN - 17;
+
+/// Longest cron expression or time zone name accepted.
+pub const MAX_CRON_LEN: usize = 256;
+
+/// Runs MISSED ALL makes at most for the run times a schedule missed.
+pub const MAX_MISSED_RUNS: usize = 1000;
+
+/// Shortest EVERY.
+pub const MIN_EVERY_MS: u64 = 1000;

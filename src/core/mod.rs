@@ -10,3 +10,4 @@ pub mod limits;
 pub mod policy;
 pub mod queue;
 pub mod registry;
+pub mod schedule;

@@ -32,7 +32,7 @@ pub const MODULE_CATEGORY: &CStr = c"dq";
 /// CONFIG SET, DEBUG and SHUTDOWN to whoever may purge a queue). DQ.CONFIG
 /// reads or sets in one command, and categories are per command: it is
 /// @write, so a `+@read` user cannot read a queue's settings either.
-pub const CATEGORIES: [(&str, &str); 15] = [
+pub const CATEGORIES: [(&str, &str); 18] = [
     ("dq.add", "write fast"),
     ("dq.pop", "write slow blocking"),
     ("dq.ack", "write slow"),
@@ -47,6 +47,9 @@ pub const CATEGORIES: [(&str, &str); 15] = [
     ("dq.config", "write slow"),
     ("dq.queues", "read slow dangerous"),
     ("dq.scan", "read slow"),
+    ("dq.schedule", "write slow"),
+    ("dq.unschedule", "write slow"),
+    ("dq.schedules", "read slow"),
     ("dq.apply", "write slow admin dangerous"),
 ];
 

@@ -96,9 +96,9 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
 }
 
 fn load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> Result<Queue, codec::CodecError> {
-    if encver != ENCODING_VERSION {
+    if !codec::READABLE_VERSIONS.contains(&encver) {
         return Err(codec::CodecError(format!(
-            "encoding version {encver} is unknown to this build (it reads {ENCODING_VERSION})"
+            "encoding version {encver} is unknown to this build (it reads 1 to {ENCODING_VERSION})"
         )));
     }
     let short = |_| codec::CodecError("the stored value ends early".into());

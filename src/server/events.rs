@@ -12,10 +12,13 @@ use std::os::raw::{c_char, c_int, c_void};
 
 use redis_module::{raw, Context, RedisString};
 
+use crate::server::clock::now_ms;
 use crate::server::guard;
 use crate::server::key::{self, scan_queues, select_db, selected_db};
 use crate::server::registry;
-use crate::server::timer::{arm, is_master, read_role, subscribe};
+use crate::server::timer::{
+    arm, defer_take_over, forget_take_overs, is_master, read_role, subscribe, take_over,
+};
 
 /// Queues kept in a retired layout, found while discovering. The server
 /// glue cannot import the importer (`legacy`, which builds on it), so the
@@ -38,20 +41,29 @@ pub fn set_importer(importer: &'static Importer) {
 /// Rebuilds the registry of queues (and, on a master, their timed work)
 /// from the keys of every database; a master converts the queues it finds
 /// in a retired layout, and then counts that database again.
+///
+/// A master takes over each queue whose schedules have runs due: the run
+/// times that passed with no master to make them are settled as MISSED
+/// says (see `Queue::take_over`).
 pub fn discover(ctx: &Context) {
     registry::with(|r| r.clear(None));
+    forget_take_overs(None);
     let master = is_master();
+    let now = now_ms();
     let original_db = selected_db(ctx);
     let mut db = 0;
     while select_db(ctx, db) {
-        let old = track_db(ctx, db, master);
-        // Not while scanning: converting writes the keyspace.
+        let (old, missed) = track_db(ctx, db, master, now);
+        // Not while scanning: converting and taking over write the keyspace.
         let importer = IMPORTER.with(Cell::get);
         if let Some(importer) = importer.filter(|_| master && !old.is_empty()) {
             for name in &old {
                 (importer.convert)(ctx, db, name);
             }
-            track_db(ctx, db, master);
+            track_db(ctx, db, master, now);
+        }
+        for name in missed.iter().filter(|_| master) {
+            take_over(ctx, name, now);
         }
         db += 1;
     }
@@ -60,9 +72,11 @@ pub fn discover(ctx: &Context) {
 }
 
 /// Counts every queue of the selected database `db` and (on a master)
-/// puts it on the schedule; returns the queues of a retired layout it saw.
-fn track_db(ctx: &Context, db: i32, master: bool) -> BTreeSet<Vec<u8>> {
+/// puts it on the schedule; returns the queues of a retired layout it
+/// saw, and the queues with schedule runs due at `now`.
+fn track_db(ctx: &Context, db: i32, master: bool, now: u64) -> (BTreeSet<Vec<u8>>, Vec<Vec<u8>>) {
     let mut old = BTreeSet::new();
+    let mut missed = Vec::new();
     let importer = IMPORTER.with(Cell::get);
     scan_queues(ctx, |name, queue| match queue {
         Some(queue) => {
@@ -72,10 +86,13 @@ fn track_db(ctx: &Context, db: i32, master: bool) -> BTreeSet<Vec<u8>> {
                     r.note_due(db, name, at);
                 }
             });
+            if queue.runs_due(now) {
+                missed.push(name.to_vec());
+            }
         }
         None => old.extend(importer.and_then(|i| (i.queue_of)(name))),
     });
-    old
+    (old, missed)
 }
 
 extern "C" fn on_role_changed(
@@ -135,14 +152,15 @@ fn key_event(
     let ctx = Context::new(ctx);
     let db = selected_db(&ctx);
     let name = RedisString::new(std::ptr::NonNull::new(ctx.ctx), key);
-    let (counts, next) = if arrived {
+    let now = now_ms();
+    let (counts, next, missed) = if arrived {
         let handle = key::open_read(&ctx, &name);
         match key::read(&handle, &name) {
-            Ok(Some(queue)) => (Some(queue.counts()), queue.next_due()),
-            _ => (None, None),
+            Ok(Some(queue)) => (Some(queue.counts()), queue.next_due(), queue.runs_due(now)),
+            _ => (None, None, false),
         }
     } else {
-        (None, None)
+        (None, None, false)
     };
     let name = name.as_slice();
     if counts.is_none() && !registry::with(|r| r.knows(db, name)) {
@@ -150,6 +168,12 @@ fn key_event(
     }
     registry::with(|r| r.set_counts(db, name, counts));
     if is_master() {
+        // A queue restored from elsewhere (a slot move, a backup) missed
+        // the runs due meanwhile. A key event may not write: the timer's
+        // next serving of the queue settles them, as of now.
+        if missed && event == b"restore" {
+            defer_take_over((db, name.to_vec()), now);
+        }
         registry::with(|r| r.set_due(db, name, next));
         arm(&ctx);
     }
@@ -169,6 +193,7 @@ extern "C" fn on_flush(
     let db = (info.dbnum >= 0).then_some(info.dbnum);
     guard::catch("flush", || {
         registry::with(|r| r.clear(db));
+        forget_take_overs(db);
         arm(&Context::new(ctx));
     });
 }

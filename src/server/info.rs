@@ -32,6 +32,7 @@ fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
     raw::add_info_field_unsigned_long_long(ctx, "promoted", work.promoted);
     raw::add_info_field_unsigned_long_long(ctx, "leases_expired", work.leases_expired);
     raw::add_info_field_unsigned_long_long(ctx, "ttl_expired", work.ttl_expired);
+    raw::add_info_field_unsigned_long_long(ctx, "schedule_runs", work.runs);
     raw::add_info_field_unsigned_long_long(ctx, "longest_tick_us", work.longest_tick_us);
     raw::add_info_field_unsigned_long_long(ctx, "lateness_ms", report.lateness_ms);
     raw::add_info_section(ctx, Some("propagation"));

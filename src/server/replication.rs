@@ -22,7 +22,7 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, ModuleOptions, RedisString, RedisValue};
 
 use crate::core::error::{DqError, Result};
-use crate::core::queue::TickWork;
+use crate::core::queue::{Runs, TickWork};
 use crate::grammar::args::parse_in_range;
 use crate::server::settings;
 
@@ -131,28 +131,74 @@ pub struct Apply<'a> {
     argv: Vec<*mut raw::RedisModuleString>,
 }
 
-/// `TICK ttl-expired leases-expired promoted`: what one timer tick did to
-/// one queue, phase by phase. Replayed as exactly that much work at the
+/// `TICK ttl-expired leases-expired promoted [RUNS name next skipped n
+/// at...]...`: what one timer tick (or a master's takeover) did to one
+/// queue, phase by phase: how many TTLs, leases and promotions, then for
+/// each schedule the run times it made, the runs it skipped and its next
+/// run time (`-` for none). Replayed as exactly that much work at the
 /// master's `now`, it makes the same changes (see `Queue::replay_tick`).
-pub fn tick(ctx: &Context, queue: &RedisString, now: u64, work: TickWork) {
-    Apply::new(ctx, queue, now, settings::max_attempts(), "TICK")
+pub fn tick(ctx: &Context, queue: &RedisString, now: u64, work: &TickWork) {
+    let mut apply = Apply::new(ctx, queue, now, settings::max_attempts(), "TICK");
+    apply
         .number(work.ttl_expired as u64)
         .number(work.leases_expired as u64)
-        .number(work.promoted as u64)
-        .send();
+        .number(work.promoted as u64);
+    for runs in &work.runs {
+        apply.bytes(b"RUNS").bytes(&runs.name);
+        match runs.next {
+            Some(at) => apply.number(at),
+            None => apply.bytes(b"-"),
+        };
+        apply.number(runs.skipped).number(runs.made.len() as u64);
+        for &at in &runs.made {
+            apply.number(at);
+        }
+    }
+    apply.send();
 }
 
 /// TICK's arguments, read back.
 pub fn parse_tick(args: &[&[u8]]) -> Result<TickWork> {
-    let [ttl, leases, promoted] = args else {
-        return Err(DqError::BadApply("TICK needs three counts".into()));
+    let bad = |why: &str| DqError::BadApply(format!("TICK {why}"));
+    let [ttl, leases, promoted, rest @ ..] = args else {
+        return Err(bad("needs three counts"));
     };
-    let count = |v: &[u8]| parse_in_range("count", "a count", v, 0, i64::MAX).map(|n| n as usize);
-    Ok(TickWork {
-        ttl_expired: count(ttl)?,
-        leases_expired: count(leases)?,
-        promoted: count(promoted)?,
-    })
+    let mut rest = rest;
+    let count = |v: &[u8]| parse_in_range("count", "a count", v, 0, i64::MAX).map(|n| n as u64);
+    let mut work = TickWork {
+        ttl_expired: count(ttl)? as usize,
+        leases_expired: count(leases)? as usize,
+        promoted: count(promoted)? as usize,
+        runs: Vec::new(),
+    };
+    while let [tag, name, next, skipped, n, more @ ..] = rest {
+        let (tag, name, next): (&[u8], &[u8], &[u8]) = (tag, name, next);
+        if !tag.eq_ignore_ascii_case(b"RUNS") {
+            return Err(bad("has an unknown part"));
+        }
+        let n = count(n)? as usize;
+        if more.len() < n {
+            return Err(bad("lists fewer run times than it says"));
+        }
+        let made = more[..n]
+            .iter()
+            .map(|t| count(t))
+            .collect::<Result<Vec<u64>>>()?;
+        work.runs.push(Runs {
+            name: name.to_vec(),
+            made,
+            skipped: count(skipped)?,
+            next: match next {
+                b"-" => None,
+                at => Some(count(at)?),
+            },
+        });
+        rest = &more[n..];
+    }
+    if !rest.is_empty() {
+        return Err(bad("ends with an incomplete part"));
+    }
+    Ok(work)
 }
 
 /// `DEL key`, propagated as it is: the importer of the multi-key layout

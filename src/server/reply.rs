@@ -38,13 +38,20 @@ pub fn reply_record(ctx: &Context, fields: Fields) -> RedisValue {
 
 /// Records keyed by name (DQ.QUEUES WITHSTATS): a map of maps under RESP3,
 /// name, record, name, record... under RESP2.
-pub fn reply_records(
-    ctx: &Context,
-    records: Vec<(Vec<u8>, Fields)>,
-) -> RedisValue {
+pub fn reply_records(ctx: &Context, records: Vec<(Vec<u8>, Fields)>) -> RedisValue {
     raw::reply_with_map(ctx.ctx, records.len() as c_long);
     for (name, fields) in records {
         ctx.reply(Ok(RedisValue::StringBuffer(name)));
+        reply_record(ctx, fields);
+    }
+    RedisValue::NoReply
+}
+
+/// A list of records (DQ.SCHEDULES): an array of maps under RESP3, of
+/// field/value arrays under RESP2.
+pub fn reply_record_list(ctx: &Context, records: Vec<Fields>) -> RedisValue {
+    raw::reply_with_array(ctx.ctx, records.len() as c_long);
+    for fields in records {
         reply_record(ctx, fields);
     }
     RedisValue::NoReply

@@ -56,6 +56,9 @@ struct Timer {
     /// A timer will unsubscribe (the event's own callback must not).
     unlisten_pending: bool,
     work: TimerWork,
+    /// Queues that arrived with schedule runs due (RESTORE), and when:
+    /// the next serving takes them over first. Rarely more than a few.
+    take_overs: Vec<(QueueRef, u64)>,
 }
 
 /// What the timer has done since the module loaded.
@@ -68,6 +71,8 @@ pub struct TimerWork {
     pub promoted: u64,
     pub leases_expired: u64,
     pub ttl_expired: u64,
+    /// Schedule runs made.
+    pub runs: u64,
     pub longest_tick_us: u64,
 }
 
@@ -356,32 +361,83 @@ fn serve(
     let queue = key.queue()?;
     let policy = settings::policy(queue);
     let mut work = TickWork::default();
+    let queue_ref = (*db, name.as_slice().to_vec());
+    let pending = TIMER.with(|t| {
+        let takes = &mut t.borrow_mut().take_overs;
+        let at = takes.iter().position(|(q, _)| *q == queue_ref)?;
+        Some(takes.swap_remove(at).1)
+    });
+    if let Some(at) = pending {
+        work.runs = queue.take_over(at);
+    }
     loop {
         let chunk = CHUNK.min(*budget);
         let done = queue.tick(now, chunk, &policy);
-        work.ttl_expired += done.ttl_expired;
-        work.leases_expired += done.leases_expired;
-        work.promoted += done.promoted;
-        let did = done.ttl_expired + done.leases_expired + done.promoted;
-        *budget -= did;
+        let did = done.done();
+        work.absorb(done);
+        *budget -= did.min(*budget);
         // Less done than asked: nothing more is due here.
         if did < chunk || *budget == 0 || std::time::Instant::now() >= deadline {
             break;
         }
     }
     let next = queue.next_due();
-    if work != TickWork::default() {
-        TIMER.with(|t| {
-            let total = &mut t.borrow_mut().work;
-            total.ttl_expired += work.ttl_expired as u64;
-            total.leases_expired += work.leases_expired as u64;
-            total.promoted += work.promoted as u64;
-        });
-        replication::tick(ctx, &name, now, work);
+    if !work.is_empty() {
+        record(&work);
+        replication::tick(ctx, &name, now, &work);
         // The schedule is set by the caller from `next`.
         key.announce(None);
     }
     next
+}
+
+/// The queue arrived at `at` with schedule runs due (see
+/// `events::key_event`): its next serving takes it over as of then.
+pub fn defer_take_over(queue: QueueRef, at: u64) {
+    TIMER.with(|t| t.borrow_mut().take_overs.push((queue, at)));
+}
+
+/// Forgets the deferred takeovers of a database, or all (`None`): its
+/// queues were flushed, or are about to be discovered again.
+pub fn forget_take_overs(db: Option<i32>) {
+    TIMER.with(|t| {
+        t.borrow_mut()
+            .take_overs
+            .retain(|((q_db, _), _)| db.is_some_and(|db| *q_db != db))
+    });
+}
+
+/// Takes over queue `name` of the selected database at `now` (see
+/// `Queue::take_over`), propagating what it settled as one TICK.
+pub fn take_over(ctx: &Context, name: &[u8], now: u64) {
+    let name = RedisString::create_from_slice(ctx.ctx, name);
+    let Ok(mut key) = QueueKey::open(ctx, &name) else {
+        return;
+    };
+    let Some(queue) = key.queue() else {
+        return;
+    };
+    let due_before = queue.next_due();
+    let work = TickWork {
+        runs: queue.take_over(now),
+        ..TickWork::default()
+    };
+    if !work.is_empty() {
+        record(&work);
+        replication::tick(ctx, &name, now, &work);
+        key.announce(due_before);
+    }
+}
+
+/// Counts a tick's work (or a takeover's) in INFO dq.
+pub fn record(work: &TickWork) {
+    TIMER.with(|t| {
+        let total = &mut t.borrow_mut().work;
+        total.ttl_expired += work.ttl_expired as u64;
+        total.leases_expired += work.leases_expired as u64;
+        total.promoted += work.promoted as u64;
+        total.runs += work.runs.iter().map(|r| r.made.len() as u64).sum::<u64>();
+    });
 }
 
 /// Subscribes to server event `id`, or unsubscribes (`None`); false when

@@ -12,15 +12,28 @@
 //! would enforce, because RESTORE hands us whatever a client sends.
 //!
 //! Encoding versions (the module type's encver):
-//! - 1: this layout.
+//! - 1: header and records.
+//! - 2: the header may carry the queue's schedules (bit 0x80 of its first
+//!   byte says so, so a LOAD in an AOF, which has no encver, reads both).
+//!   A queue without schedules is written exactly as version 1 wrote it.
 
 use super::{Counter, Death, DeathReason, Options, Queue, Rare, Record, State, Terms, Version};
 use crate::core::backoff::Backoff;
-use crate::core::limits::{MAX_ID_LEN, MAX_PAYLOAD, MAX_STEPS, MAX_TIME_MS};
+use crate::core::limits::{
+    MAX_CRON_LEN, MAX_ID_LEN, MAX_PAYLOAD, MAX_SCHEDULE_NAME_LEN, MAX_STEPS, MAX_TIME_MS,
+    MIN_EVERY_MS,
+};
 use crate::core::policy::QueueConfig;
+use crate::core::schedule::{Missed, Overlap, Schedule, Spec, Template};
 
 /// The encoding this build writes.
-pub const ENCODING_VERSION: i32 = 1;
+pub const ENCODING_VERSION: i32 = 2;
+
+/// Every encoding this build reads.
+pub const READABLE_VERSIONS: [i32; 2] = [1, 2];
+
+/// Header bit: schedules follow the message count.
+const HAS_SCHEDULES: u8 = 0x80;
 
 /// Records are emitted in chunks of about this many bytes (one record may
 /// make a chunk larger).
@@ -81,9 +94,11 @@ fn put_backoff(out: &mut Vec<u8>, backoff: &Backoff) {
 pub fn header(queue: &Queue) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     let config = queue.config();
+    let has_schedules = queue.schedule_count() > 0;
     let mask = u8::from(config.lease_ms.is_some())
         | u8::from(config.max_attempts.is_some()) << 1
-        | u8::from(config.backoff.is_some()) << 2;
+        | u8::from(config.backoff.is_some()) << 2
+        | if has_schedules { HAS_SCHEDULES } else { 0 };
     out.push(mask);
     if let Some(ms) = config.lease_ms {
         put_uint(&mut out, ms);
@@ -99,7 +114,67 @@ pub fn header(queue: &Queue) -> Vec<u8> {
         put_uint(&mut out, value);
     }
     put_uint(&mut out, queue.len() as u64);
+    if has_schedules {
+        put_uint(&mut out, queue.schedule_count() as u64);
+        for (name, schedule) in queue.schedules() {
+            put_schedule(&mut out, name, schedule);
+        }
+    }
     out
+}
+
+/// One schedule: name, spec, bounds, policies, what its runs add, and
+/// where it stands.
+fn put_schedule(out: &mut Vec<u8>, name: &[u8], s: &Schedule) {
+    put_bytes(out, name);
+    match s.spec.cron_parts() {
+        None => {
+            out.push(0);
+            if let Spec::Every(ms) = s.spec {
+                put_uint(out, ms);
+            }
+        }
+        Some((text, tz)) => {
+            out.push(1);
+            put_bytes(out, text.as_bytes());
+            put_bytes(out, tz.as_bytes());
+        }
+    }
+    put_uint(out, s.start);
+    let t = &s.template;
+    let mask = u8::from(s.end.is_some())
+        | u8::from(s.limit.is_some()) << 1
+        | u8::from(s.next_run.is_some()) << 2
+        | u8::from(s.last_run.is_some()) << 3
+        | u8::from(t.max_attempts.is_some()) << 4
+        | u8::from(t.backoff.is_some()) << 5
+        | u8::from(t.group.is_some()) << 6
+        | u8::from(t.ttl_ms.is_some()) << 7;
+    out.push(mask);
+    for v in [s.end, s.limit, s.next_run, s.last_run]
+        .into_iter()
+        .flatten()
+    {
+        put_uint(out, v);
+    }
+    out.push(s.missed as u8);
+    out.push(s.overlap as u8);
+    put_uint(out, s.runs);
+    put_uint(out, s.skipped);
+    put_bytes(out, &t.payload);
+    put_i32(out, t.priority);
+    if let Some(n) = t.max_attempts {
+        put_uint(out, n.into());
+    }
+    if let Some(b) = &t.backoff {
+        put_backoff(out, b);
+    }
+    if let Some(g) = &t.group {
+        put_bytes(out, g);
+    }
+    if let Some(ttl) = t.ttl_ms {
+        put_uint(out, ttl);
+    }
 }
 
 /// A message's own options: a presence mask, then each one present.
@@ -331,6 +406,78 @@ impl<'a> Reader<'a> {
         })
     }
 
+    fn schedule(&mut self) -> Decoded<(Box<[u8]>, Schedule)> {
+        let name = self.name("schedule name")?;
+        if name.len() > MAX_SCHEDULE_NAME_LEN {
+            return Err(bad("a schedule name is too long"));
+        }
+        let spec = match self.byte("schedule kind")? {
+            0 => {
+                let ms = self.time("EVERY")?;
+                if ms < MIN_EVERY_MS {
+                    return Err(bad("EVERY is under a second"));
+                }
+                Spec::Every(ms)
+            }
+            1 => {
+                let text = self.bytes("cron", MAX_CRON_LEN)?;
+                let tz = self.bytes("time zone", MAX_CRON_LEN)?;
+                Spec::cron(text, Some(tz)).map_err(|e| bad(e.to_string()))?
+            }
+            kind => return Err(bad(format!("unknown schedule kind {kind}"))),
+        };
+        let start = self.time("START")?;
+        let mask = self.byte("schedule fields")?;
+        let mut field = |bit: u8, what: &str| -> Decoded<Option<u64>> {
+            (mask & bit != 0).then(|| self.time(what)).transpose()
+        };
+        let end = field(1, "END")?;
+        let limit = field(2, "LIMIT")?;
+        let next_run = field(4, "next run")?;
+        let last_run = field(8, "last run")?;
+        if limit == Some(0) {
+            return Err(bad("LIMIT is 0"));
+        }
+        if end.is_some_and(|end| end < start) {
+            return Err(bad("END is before START"));
+        }
+        let missed = self.byte("MISSED")?;
+        let missed =
+            Missed::from_u8(missed).ok_or_else(|| bad(format!("unknown MISSED {missed}")))?;
+        let overlap = self.byte("OVERLAP")?;
+        let overlap =
+            Overlap::from_u8(overlap).ok_or_else(|| bad(format!("unknown OVERLAP {overlap}")))?;
+        let runs = self.uint("runs")?;
+        let skipped = self.uint("skipped")?;
+        let template = Template {
+            payload: self.bytes("schedule payload", MAX_PAYLOAD)?.into(),
+            priority: self.i32("priority")?,
+            max_attempts: (mask & 16 != 0).then(|| self.max_attempts()).transpose()?,
+            backoff: (mask & 32 != 0).then(|| self.backoff()).transpose()?,
+            group: (mask & 64 != 0)
+                .then(|| self.name("group").map(Into::into))
+                .transpose()?,
+            ttl_ms: (mask & 128 != 0).then(|| self.time("TTL")).transpose()?,
+        };
+        if template.ttl_ms == Some(0) {
+            return Err(bad("a schedule's TTL is 0"));
+        }
+        let schedule = Schedule {
+            spec,
+            start,
+            end,
+            limit,
+            missed,
+            overlap,
+            template,
+            next_run,
+            last_run,
+            runs,
+            skipped,
+        };
+        Ok((name.into(), schedule))
+    }
+
     fn record(&mut self) -> Decoded<Record> {
         let state = self.byte("state")?;
         let state = State::from_u8(state).ok_or_else(|| bad(format!("unknown state {state}")))?;
@@ -394,7 +541,7 @@ impl Loader {
     pub fn new(header: &[u8]) -> Decoded<Loader> {
         let mut r = Reader { bytes: header };
         let mask = r.byte("settings")?;
-        if mask & !0x07 != 0 {
+        if mask & !(0x07 | HAS_SCHEDULES) != 0 {
             return Err(bad("unknown settings"));
         }
         let lease_ms = match mask & 1 != 0 {
@@ -418,6 +565,17 @@ impl Loader {
             queue.counters.0[i] = r.uint("counter")?;
         }
         let expected = r.uint("message count")?;
+        let mut schedules = Vec::new();
+        if mask & HAS_SCHEDULES != 0 {
+            let n = r.uint("schedule count")?;
+            if n == 0 {
+                return Err(bad("a schedule section without schedules"));
+            }
+            for _ in 0..n {
+                // Each holds at least a few bytes: a forged count runs out.
+                schedules.push(r.schedule()?);
+            }
+        }
         if !r.is_empty() {
             return Err(bad("trailing bytes after the header"));
         }
@@ -426,6 +584,11 @@ impl Loader {
             max_attempts,
             backoff,
         });
+        for (name, schedule) in schedules {
+            if !queue.restore_schedule(name, schedule) {
+                return Err(bad("a schedule name appears twice"));
+            }
+        }
         Ok(Loader { queue, expected })
     }
 

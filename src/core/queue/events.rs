@@ -65,10 +65,12 @@ pub enum Event {
     Redrive,
     Cancel,
     Purge,
+    Schedule,
+    Unschedule,
 }
 
 impl Event {
-    pub const ALL: [Event; 11] = [
+    pub const ALL: [Event; 13] = [
         Event::Add,
         Event::Ready,
         Event::Pop,
@@ -80,6 +82,8 @@ impl Event {
         Event::Redrive,
         Event::Cancel,
         Event::Purge,
+        Event::Schedule,
+        Event::Unschedule,
     ];
 
     /// The event name, NUL-terminated for the notification API.
@@ -96,6 +100,8 @@ impl Event {
             Event::Redrive => c"dq.redrive",
             Event::Cancel => c"dq.cancel",
             Event::Purge => c"dq.purge",
+            Event::Schedule => c"dq.schedule",
+            Event::Unschedule => c"dq.unschedule",
         }
     }
 }

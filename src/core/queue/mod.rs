@@ -35,6 +35,7 @@ mod heap;
 mod index;
 mod messages;
 mod record;
+mod schedules;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -53,6 +54,8 @@ use index::SortedIndex;
 use messages::Messages;
 pub use messages::Slot;
 pub use record::{Death, DeathReason, Extra, Options, Record, State, Terms, Version};
+use schedules::Schedules;
+pub use schedules::{run_id, Runs};
 
 /// (time, seq, slot): delayed by due time, in flight by lease deadline,
 /// dead by time of death, TTLs by deadline, a group's waiting line by due
@@ -135,15 +138,44 @@ pub struct Stats {
     pub oldest_ready_since: Option<u64>,
     /// Due time of the earliest delayed message.
     pub next_due_at: Option<u64>,
+    /// Recurring schedules the queue holds.
+    pub schedules: u64,
 }
 
 /// How much timer work a tick did on one queue, phase by phase: replayed
-/// on a replica as exactly this much work, it makes the same changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// on a replica as exactly this much work (and these schedule runs), it
+/// makes the same changes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TickWork {
     pub ttl_expired: usize,
     pub leases_expired: usize,
     pub promoted: usize,
+    /// Schedule runs, made last.
+    pub runs: Vec<Runs>,
+}
+
+impl TickWork {
+    /// Messages moved and runs made or skipped: what the tick's budget counts.
+    pub fn done(&self) -> usize {
+        let runs: usize = self
+            .runs
+            .iter()
+            .map(|r| r.made.len() + r.skipped as usize)
+            .sum();
+        self.ttl_expired + self.leases_expired + self.promoted + runs
+    }
+
+    /// Adds another slice of the same tick's work.
+    pub fn absorb(&mut self, more: TickWork) {
+        self.ttl_expired += more.ttl_expired;
+        self.leases_expired += more.leases_expired;
+        self.promoted += more.promoted;
+        self.runs.extend(more.runs);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == TickWork::default()
+    }
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -172,7 +204,7 @@ pub struct Queue {
 }
 
 /// What many queues never use: dead letters, TTLs, groups, their own
-/// settings. Apart, so that a plain queue's value is a few hundred bytes
+/// settings, schedules. Apart, so that a plain queue's value is a few hundred bytes
 /// (most queues are small, and thousands of them are common).
 #[derive(Default)]
 struct Rare {
@@ -183,6 +215,7 @@ struct Rare {
     groups: BTreeMap<Box<[u8]>, Group>,
     waiting_len: usize,
     config: QueueConfig,
+    schedules: Schedules,
 }
 
 /// What a queue without rare parts reads.
@@ -192,6 +225,7 @@ static NO_RARE: Rare = Rare {
     groups: BTreeMap::new(),
     waiting_len: 0,
     config: QueueConfig::NONE,
+    schedules: Schedules::new(),
 };
 
 impl Rare {
@@ -212,6 +246,7 @@ impl Rare {
                 && r.expiry.len() == 0
                 && r.groups.is_empty()
                 && r.config == QueueConfig::NONE
+                && r.schedules.is_empty()
         }) {
             *rare = None;
         }
@@ -650,14 +685,19 @@ impl Queue {
     pub fn purge(&mut self, now: u64, state: Option<State>) -> u64 {
         let count = match state {
             None => {
+                // Settings, counters and schedules stay: they are not
+                // messages.
                 let count = self.messages.len() as u64;
                 let config = self.config().clone();
+                let schedules = std::mem::take(&mut Rare::make(&mut self.rare).schedules);
                 *self = Queue {
                     counters: self.counters,
                     events: self.events,
                     ..Queue::default()
                 };
                 self.set_config(config);
+                Rare::make(&mut self.rare).schedules = schedules;
+                Rare::tidy(&mut self.rare);
                 count
             }
             Some(state) => {
@@ -808,28 +848,38 @@ impl Queue {
         let ttl_expired = self.expire_ttl(now, budget);
         let leases_expired = self.expire_leases(now, budget - ttl_expired, policy);
         let promoted = self.promote_due(now, budget - ttl_expired - leases_expired);
+        // Runs add messages already due: ready at once, nothing for the
+        // phases before to do, so a replay in phase order matches.
+        let runs = self.run_schedules(now, budget - ttl_expired - leases_expired - promoted);
         TickWork {
             ttl_expired,
             leases_expired,
             promoted,
+            runs,
         }
     }
 
     /// Replays a tick's work exactly (a replica, the AOF).
-    pub fn replay_tick(&mut self, now: u64, work: TickWork, policy: &Policy) -> TickWork {
-        TickWork {
+    /// Returns what it did, which is `work` when the replica was in step.
+    pub fn replay_tick(&mut self, now: u64, work: &TickWork, policy: &Policy) -> TickWork {
+        let done = TickWork {
             ttl_expired: self.expire_ttl(now, work.ttl_expired),
             leases_expired: self.expire_leases(now, work.leases_expired, policy),
             promoted: self.promote_due(now, work.promoted),
-        }
+            runs: work.runs.clone(),
+        };
+        self.replay_runs(now, &work.runs);
+        done
     }
 
     /// The earliest time the timer has work here: a delayed message falling
-    /// due, a lease ending or a TTL running out.
+    /// due, a lease ending, a TTL running out or a schedule's run.
     pub fn next_due(&self) -> Option<u64> {
-        [&self.delayed, &self.inflight, &Rare::of(&self.rare).expiry]
+        let rare = Rare::of(&self.rare);
+        [&self.delayed, &self.inflight, &rare.expiry]
             .into_iter()
             .filter_map(|set| set.first().map(|k| k.0))
+            .chain(rare.schedules.earliest())
             .min()
     }
 
@@ -856,6 +906,7 @@ impl Queue {
             counters: self.counters,
             oldest_ready_since,
             next_due_at: self.delayed.first().map(|k| k.0),
+            schedules: self.schedule_count() as u64,
         }
     }
 
@@ -1086,6 +1137,9 @@ impl Queue {
         .map(|index| index.heap_bytes())
         .sum::<usize>()
             + self.ready.heap_bytes()
+            + self.rare.as_ref().map_or(0, |r| {
+                alloc_size(size_of::<Rare>()) + r.schedules.heap_bytes()
+            })
             + btree::<TimeKey>(Rare::of(&self.rare).waiting_len)
             + Rare::of(&self.rare)
                 .groups
@@ -1102,6 +1156,7 @@ impl Queue {
     /// holds the group. A loaded value is checked with this before a key
     /// gets it; the tests check it after every step.
     pub fn check(&self) -> std::result::Result<(), String> {
+        Rare::of(&self.rare).schedules.check()?;
         for index in [
             &self.delayed,
             &self.inflight,

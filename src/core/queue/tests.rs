@@ -4,6 +4,7 @@
 use super::codec;
 use super::*;
 use crate::core::policy::Settings;
+use crate::core::schedule::{Missed, Overlap, Schedule, Spec, Template};
 
 const LEASE: u64 = 30_000;
 
@@ -374,9 +375,9 @@ fn claims_and_replayed_ticks_reach_the_masters_state() {
     // A partial tick: only some of what is due, in the same order.
     let work = master.tick(60, 7, &p);
     assert_eq!(work.leases_expired + work.promoted, 7);
-    assert_eq!(replica.replay_tick(60, work, &p), work);
+    assert_eq!(replica.replay_tick(60, &work, &p), work);
     let work = master.tick(61, 100, &p);
-    assert_eq!(replica.replay_tick(61, work, &p), work);
+    assert_eq!(replica.replay_tick(61, &work, &p), work);
     assert_eq!(
         codec::sorted_digest(&replica),
         codec::sorted_digest(&master)
@@ -473,7 +474,198 @@ pub(crate) fn sample_queues() -> Vec<(&'static str, Queue)> {
         ("plain", plain),
         ("groups", groups),
         ("every-state", busy_queue()),
+        ("schedules", scheduled_queue()),
     ]
+}
+
+/// A schedule of `spec` from `start`, every option at its default.
+fn every(ms: u64, start: u64) -> Schedule {
+    Schedule {
+        spec: Spec::Every(ms),
+        start,
+        end: None,
+        limit: None,
+        missed: Missed::One,
+        overlap: Overlap::Allow,
+        template: Template {
+            payload: b"tick".as_slice().into(),
+            ..Template::default()
+        },
+        next_run: None,
+        last_run: None,
+        runs: 0,
+        skipped: 0,
+    }
+}
+
+/// A queue with schedules of every kind and option, some runs made.
+fn scheduled_queue() -> Queue {
+    let mut q = Queue::new();
+    let mut cron = every(1, 0);
+    cron.spec = Spec::cron(b"*/5 8-18 * * MON-FRI", Some(b"Europe/Berlin")).unwrap();
+    cron.end = Some(9_000_000_000_000);
+    cron.limit = Some(100);
+    cron.missed = Missed::All;
+    cron.overlap = Overlap::Skip;
+    cron.template = Template {
+        payload: b"\x00report".as_slice().into(),
+        priority: -3,
+        max_attempts: Some(4),
+        backoff: Some(Backoff::Fixed(500)),
+        group: Some(b"reports".as_slice().into()),
+        ttl_ms: Some(60_000),
+    };
+    q.put_schedule(1_700_000_000_000, b"report", cron, false);
+    q.put_schedule(0, b"poll", every(1_000, 0), false);
+    q.tick(2_500, 100, &policy(3));
+    q.check().unwrap();
+    q
+}
+
+#[test]
+fn runs_are_made_at_their_time_once_and_replay_exactly() {
+    let p = policy(3);
+    let mut master = Queue::new();
+    assert_eq!(
+        master.put_schedule(100, b"poll", every(1_000, 100), false),
+        Some(Some(100))
+    );
+    assert_eq!(master.next_due(), Some(100));
+    let mut replica = codec::copy(&master).unwrap();
+    // Nothing before its time.
+    assert!(master.tick(99, 100, &p).runs.is_empty());
+    let work = master.tick(2_150, 100, &p);
+    assert_eq!(work.runs.len(), 1);
+    assert_eq!(work.runs[0].made, [100, 1_100, 2_100]);
+    assert_eq!(work.runs[0].next, Some(3_100));
+    assert_eq!(master.next_due(), Some(3_100));
+    for at in [100, 1_100, 2_100] {
+        let run = master.get(&run_id(b"poll", at)).unwrap();
+        assert_eq!(
+            (run.state, run.due_at, run.payload()),
+            (State::Ready, at, &b"tick"[..])
+        );
+    }
+    let s = master.schedule(b"poll").unwrap();
+    assert_eq!((s.runs, s.last_run, s.skipped), (3, Some(2_100), 0));
+    // The budget cuts a schedule's runs; the rest come next tick.
+    let work = master.tick(5_150, 1, &p);
+    assert_eq!(work.runs[0].made, [3_100]);
+    assert_eq!(master.next_due(), Some(4_100));
+    // A replica that replays the ticks reaches the master's state.
+    let mut m2 = Queue::new();
+    m2.put_schedule(100, b"poll", every(1_000, 100), false);
+    for now in [2_150, 5_150, 9_000] {
+        let work = m2.tick(now, 2, &p);
+        replica.replay_tick(now, &work, &p);
+        assert_eq!(
+            codec::sorted_digest(&replica),
+            codec::sorted_digest(&m2),
+            "at {now}"
+        );
+    }
+    replica.check().unwrap();
+}
+
+#[test]
+fn limit_end_nx_and_replacement() {
+    let p = policy(3);
+    let mut q = Queue::new();
+    let mut s = every(1_000, 0);
+    s.limit = Some(2);
+    assert_eq!(q.put_schedule(0, b"twice", s, false), Some(Some(0)));
+    let work = q.tick(10_000, 100, &p);
+    assert_eq!(work.runs[0].made, [0, 1_000]);
+    assert_eq!(work.runs[0].next, None);
+    assert_eq!(q.next_due(), None);
+    // NX leaves it; a replacement keeps its counts, and its LIMIT counts them.
+    assert_eq!(
+        q.put_schedule(10_000, b"twice", every(1_000, 0), true),
+        None
+    );
+    let mut again = every(1_000, 0);
+    again.limit = Some(3);
+    assert_eq!(
+        q.put_schedule(10_500, b"twice", again, false),
+        Some(Some(11_000))
+    );
+    let kept = q.schedule(b"twice").unwrap();
+    assert_eq!((kept.runs, kept.last_run), (2, Some(1_000)));
+    assert_eq!(q.tick(20_000, 100, &p).runs[0].made, [11_000]);
+    let mut ended = every(1_000, 0);
+    ended.end = Some(2_500);
+    assert_eq!(q.put_schedule(3_000, b"late", ended, false), Some(None));
+    assert_eq!(q.unschedule(&[b"twice", b"late", b"twice", b"nope"]), 2);
+    assert_eq!(q.schedule_count(), 0);
+    // The runs made stay; nothing is left to wake the timer for.
+    assert!(q.get(&run_id(b"twice", 11_000)).is_some());
+    assert_eq!(q.next_due(), None);
+    q.check().unwrap();
+}
+
+#[test]
+fn overlap_skip_waits_for_the_previous_run_to_end() {
+    let p = policy(3);
+    let mut q = Queue::new();
+    let mut s = every(1_000, 0);
+    s.overlap = Overlap::Skip;
+    q.put_schedule(0, b"job", s, false);
+    assert_eq!(q.tick(0, 100, &p).runs[0].made, [0]);
+    // Still ready: the next run is skipped.
+    let work = q.tick(1_000, 100, &p);
+    assert_eq!((work.runs[0].made.len(), work.runs[0].skipped), (0, 1));
+    // In flight: skipped again; acknowledged: the next one runs.
+    q.pop(1, 50_000);
+    assert_eq!(q.tick(2_000, 100, &p).runs[0].skipped, 1);
+    q.ack(2_100, &[run_id(b"job", 0).as_slice()]);
+    assert_eq!(q.tick(3_000, 100, &p).runs[0].made, [3_000]);
+    let s = q.schedule(b"job").unwrap();
+    assert_eq!((s.runs, s.skipped), (2, 2));
+}
+
+#[test]
+fn a_new_master_settles_missed_runs_as_missed_says() {
+    let p = policy(3);
+    for (missed, made) in [
+        (Missed::Skip, vec![]),
+        (Missed::One, vec![9_000]),
+        (
+            Missed::All,
+            vec![2_000, 3_000, 4_000, 5_000, 6_000, 7_000, 8_000, 9_000],
+        ),
+    ] {
+        let mut q = Queue::new();
+        let mut s = every(1_000, 0);
+        s.missed = missed;
+        q.put_schedule(2_000, b"job", s, false);
+        // No master from 2000 until 9500.
+        let runs = q.take_over(9_500);
+        assert_eq!(runs[0].made, made, "{missed:?}");
+        assert_eq!(runs[0].next, Some(10_000), "{missed:?}");
+        assert!(q.tick(9_600, 100, &p).runs.is_empty(), "{missed:?}");
+        // A replica replaying the takeover agrees.
+        let mut replica = Queue::new();
+        let mut s = every(1_000, 0);
+        s.missed = missed;
+        replica.put_schedule(2_000, b"job", s, false);
+        replica.replay_runs(9_500, &runs);
+        assert_eq!(
+            codec::sorted_digest(&replica),
+            codec::sorted_digest(&q),
+            "{missed:?}"
+        );
+    }
+}
+
+#[test]
+fn purge_keeps_schedules_and_their_runs_come_back() {
+    let p = policy(3);
+    let mut q = scheduled_queue();
+    q.purge(3_000, None);
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.schedule_count(), 2);
+    assert_eq!(q.tick(3_000, 100, &p).runs.len(), 1, "poll goes on");
+    q.check().unwrap();
 }
 
 /// A queue with a message in every state and every option.
@@ -512,9 +704,9 @@ fn busy_queue() -> Queue {
 /// dead letters (dead letters leave only by CANCEL, PURGE or REDRIVE).
 #[test]
 fn random_operations_keep_the_invariants() {
-    for seed in 1..=40u64 {
-        run_random(seed, 600);
-    }
+    let runs: usize = (1..=40u64).map(|seed| run_random(seed, 600)).sum();
+    // The sequences do reach the schedules' runs, not only their setup.
+    assert!(runs > 200, "only {runs} runs made");
 }
 
 /// A seeded xorshift: `next(n)` is below `n`. Random-operation tests
@@ -529,19 +721,27 @@ pub(crate) fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
     }
 }
 
-fn run_random(seed: u64, steps: usize) {
+/// Returns how many schedule runs it made.
+fn run_random(seed: u64, steps: usize) -> usize {
     let mut next = xorshift(seed);
     let mut q = Queue::new();
     let p = policy(3);
     let mut now = 1_000u64;
     let mut attempts: std::collections::HashMap<Vec<u8>, u32> = Default::default();
+    // Each schedule's LIMIT and END as last set, and the run times made.
+    let mut bounds: std::collections::HashMap<String, (Option<u64>, Option<u64>)> =
+        Default::default();
+    let mut made: std::collections::HashSet<(String, u64)> = Default::default();
     for step in 0..steps {
-        now += next(40);
+        // Now and then a long gap, so that schedules fall due several
+        // times over.
+        now += next(40) + if next(20) == 0 { next(4_000) } else { 0 };
         let id = format!("m{}", next(25));
         let before: std::collections::HashSet<Vec<u8>> =
             q.messages.iter().map(|(_, r)| r.id().to_vec()).collect();
         let mut allowed_to_leave: std::collections::HashSet<Vec<u8>> = Default::default();
-        match next(12) {
+        let mut runs: Vec<Runs> = Vec::new();
+        match next(15) {
             0..=2 => {
                 let mut req = request(id.as_bytes(), b"x", now + next(3) * next(60));
                 req.priority = next(3) as i32;
@@ -588,7 +788,33 @@ fn run_random(seed: u64, steps: usize) {
                 });
             }
             8 => {
-                q.tick(now, 1 + next(8) as usize, &p);
+                runs = q.tick(now, 1 + next(8) as usize, &p).runs;
+            }
+            12 | 13 => {
+                // Schedules: created, replaced, removed, taken over.
+                let name = format!("s{}", next(3));
+                match next(6) {
+                    // Its runs stay made: a schedule made again under
+                    // the same name never runs a time before it.
+                    0 => {
+                        q.unschedule(&[name.as_bytes()]);
+                    }
+                    1 => runs = q.take_over(now),
+                    _ => {
+                        let mut s = every(1_000 + next(2_000), now.saturating_sub(next(5_000)));
+                        s.end = (next(3) == 0).then(|| now + next(20_000));
+                        s.limit = (next(3) == 0).then(|| 1 + next(5));
+                        s.missed = [Missed::Skip, Missed::One, Missed::All][next(3) as usize];
+                        s.overlap = [Overlap::Allow, Overlap::Skip][next(2) as usize];
+                        let limit = s.limit;
+                        let end = s.end;
+                        if q.put_schedule(now, name.as_bytes(), s, next(4) == 0)
+                            .is_some()
+                        {
+                            bounds.insert(name, (limit, end));
+                        }
+                    }
+                }
             }
             9 => {
                 if next(4) == 0 {
@@ -620,6 +846,33 @@ fn run_random(seed: u64, steps: usize) {
         if let Err(e) = q.check() {
             panic!("seed {seed} step {step}: {e}");
         }
+        // A run time is made at most once, never early, never after END
+        // or past LIMIT.
+        for r in &runs {
+            let name = String::from_utf8(r.name.clone()).unwrap();
+            let (limit, end) = bounds.get(&name).copied().unwrap_or((None, None));
+            for &at in &r.made {
+                assert!(
+                    at <= now,
+                    "seed {seed} step {step}: run at {at} made at {now}"
+                );
+                assert!(
+                    end.is_none_or(|end| at <= end),
+                    "seed {seed} step {step}: after END"
+                );
+                assert!(
+                    made.insert((name.clone(), at)),
+                    "seed {seed} step {step}: {name}@{at} twice"
+                );
+            }
+            if let (Some(limit), Some(s)) = (limit, q.schedule(&r.name)) {
+                assert!(
+                    s.runs <= limit,
+                    "seed {seed} step {step}: {} runs, LIMIT {limit}",
+                    s.runs
+                );
+            }
+        }
         // MAXATTEMPTS counts from the last ADD, replacement or REDRIVE: a
         // message that used them all is dead, or in its last delivery.
         for (_, r) in q.messages.iter() {
@@ -644,6 +897,7 @@ fn run_random(seed: u64, steps: usize) {
         }
         q.take_events();
     }
+    made.len()
 }
 
 /// Runs a NACK or TOUCH (`call`, true when it acted) and checks that it

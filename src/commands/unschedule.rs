@@ -1,0 +1,52 @@
+//! DQ.UNSCHEDULE queue name [name ...]
+//!
+//! Removes schedules; replies how many existed. The messages their runs
+//! already made stay in the queue. A name given twice counts once.
+
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use crate::commands::schedule::check_schedule_name;
+use crate::commands::{bytes, counted_write};
+use crate::core::error::{DqError, Result};
+use crate::core::queue::Queue;
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::reply::{int, reply};
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.unschedule",
+    summary: "Removes recurring schedules; the messages they made stay",
+    complexity: "O(M log S) for M names among S schedules",
+    arity: -3,
+    key: Some(KeyUse::Update),
+    args: &[Arg::key("queue"), Arg::string("name").multiple()],
+};
+
+/// `queue name [name ...]`.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<&'a [&'a [u8]]> {
+    let [_, names @ ..] = args else {
+        return Err(DqError::WrongArity("dq.unschedule"));
+    };
+    if names.is_empty() {
+        return Err(DqError::WrongArity("dq.unschedule"));
+    }
+    for name in names {
+        check_schedule_name(name)?;
+    }
+    Ok(names)
+}
+
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    reply(unschedule(ctx, args))
+}
+
+fn unschedule(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let names = parse(&argv[1..])?;
+    counted_write(ctx, args, "UNSCHEDULE", |queue, _| queue.unschedule(names)).map(int)
+}
+
+/// Replays `UNSCHEDULE name...`.
+pub fn replay(queue: &mut Queue, names: &[&[u8]]) -> Result<()> {
+    queue.unschedule(names);
+    Ok(())
+}
