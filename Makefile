@@ -102,7 +102,10 @@ run: release
 # server and a 3-master cluster of each Debian 12 line, 15 s of the
 # Sentinel failover run (on the debug
 # build, so CI builds no release module for it) and 10 s of each fuzzer.
+# First, without network: every relative link of README.md and docs/
+# names a file and a heading that exist (scripts/check-docs).
 test: build valkey debian13
+	scripts/check-docs
 	@echo "make: tests on $$(redis-server --version | cut -d' ' -f1-3)"
 	$(CARGO) test
 	@echo "make: integration tests on $$($(VALKEY) --version | cut -d' ' -f1-3)"

@@ -1165,7 +1165,7 @@ fn queue_memory(cfg: &Config, s: &Scale, report: &mut Report) {
 }
 
 /// The keyevent channel on which db 0 announces messages becoming ready
-/// (the generic class, see the README's keyspace notifications).
+/// (the generic class, see docs/commands.md, Keyspace notifications).
 const READY_CHANNEL: &str = "__keyevent@0__:dq.ready";
 
 /// Published on READY_CHANNEL by the benchmark itself to stop a

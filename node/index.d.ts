@@ -1,4 +1,6 @@
-// Types of dq-client (index.js). test/types.ts checks them with tsc.
+// Types of dq-client (index.js, and index.mjs for ES modules). test/types.ts
+// checks them with tsc. ioredis is a peer dependency (5 or 6): these are the
+// types of the ioredis your project has.
 import type { Redis, Cluster } from 'ioredis';
 
 export type Client = Redis | Cluster;
@@ -159,11 +161,22 @@ export class ShardedQueue {
   configSet(settings: ConfigSettings): Promise<void>;
 }
 
+/** What the worker sent for a delivery: docs/client-vocabulary.md. */
+export type Action = 'ack' | 'nack' | 'dead';
+
+/** What the server made of it: docs/client-vocabulary.md. */
+export type SettlementState = 'acked' | 'acked-late' | 'delayed' | 'ready' | 'dead' | 'stale' | 'unsettled';
+
 export interface Outcome {
-  /** What the handler asked for. */
-  action: 'ack' | 'retry' | 'dead';
-  /** What the server made of it: 'acked', 'acked-late', the NACK's new state, or null when not settled (lost lease, STALE, a failure). */
-  state: 'acked' | 'acked-late' | 'delayed' | 'ready' | 'dead' | null;
+  /** What the handler asked for: 'ack' (it resolved), 'nack' (it threw, or threw Retry: a retry is scheduled, or the message dies if its attempts are used up), 'dead' (it threw Permanent). */
+  action: Action;
+  /**
+   * 'acked'; 'acked-late' (the DQ.ACK of its batch counted fewer: a message of the batch was no longer in flight);
+   * the NACK's new state ('delayed', 'ready', 'dead'); 'stale' (the delivery was over, its lease lost: nothing changed);
+   * 'unsettled' (the call failed, `failure` says why: the message comes back after its lease).
+   */
+  state: SettlementState;
+  /** The ERROR text sent with the NACK, if any. */
   error: string | null;
   failure?: Error;
 }
@@ -175,9 +188,13 @@ export interface Logger {
 }
 
 export interface WorkerOptions {
+  /** Handlers running at once (default 1). */
   concurrency?: number;
+  /** The lease each POP takes and each heartbeat TOUCH renews (default 30000). */
   leaseMs?: number;
+  /** How long an idle poller's POP blocks (default 1000); a stop waits for it at most this long. */
   blockMs?: number;
+  /** Stop on SIGTERM and SIGINT while run() runs (default false). Close your own client after run() returns. */
   handleSignals?: boolean;
   logger?: Logger;
   onSettled?: (delivery: Delivery, outcome: Outcome) => void | Promise<void>;

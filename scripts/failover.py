@@ -33,7 +33,7 @@ as before maintenance, which leaves the old master running until Sentinel
 reconfigures it. When the load phase is over, the producers stop and the
 consumers drain every queue.
 
-What is counted (the README's "Failover under load" says the same):
+What is counted (docs/operations.md, "Failover under load", says the same):
 
 - a WAITed add: DQ.ADD replied its id and the WAIT 1 after it replied >= 1;
 - a WAITed ack: DQ.ACK replied 1 and the WAIT 1 after it replied >= 1;

@@ -1,7 +1,7 @@
 //! ACL categories of the DQ commands: `+@read`, `+@write` and the other
 //! standard categories grant them as users expect of built-in commands, and
 //! `+@dq` grants them all — where the server has the module API for it.
-//! Each test asserts what the README documents for the server it runs on,
+//! Each test asserts what docs/commands.md documents for the server it runs on,
 //! which it tells by its version (INFO server), not by the environment:
 //!
 //! | server | RedisModule_SetCommandACLCategories | RedisModule_AddACLCategory |
@@ -56,7 +56,7 @@ impl ServerVersion {
         }
     }
 
-    /// What the README documents for this server.
+    /// What docs/commands.md documents for this server.
     fn categories(&self) -> Categories {
         let add_category = if self.valkey { (8, 0) } else { (7, 4) };
         if self.version >= add_category {
@@ -75,7 +75,7 @@ impl ServerVersion {
     }
 }
 
-/// The standard categories the README promises for each command.
+/// The standard categories docs/commands.md promises for each command.
 const EXPECTED: [(&str, &[&str]); 15] = [
     ("dq.add", &["@write", "@fast"]),
     ("dq.pop", &["@write", "@slow", "@blocking"]),

@@ -166,7 +166,7 @@ fn replace_of_an_inflight_message_waits_for_its_delivery_to_end() {
     assert_eq!(cmd(&mut c, "DQ.GET q m"), Value::Nil);
 }
 
-/// The cases of the README's "Replacing a message" table that the test
+/// The cases of docs/semantics.md's "Replacing a message" table that the test
 /// above does not cover.
 #[test]
 fn replace_cases_after_nack_lease_expiry_nx_and_death() {

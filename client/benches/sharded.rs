@@ -5,7 +5,7 @@
 //! target/bench/sharded.md. `DQ_BENCH_QUICK=1` runs a short version.
 //!
 //! Every server and the client share this machine's cores, so the figures
-//! show what one machine does, not how N machines scale (README, Scaling).
+//! show what one machine does, not how N machines scale (docs/clients.md, Scaling).
 
 #[path = "../../tests/support/mod.rs"]
 mod support;

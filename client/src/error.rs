@@ -45,7 +45,7 @@ impl From<redis::RedisError> for Error {
             Some("STALE") => Error::StaleDelivery(server_text(&e)),
             Some("WRONGTYPE") => Error::WrongType(server_text(&e)),
             Some("OOM") => Error::OutOfMemory(server_text(&e)),
-            // The eviction guard (see the README's OOM section).
+            // The eviction guard (see docs/operations.md, OOM).
             Some("ERR")
                 if e.detail()
                     .is_some_and(|d| d.starts_with("maxmemory-policy is")) =>

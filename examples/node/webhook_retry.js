@@ -50,7 +50,7 @@ async function worker() {
       console.log(`delivered ${id} attempt=${attempt}`);
     } else if (outcome.state === "dead") {
       console.log(`gave up ${id} attempt=${attempt}: dead letter`);
-    } else if (outcome.state === null) {
+    } else if (outcome.state === "stale" || outcome.state === "unsettled") {
       console.log(`too late for ${id} attempt=${attempt}`);
     } else {
       const wait = ((await webhooks.get(id))["due-at"] - Date.now()) / 1000;

@@ -3,7 +3,6 @@
 // error mapping, and how a command is sent (routed by its queue's slot on a
 // cluster, so no command takes a MOVED detour).
 
-const { Command } = require('ioredis');
 const { keySlot } = require('./shard');
 
 const MAX_ERROR_BYTES = 4096;
@@ -130,9 +129,69 @@ function entry(e) {
   return { id: str(e[0]), payload: e[1], attempt: Number(e[2]), time: Number(e[3]), lastError: e.length > 4 ? str(e[4]) : null };
 }
 
-/** A POP entry. */
+/**
+ * A POP entry: id, payload (a Buffer), attempt, queue, lost, and `signal`,
+ * an AbortSignal made when first read (most handlers never read it), aborted
+ * when the worker learns the lease was lost.
+ */
+class Delivery {
+  #abort = null;
+
+  constructor(id, payload, attempt, queue) {
+    this.id = id;
+    this.payload = payload;
+    this.attempt = attempt;
+    this.queue = queue;
+    this.lost = false;
+  }
+
+  get signal() {
+    if (!this.#abort) {
+      this.#abort = new AbortController();
+      if (this.lost) this.#abort.abort();
+    }
+    return this.#abort.signal;
+  }
+
+  /** The heartbeat found the lease lost: another consumer may hold the message. */
+  _lose() {
+    this.lost = true;
+    if (this.#abort) this.#abort.abort();
+  }
+}
+
 function delivery(e, queue) {
-  return { id: str(e[0]), payload: e[1], attempt: Number(e[2]), queue, lost: false };
+  return new Delivery(str(e[0]), e[1], Number(e[2]), queue);
+}
+
+const commandClasses = new WeakMap();
+
+/**
+ * The Command class of the ioredis that made `client` (5 or 6): this library
+ * requires no ioredis of its own, so a command is always built by the same
+ * copy that sends it. ioredis does not show the class on its instances
+ * (their `constructor` is EventEmitter's), so it is taken from a command the
+ * client builds: a PING handed to a stand-in sendCommand, never sent.
+ */
+function commandClass(client) {
+  let Command = commandClasses.get(client);
+  if (Command) return Command;
+  const own = Object.getOwnPropertyDescriptor(client, 'sendCommand');
+  client.sendCommand = (cmd) => {
+    Command = cmd && cmd.constructor;
+    return new Promise(() => {});
+  };
+  try {
+    client.callBuffer('PING');
+  } finally {
+    if (own) Object.defineProperty(client, 'sendCommand', own);
+    else delete client.sendCommand;
+  }
+  if (typeof Command !== 'function' || typeof Command.prototype.toWritable !== 'function') {
+    throw new TypeError('client must be an ioredis (5 or 6) Redis or Cluster');
+  }
+  commandClasses.set(client, Command);
+  return Command;
 }
 
 /**
@@ -141,10 +200,12 @@ function delivery(e, queue) {
  * slot owner, as ioredis knows no key position for module commands.
  */
 async function send(client, name, queue, args = []) {
-  const cmd = new Command(name, queue === undefined ? args : [queue, ...args], { replyEncoding: null });
-  if (queue !== undefined) cmd.slot = keySlot(queue);
-  client.sendCommand(cmd);
+  const all = queue === undefined ? args : [queue, ...args];
+  const Command = commandClass(client);
   try {
+    const cmd = new Command(name, all, { replyEncoding: null });
+    if (queue !== undefined) cmd.slot = keySlot(queue);
+    client.sendCommand(cmd);
     return await cmd.promise;
   } catch (e) {
     throw mapError(e);
@@ -154,5 +215,5 @@ async function send(client, name, queue, args = []) {
 module.exports = {
   DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry,
   MAX_ERROR_BYTES, MAX_TIME, mapError, intArg, bytesArg, stateArg, truncateError,
-  addArgs, nackArgs, record, entry, delivery, str, send,
+  addArgs, nackArgs, record, entry, delivery, Delivery, str, send,
 };

@@ -1,13 +1,16 @@
 'use strict';
 // The Worker: one poller per queue (per shard), each on a connection of its
 // own, sharing `concurrency` permits first come, first served; a heartbeat
-// TOUCH per running handler; ACK or NACK by the handler's outcome; a stop
+// TOUCH per running handler; the ACKs of the deliveries that finished since
+// the last round trip in one DQ.ACK per queue, a NACK per failure; a stop
 // that lets running handlers finish and settles them.
 
-const Redis = require('ioredis');
 const c = require('./commands');
 const { Queue, ShardedQueue } = require('./queue');
 const { keySlot } = require('./shard');
+
+/** Resolves after the deliveries that finished in this turn of the event loop were counted. */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
 /** A counting semaphore whose waiters are served in arrival order. */
 class Permits {
@@ -28,6 +31,14 @@ class Permits {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
+  /** Up to `most` free permits without waiting (none while others wait). */
+  tryAcquire(most) {
+    if (this.closed || this.waiters.length > 0) return 0;
+    const n = Math.min(this.free, most);
+    this.free -= n;
+    return n;
+  }
+
   release(n = 1) {
     for (let i = 0; i < n; i++) {
       const next = this.closed ? undefined : this.waiters.shift();
@@ -39,6 +50,53 @@ class Permits {
   close() {
     this.closed = true;
     for (const w of this.waiters.splice(0)) w(0);
+  }
+}
+
+/**
+ * One queue's ACKs: the deliveries that finished while an ACK was on its
+ * way go out together in the next DQ.ACK, sent the moment the previous one
+ * is answered (or at the end of the current turn of the event loop when
+ * none is on its way), never held back by a timer.
+ */
+class Acker {
+  constructor(part, logger) {
+    this.part = part;
+    this.logger = logger;
+    this.pending = [];
+    this.busy = false;
+  }
+
+  /** Queues `d`'s ACK; `done(state, failure)` is told 'acked', 'acked-late' or 'unsettled'. */
+  add(d, done) {
+    this.pending.push({ d, done });
+    if (!this.busy) {
+      this.busy = true;
+      setImmediate(() => this._flush());
+    }
+  }
+
+  async _flush() {
+    while (this.pending.length > 0) {
+      const batch = this.pending;
+      this.pending = [];
+      let state;
+      let failure;
+      try {
+        const n = Number(await c.send(this.part.client, 'DQ.ACK', this.part.name, batch.map((p) => p.d.id)));
+        // A count short of the batch: some message of it was no longer in
+        // flight (its lease ran out, or it was cancelled); which one the
+        // reply does not say, so each of the batch is told 'acked-late'.
+        state = n === batch.length ? 'acked' : 'acked-late';
+        if (state === 'acked-late') this.logger.warn(`dq: DQ.ACK of ${batch.length} id(s) in ${this.part.name} counted ${n}: the rest were no longer in flight`);
+      } catch (e) {
+        this.logger.error(`dq: DQ.ACK of ${batch.length} id(s) in ${this.part.name} failed: ${e.message}; they come back after their lease`);
+        state = 'unsettled';
+        failure = e;
+      }
+      for (const p of batch) p.done(state, failure);
+    }
+    this.busy = false;
   }
 }
 
@@ -70,8 +128,13 @@ class Worker {
     // busy queue cannot starve the others.
     this.share = Math.max(1, Math.floor(this.concurrency / this.parts.length));
     this.stopping = false;
-    this.running = new Set();
+    this.active = 0; // deliveries taken and not yet settled
+    this.drained = null;
     this.started = false;
+    this.ackers = new Map(this.parts.map((part) => [part, new Acker(part, this.logger)]));
+    // The running deliveries the heartbeat renews: delivery -> { part, due, touching }.
+    this.beating = new Map();
+    this.touchEvery = Math.max(1, Math.floor(this.leaseMs / 3));
   }
 
   /** Runs until stop(); resolves when every delivery taken was settled. */
@@ -83,10 +146,15 @@ class Worker {
       process.once('SIGTERM', onSignal);
       process.once('SIGINT', onSignal);
     }
+    // One timer for every running delivery's heartbeat, checked four times
+    // per renewal period: a lease is renewed between a third of it and
+    // five twelfths of it after the last renewal.
+    const beat = setInterval(() => this._beat(), Math.max(1, Math.floor(this.touchEvery / 4)));
     try {
       await Promise.all(this.parts.map((part) => this._poll(part)));
-      while (this.running.size > 0) await Promise.allSettled([...this.running]);
+      while (this.active > 0) await new Promise((resolve) => (this.drained = resolve));
     } finally {
+      clearInterval(beat);
       if (this.handleSignals) {
         process.removeListener('SIGTERM', onSignal);
         process.removeListener('SIGINT', onSignal);
@@ -104,13 +172,15 @@ class Worker {
   async _connect(part, address) {
     const client = part.client;
     if (!client.isCluster) return client.duplicate();
+    // The slot map and the nodes are known once the cluster is ready.
+    if (!address || client.nodes().length === 0) await client.ping();
     if (!address) {
-      await client.ping(); // the slot map is known once the cluster is ready
       const owners = client.slots[keySlot(part.name)];
       address = owners && owners[0];
     }
     const [host, port] = address ? [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))] : [];
-    return new Redis({ ...client.options.redisOptions, host, port, maxRetriesPerRequest: null });
+    // A Redis of the same ioredis as the cluster's own nodes (5 or 6).
+    return client.nodes()[0].duplicate({ ...client.options.redisOptions, host, port, maxRetriesPerRequest: null });
   }
 
   async _pop(conn, part, count, blockMs) {
@@ -129,6 +199,12 @@ class Worker {
       while (!this.stopping) {
         let n = await this.permits.acquire(this.share);
         if (n === 0) break;
+        if (n < this.share) {
+          // Handlers that finish in this same turn free their permits too:
+          // one POP asks for all of them.
+          await nextTurn();
+          n += this.permits.tryAcquire(this.share - n);
+        }
         if (this.stopping) {
           this.permits.release(n);
           break;
@@ -162,88 +238,148 @@ class Worker {
         pause = 100;
         if (batch.length < n) this.permits.release(n - batch.length);
         // Deliveries taken after a stop request are handled all the same.
-        batch.forEach((d, i) => {
-          const p = this._handle(part, d, i < n);
-          this.running.add(p);
-          p.finally(() => this.running.delete(p));
-        });
+        for (let i = 0; i < batch.length; i++) this._handle(part, batch[i], i < n);
       }
     } finally {
       if (conn) conn.disconnect();
     }
   }
 
-  async _handle(part, d, permitted) {
-    const abort = new AbortController();
-    d.signal = abort.signal;
-    const heartbeat = setInterval(async () => {
-      try {
-        await part.touch(d.id, { leaseMs: this.leaseMs, attempt: d.attempt });
-      } catch (e) {
-        if (e instanceof c.StaleDelivery) {
-          d.lost = true;
-          abort.abort();
-          clearInterval(heartbeat);
-          this.logger.warn(`dq: lost the lease of ${d.id} attempt ${d.attempt} in ${d.queue}`);
-        } else {
-          this.logger.warn(`dq: TOUCH ${d.id} in ${d.queue} failed: ${e.message}`);
-        }
-      }
-    }, Math.max(1, Math.floor(this.leaseMs / 3)));
-    try {
-      // Taken by a blocking POP without a permit: wait for one (0 once
-      // stopping: leased to us, it is handled all the same).
-      if (!permitted) permitted = (await this.permits.acquire(1)) > 0;
-      let failure = null;
-      try {
-        await this.handler(d);
-      } catch (e) {
-        failure = e;
-      } finally {
-        clearInterval(heartbeat);
-      }
-      const outcome = await this._settle(part, d, failure);
-      if (this.onSettled) {
-        try {
-          await this.onSettled(d, outcome);
-        } catch (e) {
-          this.logger.error(`dq: onSettled threw: ${e.message}`);
-        }
-      }
-    } finally {
-      clearInterval(heartbeat);
-      if (permitted) this.permits.release(1);
+  /** The heartbeat: TOUCHes each running delivery a third of a lease after its last renewal. */
+  _beat() {
+    const now = Date.now();
+    for (const [d, b] of this.beating) {
+      if (b.touching || now < b.due) continue;
+      b.touching = true;
+      b.part.touch(d.id, { leaseMs: this.leaseMs, attempt: d.attempt }).then(
+        () => {
+          b.due = Date.now() + this.touchEvery;
+        },
+        (e) => {
+          if (e instanceof c.StaleDelivery) {
+            if (!this.beating.delete(d)) return; // settled meanwhile: its own ACK or NACK ended it
+            d._lose();
+            this.logger.warn(`dq: lost the lease of ${d.id} attempt ${d.attempt} in ${d.queue}`);
+          } else {
+            this.logger.warn(`dq: TOUCH ${d.id} in ${d.queue} failed: ${e.message}`);
+          }
+        },
+      ).finally(() => {
+        b.touching = false;
+      });
     }
   }
 
-  /** ACK, or the NACK the failure asks for; returns { action, state, error }. */
-  async _settle(part, d, failure) {
+  /**
+   * Runs the handler on `d`, then settles it. Kept free of promises of its
+   * own on the way of a handler that succeeds: at tens of thousands of
+   * deliveries a second, each allocation shows.
+   */
+  _handle(part, d, permitted) {
+    this.active++;
+    this.beating.set(d, { part, due: Date.now() + this.touchEvery, touching: false });
+    if (!permitted) {
+      // Taken by a blocking POP without a permit: wait for one (0 once
+      // stopping: leased to us, it is handled all the same).
+      this.permits.acquire(1).then((got) => this._run(part, d, got > 0));
+    } else {
+      this._run(part, d, true);
+    }
+  }
+
+  _run(part, d, permitted) {
+    let result;
+    try {
+      result = this.handler(d);
+    } catch (e) {
+      this._done(part, d, permitted, true, e);
+      return;
+    }
+    if (result && typeof result.then === 'function') {
+      result.then(
+        () => this._done(part, d, permitted, false, null),
+        (e) => this._done(part, d, permitted, true, e),
+      );
+    } else {
+      this._done(part, d, permitted, false, null);
+    }
+  }
+
+  _done(part, d, permitted, failed, failure) {
+    this.beating.delete(d);
+    // The handler is done: its permit goes to the next POP while the ACK
+    // or NACK is on its way.
+    if (permitted) this.permits.release(1);
+    if (!failed && !d.lost) {
+      this.ackers.get(part).add(d, (state, e) => this._settled(d, e ? { action: 'ack', state, error: null, failure: e } : { action: 'ack', state, error: null }));
+      return;
+    }
+    this._settle(part, d, failed, failure).then((outcome) => this._settled(d, outcome));
+  }
+
+  _settled(d, outcome) {
+    const finish = () => {
+      if (--this.active === 0 && this.drained) {
+        this.drained();
+        this.drained = null;
+      }
+    };
+    if (!this.onSettled) return finish();
+    let r;
+    try {
+      r = this.onSettled(d, outcome);
+    } catch (e) {
+      this.logger.error(`dq: onSettled threw: ${e.message}`);
+      return finish();
+    }
+    if (r && typeof r.then === 'function') {
+      r.then(finish, (e) => {
+        this.logger.error(`dq: onSettled threw: ${e && e.message}`);
+        finish();
+      });
+    } else {
+      finish();
+    }
+  }
+
+  /**
+   * ACK (batched per queue), or the NACK the failure asks for; returns
+   * { action, state, error[, failure] }. action: 'ack', 'nack' or 'dead'
+   * (what the handler asked for); state: 'acked', 'acked-late', the NACK's
+   * new state ('delayed', 'ready', 'dead'), 'stale' (the delivery was over:
+   * nothing changed) or 'unsettled' (the call failed; `failure` says why).
+   */
+  async _settle(part, d, failed, failure) {
     let action = 'ack';
     let options = { attempt: d.attempt };
-    if (failure instanceof c.Permanent) {
+    if (failed && failure instanceof c.Permanent) {
       action = 'dead';
       options = { ...options, dead: true, error: failure.message };
-    } else if (failure instanceof c.Retry) {
-      action = 'retry';
+    } else if (failed && failure instanceof c.Retry) {
+      action = 'nack';
       options = { ...options, delayMs: failure.delayMs ?? undefined, error: failure.message === 'retry' ? undefined : failure.message };
-    } else if (failure) {
-      action = 'retry';
+    } else if (failed) {
+      action = 'nack';
       options = { ...options, error: `${(failure && failure.name) || 'Error'}: ${(failure && failure.message) || failure}` };
       this.logger.warn(`dq: handler failed on ${d.id} attempt ${d.attempt} in ${d.queue}: ${options.error}`);
     }
-    if (d.lost) return { action, state: null, error: options.error ?? null };
+    const error = options.error ?? null;
     try {
-      if (action === 'ack') {
-        const n = await part.ack(d.id);
-        return { action, state: n > 0 ? 'acked' : 'acked-late', error: null };
-      }
-      return { action, state: await part.nack(d.id, options), error: options.error ?? null };
+      // ACK is not fenced: a late one is proof the work was done. A
+      // delivery known to be lost goes alone, so its count is its own.
+      if (action === 'ack') return { action, state: (await part.ack(d.id)) > 0 ? 'acked' : 'acked-late', error };
+      // The lease was lost: another consumer may hold the message now.
+      if (d.lost) return { action, state: 'stale', error };
+      return { action, state: await part.nack(d.id, options), error };
     } catch (e) {
-      if (e instanceof c.StaleDelivery) this.logger.warn(`dq: ${e.message}`);
-      else this.logger.error(`dq: settling ${d.id} attempt ${d.attempt} in ${d.queue} failed: ${e.message}`);
-      return { action, state: null, error: options.error ?? null, failure: e };
+      if (e instanceof c.StaleDelivery) {
+        this.logger.warn(`dq: ${e.message}`);
+        return { action, state: 'stale', error };
+      }
+      this.logger.error(`dq: settling ${d.id} attempt ${d.attempt} in ${d.queue} failed: ${e.message}`);
+      return { action, state: 'unsettled', error, failure: e };
     }
   }
 }
 
-module.exports = { Worker, Permits };
+module.exports = { Worker, Permits, Acker };

@@ -1,8 +1,10 @@
 'use strict';
 // What the tests share: clients for the servers scripts/with-servers started
-// (DQ_REDIS_URL, DQ_CLUSTER_NODES), unique queue names and polling.
+// (DQ_REDIS_URL, DQ_CLUSTER_NODES), unique queue names and polling. The
+// clients are of ioredis 5, or of the package DQ_IOREDIS names (scripts/test-node
+// runs the tests again with ioredis6, ioredis 6 under another name).
 
-const Redis = require('ioredis');
+const Redis = require(process.env.DQ_IOREDIS || 'ioredis');
 
 const url = process.env.DQ_REDIS_URL;
 if (!url) throw new Error('DQ_REDIS_URL is not set: run the tests with scripts/test-node');
@@ -38,4 +40,4 @@ async function field(client, command, queue, ...rest) {
   return undefined;
 }
 
-module.exports = { unique, redis, cluster, eventually, field };
+module.exports = { Redis, unique, redis, cluster, eventually, field };

@@ -21,7 +21,11 @@ async function main(): Promise<void> {
     if (d.attempt > 3) throw new dq.Permanent('enough');
     if (d.lost || d.signal?.aborted) return;
     throw new dq.Retry(5000);
-  }, { concurrency: 8, leaseMs: 30000, handleSignals: true, onSettled: (d, o: dq.Outcome) => void o.state });
+  }, { concurrency: 8, leaseMs: 30000, handleSignals: true, onSettled: (d, o: dq.Outcome) => {
+    const a: dq.Action = o.action;
+    const st: dq.SettlementState = o.state;
+    void [a, st];
+  } });
   await worker.run();
   worker.stop();
   try {

@@ -40,7 +40,7 @@ test('a worker acks what its handler finished, NACKs with the error text, dead o
     const gone = await q.get('gone');
     assert.strictEqual(gone['dead-reason'], 'permanent');
     assert.strictEqual(gone['last-error'], 'HTTP 410 Gone');
-    assert.deepStrictEqual(settled.sort(), [['fail', 'retry', 'delayed'], ['gone', 'dead', 'dead'], ['ok', 'ack', 'acked']]);
+    assert.deepStrictEqual(settled.sort(), [['fail', 'nack', 'delayed'], ['gone', 'dead', 'dead'], ['ok', 'ack', 'acked']]);
   } finally {
     client.disconnect();
   }
@@ -130,6 +130,86 @@ test('a lost lease marks the delivery and it is not NACKed', async () => {
     assert.ok(seen.signal.aborted);
     const s = await q.stats();
     assert.strictEqual(s.nacked, 1); // only the takeover's
+  } finally {
+    client.disconnect();
+  }
+});
+
+test('ACKs go in batches: fewer DQ.ACKs than deliveries, POPs ask for the free permits', async () => {
+  const client = redis();
+  const monitor = redis();
+  try {
+    const name = unique('batch');
+    const q = new dq.Queue(client, name);
+    const p = client.pipeline();
+    for (let i = 0; i < 400; i++) p.call('DQ.ADD', name, 'x', 'ID', `m${i}`);
+    await p.exec();
+    // Every command the server runs on this queue, as MONITOR shows it.
+    const seen = [];
+    const m = await monitor.monitor();
+    m.on('monitor', (_time, args) => {
+      if (args[1] === name) seen.push(args);
+    });
+    const states = [];
+    await withWorker(q, async () => {}, { concurrency: 20, onSettled: (d, o) => states.push(o.state) }, async () => {
+      assert.ok(await eventually(() => states.length === 400));
+    });
+    m.disconnect();
+    assert.deepStrictEqual([...new Set(states)], ['acked']);
+    assert.strictEqual((await q.stats()).acked, 400);
+    const acks = seen.filter((a) => a[0].toUpperCase() === 'DQ.ACK');
+    const acked = acks.reduce((n, a) => n + a.length - 2, 0);
+    assert.strictEqual(acked, 400);
+    // Handlers that finish together are acknowledged together.
+    assert.ok(acks.length < 400, `${acks.length} DQ.ACKs for 400 deliveries`);
+    for (const pop of seen.filter((a) => a[0].toUpperCase() === 'DQ.POP')) {
+      const count = Number(pop[pop.indexOf('COUNT') + 1]);
+      assert.ok(count >= 1 && count <= 20, `POP COUNT ${count} beyond the concurrency`);
+    }
+  } finally {
+    client.disconnect();
+    monitor.disconnect();
+  }
+});
+
+test('a handler that finishes after its lease was lost is still ACKed: ACK is proof the work was done', async () => {
+  const client = redis();
+  try {
+    const name = unique('late');
+    const q = new dq.Queue(client, name);
+    await q.add('x', { id: 'l' });
+    let outcome;
+    await withWorker(q, async (d) => {
+      // Another consumer takes it over after a NACK: this delivery is over.
+      await client.call('DQ.NACK', name, 'l', 'DELAY', '0');
+      const [[, , attempt]] = await client.call('DQ.POP', name, 'LEASE', '3600000');
+      assert.strictEqual(Number(attempt), 2);
+      await eventually(() => d.lost, 20000);
+    }, { leaseMs: 150, onSettled: (d, o) => (outcome = o) }, async () => {
+      assert.ok(await eventually(() => outcome !== undefined));
+    });
+    // The message was in flight (with the other consumer): the ACK removed it.
+    assert.deepStrictEqual({ action: outcome.action, state: outcome.state }, { action: 'ack', state: 'acked' });
+    assert.strictEqual(await q.get('l'), null);
+  } finally {
+    client.disconnect();
+  }
+});
+
+test('a stopped worker with handleSignals leaves nothing open but the caller\'s client', async () => {
+  const client = redis();
+  try {
+    const q = new dq.Queue(client, unique('signals'));
+    const worker = new dq.Worker(q, async () => {}, { blockMs: 200, handleSignals: true });
+    const before = process.listenerCount('SIGTERM');
+    const run = worker.run();
+    await eventually(async () => (await client.client('LIST')).split('\n').filter(Boolean).length >= 2);
+    assert.strictEqual(process.listenerCount('SIGTERM'), before + 1);
+    worker.stop();
+    await run;
+    assert.strictEqual(process.listenerCount('SIGTERM'), before);
+    // Only this test's connection is left of the worker's.
+    assert.ok(await eventually(async () => !(await client.client('LIST')).includes('cmd=dq.pop')));
   } finally {
     client.disconnect();
   }

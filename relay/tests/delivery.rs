@@ -14,7 +14,7 @@ use support::*;
 const SECRET: &str = "whsec-test-secret";
 const LONG: Duration = Duration::from_secs(60);
 
-/// The receiver's check of X-DQ-Signature, written from the README's
+/// The receiver's check of X-DQ-Signature, written from docs/relay.md's
 /// definition: t=<unix s>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>.
 fn verify(secret: &str, header: &str, body: &[u8]) -> bool {
     let pairs: Vec<(&str, &str)> = header
@@ -730,18 +730,18 @@ fn an_envelope_queue_without_an_allow_list_is_refused() {
     assert!(relay.log().contains("allow-list"), "{}", relay.log());
 }
 
-/// The README's Python check of a signature, run on a request the relay
-/// signed: what the documentation shows works.
+/// The Python check of a signature in docs/relay.md, run on a request the
+/// relay signed: what the documentation shows works.
 #[test]
 fn the_readme_python_snippet_verifies_a_signature() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("read the README");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/relay.md"))
+        .expect("read docs/relay.md");
     let snippet = readme
         .split("```python\n")
         .skip(1)
         .filter_map(|block| block.split("```").next())
         .find(|block| block.contains("def verify_signature("))
-        .expect("the README has a python block with verify_signature")
+        .expect("docs/relay.md has a python block with verify_signature")
         .to_string();
 
     let server = Server::start();

@@ -1,0 +1,26 @@
+// dq-client as an ES module: the CommonJS library (index.js) under named
+// exports, so `import { Queue, Worker } from 'dq-client'` and
+// `import dq from 'dq-client'` give the very same classes as require().
+import dq from './index.js';
+
+export default dq;
+export const {
+  Queue,
+  ShardedQueue,
+  Worker,
+  queues,
+  DqError,
+  StaleDelivery,
+  UnknownMessage,
+  WrongType,
+  OutOfMemory,
+  Permanent,
+  Retry,
+  truncateError,
+  MAX_ERROR_BYTES,
+  crc32,
+  keySlot,
+  shardOf,
+  shardNames,
+  MAX_SHARDS,
+} = dq;
