@@ -1181,6 +1181,10 @@ const END_OF_RUN: &str = "dq-bench-end-of-run";
 /// block on 10,000 queues at once: the notification is how one learns
 /// which queue to POP, so its arrival is when a consumer could have the
 /// message.
+/// Gives each queue `i` of a server its one thing due at `due_of(i)`;
+/// returns how long that took.
+type Preload<'a> = dyn Fn(&Server, &(dyn Fn(usize) -> u64 + Sync)) -> Duration + 'a;
+
 /// What `ready_lateness` measured: each queue's dq.ready event time minus
 /// its due time (µs), whether the subscriber ran at real-time priority,
 /// and one line per server.
@@ -1199,7 +1203,7 @@ fn ready_lateness(
     cfg: &Config,
     s: &Scale,
     n: usize,
-    preload: &dyn Fn(&Server, &(dyn Fn(usize) -> u64 + Sync)) -> Duration,
+    preload: &Preload<'_>,
 ) -> ReadyLateness {
     // Queue i falls due at base + i * 1000 / n ms: n / 1000 a millisecond.
     let due_of = |base: u64, i: usize| base + (i * 1000 / n) as u64;
