@@ -1199,12 +1199,7 @@ struct ReadyLateness {
 /// millisecond across one second, a few seconds ahead. One client
 /// SUBSCRIBEd to dq.ready takes each queue's event time; no other client
 /// talks to the server meanwhile.
-fn ready_lateness(
-    cfg: &Config,
-    s: &Scale,
-    n: usize,
-    preload: &Preload<'_>,
-) -> ReadyLateness {
+fn ready_lateness(cfg: &Config, s: &Scale, n: usize, preload: &Preload<'_>) -> ReadyLateness {
     // Queue i falls due at base + i * 1000 / n ms: n / 1000 a millisecond.
     let due_of = |base: u64, i: usize| base + (i * 1000 / n) as u64;
     let mut samples: Vec<i64> = Vec::with_capacity(n * s.queue_rounds);

@@ -100,6 +100,10 @@ pub fn args(data: &[u8]) {
                     }
                     config::Change::MaxAttempts(n) => assert!(n.is_none_or(|n| n >= 1)),
                     config::Change::Backoff(b) => b.iter().for_each(backoff_properties),
+                    config::Change::Rate(r) => {
+                        assert!(r.is_none_or(|r| r.limit >= 1 && r.window_ms >= 1))
+                    }
+                    config::Change::MaxInflight(n) => assert!(n.is_none_or(|n| n >= 1)),
                 }
             }
         }),

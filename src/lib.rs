@@ -117,6 +117,16 @@ mod module {
         // fast: O(log N) for one message, like ZADD (and NACK, TOUCH here).
         command!(ctx, "dq.add", add::command, "write deny-oom fast", 1, 1, 1);
         command!(ctx, "dq.pop", pop::command, "write blocking", 1, 1, 1);
+        // Keys after numkeys: the command tells where (getkeys-api).
+        command!(
+            ctx,
+            "dq.mpop",
+            mpop::command,
+            "write blocking getkeys-api",
+            0,
+            0,
+            0
+        );
         command!(ctx, "dq.ack", ack::command, "write", 1, 1, 1);
         command!(ctx, "dq.cancel", cancel::command, "write", 1, 1, 1);
         command!(ctx, "dq.nack", nack::command, "write fast", 1, 1, 1);
@@ -144,6 +154,8 @@ mod module {
         );
         command!(ctx, "dq.unschedule", unschedule::command, "write", 1, 1, 1);
         command!(ctx, "dq.schedules", schedules::command, "readonly", 1, 1, 1);
+        command!(ctx, "dq.pause", pause::command, "write fast", 1, 1, 1);
+        command!(ctx, "dq.resume", resume::command, "write fast", 1, 1, 1);
         // Replication and the AOF only (it refuses clients).
         command!(ctx, "dq.apply", apply::command, "write", 1, 1, 1);
         Ok(())

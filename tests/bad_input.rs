@@ -527,11 +527,11 @@ fn admin_cases() -> Vec<Case> {
         line("DQ.CONFIG q LEASE 5", "ERR unknown option 'LEASE'"),
         line(
             "DQ.CONFIG q SET COLOR red",
-            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS or BACKOFF",
+            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT",
         ),
         line(
             "DQ.CONFIG q SET PRIORITY 1",
-            "ERR unknown field 'PRIORITY': use LEASE, MAXATTEMPTS or BACKOFF",
+            "ERR unknown field 'PRIORITY': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT",
         ),
         line(
             "DQ.CONFIG q SET LEASE 1 LEASE 2",

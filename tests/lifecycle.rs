@@ -383,9 +383,14 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "redriven",
             "cancelled",
             "purged",
+            "throttled",
             "oldest-ready-age-ms",
             "next-due-at",
-            "schedules"
+            "schedules",
+            "paused",
+            "paused-until",
+            "rate",
+            "max-inflight"
         ]
     );
     assert_eq!(cmd(&mut c, "DQ.GET q unknown"), Value::Nil);

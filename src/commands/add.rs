@@ -33,6 +33,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(log N) where N is the number of messages in the queue",
     arity: -3,
     key: Some(KeyUse::Insert),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         Arg::string("payload"),

@@ -9,12 +9,13 @@
 //! | verb | from | arguments |
 //! |---|---|---|
 //! | `ADD` | DQ.ADD | DQ.ADD's, after the queue, with a generated id as `ID` |
-//! | `CLAIM` | DQ.POP | lease deadline, then the ids leased |
+//! | `CLAIM` | DQ.POP, DQ.MPOP | `THROTTLED` when its limits held it back, the lease deadline, then the ids leased |
 //! | `ACK`, `CANCEL` | DQ.ACK, DQ.CANCEL | the ids |
 //! | `NACK` | DQ.NACK | id, `DELAY ms` or `DEAD`, optional `ERROR text` |
 //! | `TOUCH` | DQ.TOUCH | id, lease deadline |
 //! | `REDRIVE`, `PURGE` | DQ.REDRIVE, DQ.PURGE | theirs |
 //! | `SCHEDULE`, `UNSCHEDULE` | DQ.SCHEDULE, DQ.UNSCHEDULE | theirs, after the queue |
+//! | `PAUSE`, `RESUME` | DQ.PAUSE, DQ.RESUME | theirs (`FOR ms` counts from the master's `now`) |
 //! | `TICK` | the timer, a master's takeover | TTLs expired, leases expired, messages promoted, then each schedule's runs (`RUNS name next skipped n at...`) |
 //! | `LOAD` | AOF rewrite | the encoded value: header, then record chunks |
 //!
@@ -24,7 +25,7 @@
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::commands::{
-    ack, add, bytes, cancel, nack, pop, purge, redrive, schedule, touch, unschedule,
+    ack, add, bytes, cancel, nack, pause, pop, purge, redrive, resume, schedule, touch, unschedule,
 };
 use crate::core::error::{DqError, Result};
 use crate::core::policy::Settings;
@@ -42,6 +43,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "That of the write it replays",
     arity: -5,
     key: Some(KeyUse::Update),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         Arg::integer("now"),
@@ -115,7 +117,7 @@ fn replay(
         || -> Vec<&[u8]> { std::iter::once(name).chain(rest.iter().copied()).collect() };
     match verb.to_ascii_uppercase().as_slice() {
         b"ADD" => add::replay(queue, now, &with_name()),
-        b"CLAIM" => pop::replay(queue, rest),
+        b"CLAIM" => pop::replay(queue, now, rest),
         b"ACK" => ack::replay(queue, now, rest),
         b"CANCEL" => cancel::replay(queue, now, rest),
         b"NACK" => nack::replay(queue, now, &policy(queue), rest),
@@ -124,6 +126,8 @@ fn replay(
         b"PURGE" => purge::replay(queue, now, &with_name()),
         b"SCHEDULE" => schedule::replay(queue, now, &with_name()),
         b"UNSCHEDULE" => unschedule::replay(queue, rest),
+        b"PAUSE" => pause::replay(queue, now, &with_name()),
+        b"RESUME" => resume::replay(queue, now),
         b"TICK" => {
             let work = replication::parse_tick(rest)?;
             let policy = policy(queue);

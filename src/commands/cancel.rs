@@ -19,6 +19,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(M log N) for M ids in a queue of N messages",
     arity: -3,
     key: Some(KeyUse::Delete),
+    numkeys: false,
     args: &[Arg::key("queue"), Arg::string("id").multiple()],
 };
 

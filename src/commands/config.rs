@@ -3,11 +3,17 @@
 //! A queue's own defaults over the module settings. Fields: `LEASE` (ms),
 //! `MAXATTEMPTS`, `BACKOFF` (spec); the value `DEFAULT` removes the queue's
 //! own value so the module setting applies again. A message's own
-//! MAXATTEMPTS / BACKOFF (DQ.ADD) still win over both.
+//! MAXATTEMPTS / BACKOFF (DQ.ADD) still win over both. And the queue's
+//! flow control: `RATE n/duration` (at most n deliveries in any window of
+//! that length) and `MAXINFLIGHT n` (at most n messages in flight at once);
+//! `0` or `DEFAULT` removes either.
 //!
 //! Without SET: a record of the values in force and where each comes from:
 //! `lease-ms`, `lease-ms-from`, `max-attempts`, `max-attempts-from`,
-//! `backoff`, `backoff-from`, with `-from` being `queue` or `module`.
+//! `backoff`, `backoff-from`, with `-from` being `queue` or `module`; then
+//! `rate` (`100/1s`, nil when none), `max-inflight` (nil when none),
+//! `paused` (0 or 1), `paused-until` (Unix ms; nil when not paused or
+//! paused until DQ.RESUME) and `throttled` (POPs the limits held back).
 //! With SET: `OK`, after checking every pair (one bad pair changes nothing).
 //! It is a write command: on a replica Redis answers READONLY.
 
@@ -16,10 +22,16 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::bytes;
 use crate::core::backoff::Backoff;
 use crate::core::error::{DqError, Result};
+use crate::core::flow::Rate;
 use crate::core::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
-use crate::grammar::args::{is_keyword, parse_lease, parse_max_attempts, unknown_option, Seen};
+use crate::core::queue::Queue;
+use crate::grammar::args::{
+    is_keyword, parse_in_range, parse_lease, parse_max_attempts, unknown_option, Seen,
+};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::clock::now_ms;
 use crate::server::key::{open_read, read, QueueKey};
+use crate::server::reply::Fields;
 use crate::server::reply::{int, reply, reply_record};
 use crate::server::settings;
 
@@ -29,6 +41,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(1)",
     arity: -2,
     key: Some(KeyUse::Settings),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         Arg::block(
@@ -42,6 +55,8 @@ pub const DOC: CommandDoc = CommandDoc {
                             Arg::pure_token("lease", "LEASE"),
                             Arg::pure_token("maxattempts", "MAXATTEMPTS"),
                             Arg::pure_token("backoff", "BACKOFF"),
+                            Arg::pure_token("rate", "RATE"),
+                            Arg::pure_token("maxinflight", "MAXINFLIGHT"),
                         ],
                     ),
                     Arg::string("value"),
@@ -60,6 +75,8 @@ pub enum Change {
     Lease(Option<u64>),
     MaxAttempts(Option<u32>),
     Backoff(Option<Backoff>),
+    Rate(Option<Rate>),
+    MaxInflight(Option<u32>),
 }
 
 impl Change {
@@ -68,6 +85,8 @@ impl Change {
             Change::Lease(v) => config.lease_ms = v,
             Change::MaxAttempts(v) => config.max_attempts = v,
             Change::Backoff(v) => config.backoff = v,
+            Change::Rate(v) => config.rate = v,
+            Change::MaxInflight(v) => config.max_inflight = v,
         }
     }
 }
@@ -111,6 +130,23 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
             } else {
                 Some(Backoff::parse(value)?)
             })
+        } else if is_keyword(field, "RATE") {
+            seen.mark("RATE")?;
+            Change::Rate(if default { None } else { Rate::parse(value)? })
+        } else if is_keyword(field, "MAXINFLIGHT") {
+            seen.mark("MAXINFLIGHT")?;
+            let n = if default {
+                0
+            } else {
+                parse_in_range(
+                    "MAXINFLIGHT",
+                    "an integer from 0 to 4294967295 (0 removes the limit)",
+                    value,
+                    0,
+                    u32::MAX.into(),
+                )?
+            };
+            Change::MaxInflight((n > 0).then_some(n as u32))
         } else {
             return Err(DqError::UnknownField(crate::core::error::printable(field)));
         };
@@ -128,33 +164,31 @@ fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let (_, changes) = parse(&argv[1..])?;
     if changes.is_empty() {
         let key = open_read(ctx, &args[1]);
-        let queue_config = read(&key, &args[1])?.map(|q| q.config().clone());
-        let p = queue_config
-            .unwrap_or_default()
-            .resolve(&settings::current());
-        return Ok(reply_record(
-            ctx,
-            vec![
-                (LEASE_FIELD, int(p.lease_ms.0)),
-                (
-                    "lease-ms-from",
-                    RedisValue::SimpleStringStatic(p.lease_ms.1.name()),
-                ),
-                (MAX_ATTEMPTS_FIELD, int(p.max_attempts.0.into())),
-                (
-                    "max-attempts-from",
-                    RedisValue::SimpleStringStatic(p.max_attempts.1.name()),
-                ),
-                (
-                    BACKOFF_FIELD,
-                    RedisValue::BulkString(p.backoff.0.to_string()),
-                ),
-                (
-                    "backoff-from",
-                    RedisValue::SimpleStringStatic(p.backoff.1.name()),
-                ),
-            ],
-        ));
+        let queue = read(&key, &args[1])?;
+        let queue_config = queue.map(|q| q.config().clone()).unwrap_or_default();
+        let p = queue_config.resolve(&settings::current());
+        let mut fields = vec![
+            (LEASE_FIELD, int(p.lease_ms.0)),
+            (
+                "lease-ms-from",
+                RedisValue::SimpleStringStatic(p.lease_ms.1.name()),
+            ),
+            (MAX_ATTEMPTS_FIELD, int(p.max_attempts.0.into())),
+            (
+                "max-attempts-from",
+                RedisValue::SimpleStringStatic(p.max_attempts.1.name()),
+            ),
+            (
+                BACKOFF_FIELD,
+                RedisValue::BulkString(p.backoff.0.to_string()),
+            ),
+            (
+                "backoff-from",
+                RedisValue::SimpleStringStatic(p.backoff.1.name()),
+            ),
+        ];
+        fields.extend(flow_fields(queue, now_ms()));
+        return Ok(reply_record(ctx, fields));
     }
     let mut key = QueueKey::open(ctx, &args[1])?;
     let queue = key.queue_or_create()?;
@@ -167,6 +201,33 @@ fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     ctx.replicate_verbatim();
     key.changed();
     Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// The flow-control fields DQ.CONFIG and DQ.STATS both show: `rate`,
+/// `max-inflight`, `paused`, `paused-until`, `throttled`.
+pub fn flow_fields(queue: Option<&Queue>, now: u64) -> Fields {
+    let config = queue.map(|q| q.config().clone()).unwrap_or_default();
+    let (paused, until) = queue.map_or((false, None), |q| q.pause_state(now));
+    let throttled = queue.map_or(0, |q| {
+        q.counters().get(crate::core::queue::Counter::Throttled)
+    });
+    vec![
+        (
+            "rate",
+            config
+                .rate
+                .map_or(RedisValue::Null, |r| RedisValue::BulkString(r.to_string())),
+        ),
+        (
+            "max-inflight",
+            config
+                .max_inflight
+                .map_or(RedisValue::Null, |n| int(n.into())),
+        ),
+        ("paused", int(paused.into())),
+        ("paused-until", until.map_or(RedisValue::Null, int)),
+        ("throttled", int(throttled)),
+    ]
 }
 
 #[cfg(test)]
@@ -212,7 +273,7 @@ mod tests {
         assert_eq!(err(&["q", "GET"]), "ERR unknown option 'GET'");
         assert_eq!(
             err(&["q", "SET", "COLOR", "red"]),
-            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS or BACKOFF"
+            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT"
         );
         assert_eq!(
             err(&["q", "SET", "LEASE", "0"]),

@@ -43,6 +43,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(1)",
     arity: 3,
     key: Some(KeyUse::Read),
+    numkeys: false,
     args: &[Arg::key("queue"), Arg::string("id")],
 };
 

@@ -9,12 +9,15 @@ pub mod apply;
 pub mod cancel;
 pub mod config;
 pub mod get;
+pub mod mpop;
 pub mod nack;
+pub mod pause;
 pub mod peek;
 pub mod pop;
 pub mod purge;
 pub mod queues;
 pub mod redrive;
+pub mod resume;
 pub mod scan;
 pub mod schedule;
 pub mod schedules;
@@ -34,9 +37,10 @@ use crate::server::replication::Apply;
 use crate::server::settings;
 
 /// Every command's COMMAND DOCS entry.
-pub const DOCS: [CommandDoc; 18] = [
+pub const DOCS: [CommandDoc; 21] = [
     add::DOC,
     pop::DOC,
+    mpop::DOC,
     ack::DOC,
     cancel::DOC,
     nack::DOC,
@@ -52,6 +56,8 @@ pub const DOCS: [CommandDoc; 18] = [
     schedule::DOC,
     unschedule::DOC,
     schedules::DOC,
+    pause::DOC,
+    resume::DOC,
     apply::DOC,
 ];
 
@@ -134,10 +140,14 @@ mod tests {
             assert!(doc.name.starts_with("dq."), "{}", doc.name);
             assert!(!doc.summary.is_empty() && !doc.complexity.is_empty());
             let keys: Vec<&Arg> = doc.args.iter().filter(|a| a.kind == Kind::Key).collect();
+            // The key is the first argument, or (numkeys) the second, after
+            // the count of keys.
+            let key_at = usize::from(doc.numkeys);
             match doc.key {
                 Some(_) => {
                     assert_eq!(keys.len(), 1, "{}", doc.name);
-                    assert_eq!(doc.args[0].kind, Kind::Key, "{}", doc.name);
+                    assert_eq!(doc.args[key_at].kind, Kind::Key, "{}", doc.name);
+                    assert_eq!(doc.args[key_at].multiple, doc.numkeys, "{}", doc.name);
                 }
                 None => assert!(keys.is_empty(), "{}", doc.name),
             }

@@ -41,6 +41,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(log N) where N is the number of messages in the queue",
     arity: -3,
     key: Some(KeyUse::Update),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         Arg::string("id"),

@@ -25,6 +25,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(log N + M) for M messages returned from a queue of N",
     arity: -3,
     key: Some(KeyUse::Read),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         STATE,

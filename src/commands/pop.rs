@@ -11,7 +11,7 @@ use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
-use crate::core::queue::Queue;
+use crate::core::queue::{Counter, Delivery, Queue};
 use crate::grammar::args::{
     is_keyword, lease_deadline, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
 };
@@ -30,6 +30,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(M log N) for M messages taken from a queue of N",
     arity: -2,
     key: Some(KeyUse::Take),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         Arg::integer("count").token("COUNT").optional(),
@@ -87,8 +88,14 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
     let parsed = parse(&argv[1..])?;
-    if let Some(entries) = try_pop(ctx, &args[1], parsed.count, parsed.lease_ms)? {
-        return Ok(entries);
+    if let Some(taken) = try_pop(
+        ctx,
+        &args[1],
+        parsed.count,
+        parsed.lease_ms,
+        Attempt::Command,
+    )? {
+        return Ok(entries(taken));
     }
     let no_blocking = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
     match parsed.block {
@@ -100,52 +107,86 @@ fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     }
 }
 
-/// Pops now; `None` when nothing is ready.
-fn try_pop(
+/// Which try a POP is: the command itself, or a blocked client woken up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    Command,
+    /// A woken client tries only when the limits let something through:
+    /// its waiting is not a POP the limits held back again.
+    Wake,
+}
+
+/// Pops from one queue now, as DQ.POP and DQ.MPOP do; `None` when it
+/// delivered nothing.
+pub fn try_pop(
     ctx: &Context,
     name: &RedisString,
     count: usize,
     lease_ms: Option<u64>,
-) -> Result<Option<RedisValue>> {
+    attempt: Attempt,
+) -> Result<Option<Vec<Delivery>>> {
     let mut key = QueueKey::open(ctx, name)?;
     let Some(queue) = key.queue() else {
         return Ok(None);
     };
     let now = now_ms();
-    let deadline = lease_deadline(now, lease_for(queue, lease_ms));
-    let due_before = queue.next_due();
-    let popped = queue.pop(count, deadline);
-    if popped.is_empty() {
+    if attempt == Attempt::Wake && !queue.deliverable(now) {
         return Ok(None);
     }
-    // As XREADGROUP propagates XCLAIM: which ids, leased until when.
+    let deadline = lease_deadline(now, lease_for(queue, lease_ms));
+    let due_before = queue.next_due();
+    let throttles = queue.counters().get(Counter::Throttled);
+    let popped = queue.pop(now, count, deadline);
+    let throttled = queue.counters().get(Counter::Throttled) > throttles;
+    if popped.is_empty() && !throttled {
+        return Ok(None);
+    }
+    // As XREADGROUP propagates XCLAIM: which ids, leased until when; and
+    // whether the limits held this POP back (a counter).
     let mut apply = Apply::new(ctx, name, now, settings::max_attempts(), "CLAIM");
+    if throttled {
+        apply.bytes(b"THROTTLED");
+    }
     apply.number(deadline);
     for delivery in &popped {
         apply.bytes(&delivery.id);
     }
     apply.send();
     key.announce(due_before);
-    let entries = popped
-        .into_iter()
-        .map(|d| {
-            RedisValue::Array(vec![
-                RedisValue::StringBuffer(d.id),
-                RedisValue::StringBuffer(d.payload),
-                int(d.attempt.into()),
-            ])
-        })
-        .collect();
-    Ok(Some(RedisValue::Array(entries)))
+    Ok((!popped.is_empty()).then_some(popped))
 }
 
-/// Replays `CLAIM lease-deadline id...`: leases exactly those messages.
-pub fn replay(queue: &mut Queue, args: &[&[u8]]) -> Result<()> {
+/// POP's reply: an array of `[id, payload, attempt]` entries.
+pub fn entries(popped: Vec<Delivery>) -> RedisValue {
+    RedisValue::Array(
+        popped
+            .into_iter()
+            .map(|d| {
+                RedisValue::Array(vec![
+                    RedisValue::StringBuffer(d.id),
+                    RedisValue::StringBuffer(d.payload),
+                    int(d.attempt.into()),
+                ])
+            })
+            .collect(),
+    )
+}
+
+/// Replays `CLAIM [THROTTLED] lease-deadline id...`: leases exactly those
+/// messages at the master's `now` (the rate's log counts them then).
+pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+    let args = match args {
+        [flag, rest @ ..] if is_keyword(flag, "THROTTLED") => {
+            queue.count_throttle();
+            rest
+        }
+        _ => args,
+    };
     let [deadline, ids @ ..] = args else {
         return Err(DqError::BadApply("CLAIM needs a deadline".into()));
     };
     let deadline = parse_ms("deadline", MS, deadline)?;
-    queue.claim(ids, deadline);
+    queue.claim(now, ids, deadline);
     Ok(())
 }
 
@@ -162,7 +203,7 @@ impl Waiter for Waiting {
 
     fn try_now(&self, ctx: &Context) -> Result<Option<RedisValue>> {
         let name = RedisString::create_from_slice(ctx.ctx, &self.queue);
-        try_pop(ctx, &name, self.count, self.lease_ms)
+        Ok(try_pop(ctx, &name, self.count, self.lease_ms, Attempt::Wake)?.map(entries))
     }
 }
 

@@ -20,6 +20,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(M log N) for M messages deleted from one state; O(N) for the whole queue",
     arity: -2,
     key: Some(KeyUse::Delete),
+    numkeys: false,
     args: &[Arg::key("queue"), STATE.optional()],
 };
 

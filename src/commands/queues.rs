@@ -19,8 +19,8 @@ use crate::grammar::args::{is_keyword, unknown_option, ArgCursor, Seen};
 use crate::grammar::docs::{Arg, CommandDoc};
 use crate::grammar::glob;
 use crate::server::clock::now_ms;
-use crate::server::key::selected_db;
 use crate::server::key::{open_read, read};
+use crate::server::keyspace::selected_db;
 use crate::server::registry;
 use crate::server::reply::{reply, reply_records};
 
@@ -30,6 +30,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(Q log Q) for Q queues in the database",
     arity: -1,
     key: None,
+    numkeys: false,
     args: &[
         Arg::string("pattern").token("MATCH").optional(),
         Arg::pure_token("withstats", "WITHSTATS").optional(),

@@ -22,6 +22,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(M log N) for M messages moved in a queue of N",
     arity: -2,
     key: Some(KeyUse::Update),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         Arg::one_of(

@@ -29,6 +29,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(COUNT) per call, O(N) for a whole iteration",
     arity: -3,
     key: Some(KeyUse::Read),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         Arg::integer("cursor"),

@@ -36,6 +36,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(log S + log N) for S schedules and N messages in the queue",
     arity: -6,
     key: Some(KeyUse::Insert),
+    numkeys: false,
     args: &[
         Arg::key("queue"),
         Arg::string("name"),

@@ -22,6 +22,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(S) for S schedules",
     arity: 2,
     key: Some(KeyUse::Read),
+    numkeys: false,
     args: &[Arg::key("queue")],
 };
 

@@ -13,7 +13,7 @@
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::core::error::{DqError, Result};
-use crate::core::queue::{Queue, Stats};
+use crate::core::queue::{Queue, Stats, FOREVER};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
 use crate::server::key::{open_read, read};
@@ -25,6 +25,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(P) for P distinct priorities among ready messages",
     arity: 2,
     key: Some(KeyUse::Read),
+    numkeys: false,
     args: &[Arg::key("queue")],
 };
 
@@ -61,5 +62,23 @@ pub fn fields(stats: &Stats, now: u64) -> Vec<(&'static str, RedisValue)> {
         stats.next_due_at.map_or(RedisValue::Null, int),
     ));
     fields.push(("schedules", int(stats.schedules)));
+    let paused = stats.paused_until.is_some_and(|until| now < until);
+    let until = stats.paused_until.filter(|&u| paused && u != FOREVER);
+    fields.extend([
+        ("paused", int(paused.into())),
+        ("paused-until", until.map_or(RedisValue::Null, int)),
+        (
+            "rate",
+            stats
+                .rate
+                .map_or(RedisValue::Null, |r| RedisValue::BulkString(r.to_string())),
+        ),
+        (
+            "max-inflight",
+            stats
+                .max_inflight
+                .map_or(RedisValue::Null, |n| int(n.into())),
+        ),
+    ]);
     fields
 }

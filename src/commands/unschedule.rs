@@ -18,6 +18,7 @@ pub const DOC: CommandDoc = CommandDoc {
     complexity: "O(M log S) for M names among S schedules",
     arity: -3,
     key: Some(KeyUse::Update),
+    numkeys: false,
     args: &[Arg::key("queue"), Arg::string("name").multiple()],
 };
 

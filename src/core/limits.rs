@@ -36,3 +36,6 @@ pub const MAX_MISSED_RUNS: usize = 1000;
 
 /// Shortest EVERY.
 pub const MIN_EVERY_MS: u64 = 1000;
+
+/// Largest RATE limit: the delivery log holds at most this many entries.
+pub const MAX_RATE: u64 = 1_000_000;

@@ -6,6 +6,7 @@
 
 pub mod backoff;
 pub mod error;
+pub mod flow;
 pub mod limits;
 pub mod policy;
 pub mod queue;

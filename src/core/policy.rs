@@ -4,6 +4,7 @@
 
 use crate::core::backoff::Backoff;
 use crate::core::error::{DqError, Result};
+use crate::core::flow::Rate;
 
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 16;
@@ -32,6 +33,10 @@ pub struct QueueConfig {
     pub lease_ms: Option<u64>,
     pub max_attempts: Option<u32>,
     pub backoff: Option<Backoff>,
+    /// RATE: at most so many deliveries in any window of its length.
+    pub rate: Option<Rate>,
+    /// MAXINFLIGHT: at most so many messages in flight at once.
+    pub max_inflight: Option<u32>,
 }
 
 /// Field names in the config hash, in DQ.CONFIG replies and (with `dq.`)
@@ -46,6 +51,8 @@ impl QueueConfig {
         lease_ms: None,
         max_attempts: None,
         backoff: None,
+        rate: None,
+        max_inflight: None,
     };
 
     /// The hash fields to write: `None` removes the field.
@@ -79,6 +86,10 @@ impl QueueConfig {
             backoff: get(BACKOFF_FIELD)
                 .map(|v| Backoff::parse(&v).map_err(|_| DqError::BadQueueSetting(BACKOFF_FIELD)))
                 .transpose()?,
+            // The multi-key layout, the one reader of these fields, had no
+            // flow control.
+            rate: None,
+            max_inflight: None,
         })
     }
 
@@ -187,6 +198,7 @@ mod tests {
             lease_ms: Some(1234),
             max_attempts: None,
             backoff: Some(Backoff::parse(b"15s,3m").unwrap()),
+            ..QueueConfig::default()
         };
         let stored: HashMap<&str, Vec<u8>> = config
             .to_fields()

@@ -164,8 +164,10 @@ pub struct CommandDoc {
     /// negative for "at least".
     pub arity: i32,
     /// `None` for a command without a key (DQ.QUEUES). The key, when there
-    /// is one, is always the first argument.
+    /// is one, is the first argument, or (with `numkeys`) the keys follow
+    /// a count of them (DQ.MPOP).
     pub key: Option<KeyUse>,
+    pub numkeys: bool,
     pub args: &'static [Arg],
 }
 
@@ -194,6 +196,7 @@ mod tests {
             complexity: "O(1)",
             arity: 0,
             key: None,
+            numkeys: false,
             args,
         };
         assert_eq!(doc(&[]).implied_arity(), 1);

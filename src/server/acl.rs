@@ -32,9 +32,10 @@ pub const MODULE_CATEGORY: &CStr = c"dq";
 /// CONFIG SET, DEBUG and SHUTDOWN to whoever may purge a queue). DQ.CONFIG
 /// reads or sets in one command, and categories are per command: it is
 /// @write, so a `+@read` user cannot read a queue's settings either.
-pub const CATEGORIES: [(&str, &str); 18] = [
+pub const CATEGORIES: [(&str, &str); 21] = [
     ("dq.add", "write fast"),
     ("dq.pop", "write slow blocking"),
+    ("dq.mpop", "write slow blocking"),
     ("dq.ack", "write slow"),
     ("dq.cancel", "write slow"),
     ("dq.nack", "write fast"),
@@ -50,6 +51,8 @@ pub const CATEGORIES: [(&str, &str); 18] = [
     ("dq.schedule", "write slow"),
     ("dq.unschedule", "write slow"),
     ("dq.schedules", "read slow"),
+    ("dq.pause", "write fast"),
+    ("dq.resume", "write fast"),
     ("dq.apply", "write slow admin dangerous"),
 ];
 

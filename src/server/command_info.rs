@@ -88,7 +88,11 @@ impl Arena {
         let version: *const raw::RedisModuleCommandInfoVersion = &**version;
         let key_specs = match doc.key {
             Some(key) => {
-                self.key_specs = vec![key_spec(key_flags(key)), zeroed_key_spec()];
+                let spec = match doc.numkeys {
+                    false => key_spec(key_flags(key)),
+                    true => numkeys_key_spec(key_flags(key)),
+                };
+                self.key_specs = vec![spec, zeroed_key_spec()];
                 self.key_specs.as_mut_ptr()
             }
             None => ptr::null_mut(),
@@ -166,6 +170,19 @@ fn key_spec(flags: u64) -> raw::RedisModuleCommandKeySpec {
     spec.fk.range.lastkey = 0;
     spec.fk.range.keystep = 1;
     spec.fk.range.limit = 0;
+    spec
+}
+
+/// Keys counted by the first argument (`numkeys key [key ...]`).
+fn numkeys_key_spec(flags: u64) -> raw::RedisModuleCommandKeySpec {
+    let mut spec = zeroed_key_spec();
+    spec.flags = flags;
+    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    spec.bs.index.pos = 1;
+    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+    spec.fk.keynum.keynumidx = 0;
+    spec.fk.keynum.firstkey = 1;
+    spec.fk.keynum.keystep = 1;
     spec
 }
 

@@ -14,11 +14,11 @@ use redis_module::{raw, Context, RedisString};
 
 use crate::server::clock::now_ms;
 use crate::server::guard;
-use crate::server::key::{self, scan_queues, select_db, selected_db};
+use crate::server::key::{self, scan_queues};
+use crate::server::keyspace::{select_db, selected_db};
 use crate::server::registry;
-use crate::server::timer::{
-    arm, defer_take_over, forget_take_overs, is_master, read_role, subscribe, take_over,
-};
+use crate::server::serve::{self, defer_take_over, forget_take_overs, take_over};
+use crate::server::timer::{arm, is_master, read_role, set_serve, subscribe};
 
 /// Queues kept in a retired layout, found while discovering. The server
 /// glue cannot import the importer (`legacy`, which builds on it), so the
@@ -212,6 +212,7 @@ extern "C" fn on_loading(
 /// Subscribes to the server events that can bring queues the schedule does
 /// not know, and builds the schedule for data already present.
 pub fn start(ctx: &Context) -> Result<(), String> {
+    set_serve(serve::serve);
     let events = [
         (
             raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,

@@ -4,7 +4,6 @@
 //! registry of queues (INFO's counts, the timer's schedule). Replication is each command's own
 //! business (see `propagate.rs`).
 
-use std::os::raw::c_void;
 use std::ptr::NonNull;
 
 use redis_module::key::{RedisKey, RedisKeyWritable};
@@ -12,7 +11,9 @@ use redis_module::{raw, Context, NotifyEvent, RedisString};
 
 use crate::core::error::{printable, DqError, Result};
 use crate::core::queue::{Event, Queue};
+use crate::server::clock::now_ms;
 use crate::server::data_type::QUEUE_TYPE;
+use crate::server::keyspace::{scan_keys, selected_db, signal_modified, signal_ready};
 use crate::server::registry;
 use crate::server::timer;
 
@@ -106,7 +107,12 @@ impl<'c> QueueKey<'c> {
         signal_modified(ctx, name);
         if let Some(queue) = self.queue() {
             let counts = queue.counts();
-            registry::with(|r| r.set_counts(selected_db(ctx), name.as_slice(), Some(counts)));
+            let db = selected_db(ctx);
+            registry::with(|r| r.set_counts(db, name.as_slice(), Some(counts)));
+            // New limits may let blocked clients through.
+            if registry::has_waiters(db, name.as_slice()) && queue.deliverable(now_ms()) {
+                signal_ready(ctx, name);
+            }
         }
     }
 
@@ -128,7 +134,12 @@ impl<'c> QueueKey<'c> {
         for event in events.iter() {
             notify(ctx, name, event);
         }
-        if events.contains(Event::Ready) {
+        // Blocked clients try again when messages became ready, or when a
+        // limit let go (an ACK under MAXINFLIGHT, RESUME, new settings).
+        let db = selected_db(ctx);
+        if events.contains(Event::Ready)
+            || (registry::has_waiters(db, name.as_slice()) && queue.deliverable(now_ms()))
+        {
             signal_ready(ctx, name);
         }
         registry::with(|r| r.set_counts(selected_db(ctx), name.as_slice(), Some(counts)));
@@ -171,75 +182,10 @@ pub unsafe fn queue_of<'k>(key: *mut raw::RedisModuleKey) -> Option<&'k Queue> {
 /// Calls `visit` with the name of every key in the selected database and
 /// the queue it holds, if it is one.
 pub fn scan_queues(ctx: &Context, mut visit: impl FnMut(&[u8], Option<&Queue>)) {
-    crate::server::key::scan_keys(ctx, |name, key| {
+    scan_keys(ctx, |name, key| {
         // SAFETY: `key` is the open handle the scan passes for this key,
         // valid during the callback.
         let queue = key.and_then(|key| unsafe { queue_of(key) });
         visit(name, queue);
     });
-}
-
-// ------------------------------------------------ key-space calls the crate does not wrap
-
-/// Tells WATCH and client-side caching that `name` changed. The module
-/// turns off the implicit signal on closing every writable key, so that a
-/// command that changes nothing invalidates nothing.
-pub fn signal_modified(ctx: &Context, name: &RedisString) {
-    // SAFETY: main thread, live context and string.
-    unsafe { raw::RedisModule_SignalModifiedKey.unwrap()(ctx.ctx, name.inner) };
-}
-
-/// Selects database `db` for the context's following key calls; false for
-/// an index the server does not have.
-pub fn select_db(ctx: &Context, db: i32) -> bool {
-    // SAFETY: live context on the main thread; fails for an invalid index.
-    unsafe {
-        raw::RedisModule_SelectDb.unwrap()(ctx.ctx, db)
-            == raw::REDISMODULE_OK as std::os::raw::c_int
-    }
-}
-
-/// Wakes clients blocked on `name` (DQ.POP BLOCK waits on the queue's key).
-pub fn signal_ready(ctx: &Context, name: &RedisString) {
-    // SAFETY: main thread, live context and string.
-    unsafe { raw::RedisModule_SignalKeyAsReady.unwrap()(ctx.ctx, name.inner) };
-}
-
-/// The database a context works in.
-pub fn selected_db(ctx: &Context) -> i32 {
-    // SAFETY: live context on the main thread.
-    unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
-}
-
-/// Calls `visit` with the name of every key in the selected database and,
-/// when the server could open it, its read-only handle (valid during the
-/// call only).
-pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8], Option<*mut raw::RedisModuleKey>)) {
-    type Visit<'a> = &'a mut dyn FnMut(&[u8], Option<*mut raw::RedisModuleKey>);
-    extern "C" fn on_key(
-        _ctx: *mut raw::RedisModuleCtx,
-        name: *mut raw::RedisModuleString,
-        key: *mut raw::RedisModuleKey,
-        visit: *mut c_void,
-    ) {
-        // SAFETY: `visit` is the closure passed to RedisModule_Scan below,
-        // alive for the whole scan; `name` is valid during the callback.
-        let visit = unsafe { &mut *(visit as *mut Visit) };
-        let key = (!key.is_null()).then_some(key);
-        // No unwinding through the server's scan.
-        crate::server::guard::catch("scan", || visit(RedisString::string_as_slice(name), key));
-    }
-    let mut visit: Visit = &mut visit;
-    // SAFETY: main thread; the cursor is destroyed after the last call.
-    unsafe {
-        let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
-        while raw::RedisModule_Scan.unwrap()(
-            ctx.ctx,
-            cursor,
-            Some(on_key),
-            &mut visit as *mut Visit as *mut c_void,
-        ) != 0
-        {}
-        raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
-    }
 }

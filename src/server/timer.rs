@@ -14,18 +14,16 @@
 
 use std::cell::{Cell, RefCell};
 use std::os::raw::{c_int, c_void};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID, RedisString};
+use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
 
 use crate::core::queue::TickWork;
 use crate::core::registry::QueueRef;
 use crate::server::clock::now_ms;
 use crate::server::guard;
-use crate::server::key::{select_db, selected_db, QueueKey};
+use crate::server::keyspace::{select_db, selected_db};
 use crate::server::registry;
-use crate::server::replication;
-use crate::server::settings;
 
 /// The time a tick may take: the main-thread pause. A message costs more to
 /// move as its queue grows, so a count alone would not bound the pause
@@ -40,7 +38,7 @@ const TICK_TIME: Duration = Duration::from_millis(2);
 pub const TICK_BUDGET: usize = 16_384;
 
 /// Work is done in chunks this big between looks at the clock.
-const CHUNK: usize = 128;
+pub const CHUNK: usize = 128;
 
 #[derive(Default)]
 struct Timer {
@@ -56,9 +54,6 @@ struct Timer {
     /// A timer will unsubscribe (the event's own callback must not).
     unlisten_pending: bool,
     work: TimerWork,
-    /// Queues that arrived with schedule runs due (RESTORE), and when:
-    /// the next serving takes them over first. Rarely more than a few.
-    take_overs: Vec<(QueueRef, u64)>,
 }
 
 /// What the timer has done since the module loaded.
@@ -97,6 +92,18 @@ pub fn report() -> TimerReport {
             lateness_ms: registry::with(|r| r.earliest()).map_or(0, |at| now.saturating_sub(at)),
         }
     })
+}
+
+/// Serves one queue in a tick (see `serve::serve`): handed over at start,
+/// because serving opens keys, and keys tell the timer of their work.
+pub type Serve = fn(&Context, &QueueRef, u64, &mut usize, Instant) -> Option<u64>;
+
+thread_local! {
+    static SERVE: Cell<Option<Serve>> = const { Cell::new(None) };
+}
+
+pub fn set_serve(serve: Serve) {
+    SERVE.with(|s| s.set(Some(serve)));
 }
 
 thread_local! {
@@ -319,9 +326,12 @@ fn run_tick(ctx: &Context) {
             // so one big backlog cannot starve the other queues.
             // A queue that makes serving panic leaves the schedule (logged)
             // until a command or key event brings it back.
-            guard::catch("serve", || serve(ctx, &queue, now, &mut budget, deadline))
-                .flatten()
-                .map(|next| next.max(now))
+            let serve = SERVE.with(Cell::get);
+            guard::catch("serve", || {
+                serve.and_then(|f| f(ctx, &queue, now, &mut budget, deadline))
+            })
+            .flatten()
+            .map(|next| next.max(now))
         };
         registry::with(|r| r.set_due(queue.0, &queue.1, next));
     }
@@ -336,97 +346,6 @@ fn run_tick(ctx: &Context) {
         let mut t = t.borrow_mut();
         t.rest = t.behind;
     });
-}
-
-/// Expires TTLs and leases and promotes due messages of one queue within
-/// `budget` and before `deadline`; propagates what it did as one
-/// `DQ.APPLY queue now max-attempts TICK ...`; returns when the queue next
-/// needs the timer.
-fn serve(
-    ctx: &Context,
-    (db, name): &QueueRef,
-    now: u64,
-    budget: &mut usize,
-    deadline: std::time::Instant,
-) -> Option<u64> {
-    if !select_db(ctx, *db) {
-        return None;
-    }
-    let name = RedisString::create_from_slice(ctx.ctx, name);
-    let mut key = match QueueKey::open(ctx, &name) {
-        Ok(key) => key,
-        // Not a queue any more: it leaves the schedule.
-        Err(_) => return None,
-    };
-    let queue = key.queue()?;
-    let policy = settings::policy(queue);
-    let mut work = TickWork::default();
-    let queue_ref = (*db, name.as_slice().to_vec());
-    let pending = TIMER.with(|t| {
-        let takes = &mut t.borrow_mut().take_overs;
-        let at = takes.iter().position(|(q, _)| *q == queue_ref)?;
-        Some(takes.swap_remove(at).1)
-    });
-    if let Some(at) = pending {
-        work.runs = queue.take_over(at);
-    }
-    loop {
-        let chunk = CHUNK.min(*budget);
-        let done = queue.tick(now, chunk, &policy);
-        let did = done.done();
-        work.absorb(done);
-        *budget -= did.min(*budget);
-        // Less done than asked: nothing more is due here.
-        if did < chunk || *budget == 0 || std::time::Instant::now() >= deadline {
-            break;
-        }
-    }
-    let next = queue.next_due();
-    if !work.is_empty() {
-        record(&work);
-        replication::tick(ctx, &name, now, &work);
-        // The schedule is set by the caller from `next`.
-        key.announce(None);
-    }
-    next
-}
-
-/// The queue arrived at `at` with schedule runs due (see
-/// `events::key_event`): its next serving takes it over as of then.
-pub fn defer_take_over(queue: QueueRef, at: u64) {
-    TIMER.with(|t| t.borrow_mut().take_overs.push((queue, at)));
-}
-
-/// Forgets the deferred takeovers of a database, or all (`None`): its
-/// queues were flushed, or are about to be discovered again.
-pub fn forget_take_overs(db: Option<i32>) {
-    TIMER.with(|t| {
-        t.borrow_mut()
-            .take_overs
-            .retain(|((q_db, _), _)| db.is_some_and(|db| *q_db != db))
-    });
-}
-
-/// Takes over queue `name` of the selected database at `now` (see
-/// `Queue::take_over`), propagating what it settled as one TICK.
-pub fn take_over(ctx: &Context, name: &[u8], now: u64) {
-    let name = RedisString::create_from_slice(ctx.ctx, name);
-    let Ok(mut key) = QueueKey::open(ctx, &name) else {
-        return;
-    };
-    let Some(queue) = key.queue() else {
-        return;
-    };
-    let due_before = queue.next_due();
-    let work = TickWork {
-        runs: queue.take_over(now),
-        ..TickWork::default()
-    };
-    if !work.is_empty() {
-        record(&work);
-        replication::tick(ctx, &name, now, &work);
-        key.announce(due_before);
-    }
 }
 
 /// Counts a tick's work (or a takeover's) in INFO dq.

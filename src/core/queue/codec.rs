@@ -13,14 +13,21 @@
 //!
 //! Encoding versions (the module type's encver):
 //! - 1: header and records.
-//! - 2: the header may carry the queue's schedules (bit 0x80 of its first
-//!   byte says so, so a LOAD in an AOF, which has no encver, reads both).
-//!   A queue without schedules is written exactly as version 1 wrote it.
+//! - 2: the header may carry RATE and MAXINFLIGHT (bits 0x08, 0x10 of its
+//!   first byte), the flow state (0x40: a pause, the delivery log) and the
+//!   queue's schedules (0x80), and counts up to as many counters as this
+//!   build has (a header with fewer reads the rest as 0). The bits say what
+//!   is there, so a LOAD in an AOF, which has no encver, reads both
+//!   versions; a queue using none of it is written as version 1 wrote it,
+//!   but for its counters.
 
-use super::{Counter, Death, DeathReason, Options, Queue, Rare, Record, State, Terms, Version};
+use super::{
+    Counter, Death, DeathReason, Flow, Options, Queue, Rare, Record, State, Terms, Version,
+};
 use crate::core::backoff::Backoff;
+use crate::core::flow::{DeliveryLog, Rate};
 use crate::core::limits::{
-    MAX_CRON_LEN, MAX_ID_LEN, MAX_PAYLOAD, MAX_SCHEDULE_NAME_LEN, MAX_STEPS, MAX_TIME_MS,
+    MAX_CRON_LEN, MAX_ID_LEN, MAX_PAYLOAD, MAX_RATE, MAX_SCHEDULE_NAME_LEN, MAX_STEPS, MAX_TIME_MS,
     MIN_EVERY_MS,
 };
 use crate::core::policy::QueueConfig;
@@ -32,7 +39,10 @@ pub const ENCODING_VERSION: i32 = 2;
 /// Every encoding this build reads.
 pub const READABLE_VERSIONS: [i32; 2] = [1, 2];
 
-/// Header bit: schedules follow the message count.
+/// Header bits: RATE, MAXINFLIGHT, the flow state, the schedules.
+const HAS_RATE: u8 = 0x08;
+const HAS_MAX_INFLIGHT: u8 = 0x10;
+const HAS_FLOW: u8 = 0x40;
 const HAS_SCHEDULES: u8 = 0x80;
 
 /// Records are emitted in chunks of about this many bytes (one record may
@@ -95,10 +105,16 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     let config = queue.config();
     let has_schedules = queue.schedule_count() > 0;
+    let flow = queue.flow();
+    let has_flow = !flow.is_empty();
+    let bit = |present: bool, bit: u8| if present { bit } else { 0 };
     let mask = u8::from(config.lease_ms.is_some())
         | u8::from(config.max_attempts.is_some()) << 1
         | u8::from(config.backoff.is_some()) << 2
-        | if has_schedules { HAS_SCHEDULES } else { 0 };
+        | bit(config.rate.is_some(), HAS_RATE)
+        | bit(config.max_inflight.is_some(), HAS_MAX_INFLIGHT)
+        | bit(has_flow, HAS_FLOW)
+        | bit(has_schedules, HAS_SCHEDULES);
     out.push(mask);
     if let Some(ms) = config.lease_ms {
         put_uint(&mut out, ms);
@@ -109,11 +125,32 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     if let Some(b) = &config.backoff {
         put_backoff(&mut out, b);
     }
+    if let Some(rate) = config.rate {
+        put_uint(&mut out, rate.limit);
+        put_uint(&mut out, rate.window_ms);
+    }
+    if let Some(n) = config.max_inflight {
+        put_uint(&mut out, n.into());
+    }
     put_uint(&mut out, Counter::ALL.len() as u64);
     for value in queue.counters().0 {
         put_uint(&mut out, value);
     }
     put_uint(&mut out, queue.len() as u64);
+    if has_flow {
+        match flow.paused_until {
+            Some(until) => {
+                out.push(1);
+                put_uint(&mut out, until);
+            }
+            None => out.push(0),
+        }
+        put_uint(&mut out, flow.log.entries().count() as u64);
+        for (at, n) in flow.log.entries() {
+            put_uint(&mut out, at);
+            put_uint(&mut out, n);
+        }
+    }
     if has_schedules {
         put_uint(&mut out, queue.schedule_count() as u64);
         for (name, schedule) in queue.schedules() {
@@ -541,7 +578,7 @@ impl Loader {
     pub fn new(header: &[u8]) -> Decoded<Loader> {
         let mut r = Reader { bytes: header };
         let mask = r.byte("settings")?;
-        if mask & !(0x07 | HAS_SCHEDULES) != 0 {
+        if mask & 0x20 != 0 {
             return Err(bad("unknown settings"));
         }
         let lease_ms = match mask & 1 != 0 {
@@ -553,18 +590,54 @@ impl Loader {
         };
         let max_attempts = (mask & 2 != 0).then(|| r.max_attempts()).transpose()?;
         let backoff = (mask & 4 != 0).then(|| r.backoff()).transpose()?;
+        let rate = if mask & HAS_RATE != 0 {
+            let limit = r.bounded("RATE limit", MAX_RATE)?;
+            let window_ms = r.time("RATE window")?;
+            if limit == 0 || window_ms == 0 {
+                return Err(bad("RATE is empty"));
+            }
+            Some(Rate { limit, window_ms })
+        } else {
+            None
+        };
+        let max_inflight = (mask & HAS_MAX_INFLIGHT != 0)
+            .then(|| r.bounded("MAXINFLIGHT", u32::MAX.into()))
+            .transpose()?;
+        if max_inflight == Some(0) {
+            return Err(bad("MAXINFLIGHT is 0"));
+        }
+        let max_inflight = max_inflight.map(|n| n as u32);
+        // Older encodings have fewer counters: the rest start at 0.
         let n = r.uint("counter count")?;
-        if n != Counter::ALL.len() as u64 {
+        if n > Counter::ALL.len() as u64 {
             return Err(bad(format!(
-                "{n} counters, expected {}",
+                "{n} counters, this build has {}",
                 Counter::ALL.len()
             )));
         }
         let mut queue = Queue::default();
-        for i in 0..Counter::ALL.len() {
+        for i in 0..n as usize {
             queue.counters.0[i] = r.uint("counter")?;
         }
         let expected = r.uint("message count")?;
+        let mut flow = Flow::default();
+        if mask & HAS_FLOW != 0 {
+            flow.paused_until = match r.byte("pause")? {
+                0 => None,
+                1 => Some(r.uint("paused until")?),
+                _ => return Err(bad("bad pause flag")),
+            };
+            let n = r.bounded("delivery log length", MAX_RATE)?;
+            let mut entries = Vec::new();
+            for _ in 0..n {
+                entries.push((r.time("delivery time")?, r.uint("deliveries")?));
+            }
+            flow.log =
+                DeliveryLog::from_entries(entries).ok_or_else(|| bad("a bad delivery log"))?;
+            if flow.is_empty() {
+                return Err(bad("an empty flow section"));
+            }
+        }
         let mut schedules = Vec::new();
         if mask & HAS_SCHEDULES != 0 {
             let n = r.uint("schedule count")?;
@@ -583,7 +656,10 @@ impl Loader {
             lease_ms,
             max_attempts,
             backoff,
+            rate,
+            max_inflight,
         });
+        queue.restore_flow(flow);
         for (name, schedule) in schedules {
             if !queue.restore_schedule(name, schedule) {
                 return Err(bad("a schedule name appears twice"));

@@ -17,10 +17,13 @@ pub enum Counter {
     Redriven,
     Cancelled,
     Purged,
+    /// POPs that delivered fewer than they asked (and than were ready)
+    /// because of a pause, RATE or MAXINFLIGHT.
+    Throttled,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 11] = [
+    pub const ALL: [Counter; 12] = [
         Counter::Added,
         Counter::Delivered,
         Counter::Acked,
@@ -32,6 +35,7 @@ impl Counter {
         Counter::Redriven,
         Counter::Cancelled,
         Counter::Purged,
+        Counter::Throttled,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +51,7 @@ impl Counter {
             Counter::Redriven => "redriven",
             Counter::Cancelled => "cancelled",
             Counter::Purged => "purged",
+            Counter::Throttled => "throttled",
         }
     }
 }
@@ -67,10 +72,12 @@ pub enum Event {
     Purge,
     Schedule,
     Unschedule,
+    Pause,
+    Resume,
 }
 
 impl Event {
-    pub const ALL: [Event; 13] = [
+    pub const ALL: [Event; 15] = [
         Event::Add,
         Event::Ready,
         Event::Pop,
@@ -84,6 +91,8 @@ impl Event {
         Event::Purge,
         Event::Schedule,
         Event::Unschedule,
+        Event::Pause,
+        Event::Resume,
     ];
 
     /// The event name, NUL-terminated for the notification API.
@@ -102,6 +111,8 @@ impl Event {
             Event::Purge => c"dq.purge",
             Event::Schedule => c"dq.schedule",
             Event::Unschedule => c"dq.unschedule",
+            Event::Pause => c"dq.pause",
+            Event::Resume => c"dq.resume",
         }
     }
 }

@@ -31,6 +31,7 @@
 
 pub mod codec;
 mod events;
+mod flow;
 mod heap;
 mod index;
 mod messages;
@@ -49,6 +50,7 @@ use crate::core::limits::MAX_TIME_MS;
 use crate::core::policy::{Policy, QueueConfig};
 
 pub use events::{Counter, Counters, Event, Events};
+pub use flow::{Flow, FOREVER};
 pub use heap::alloc_size;
 use index::SortedIndex;
 use messages::Messages;
@@ -140,6 +142,11 @@ pub struct Stats {
     pub next_due_at: Option<u64>,
     /// Recurring schedules the queue holds.
     pub schedules: u64,
+    /// The pause as stored (`FOREVER`: until DQ.RESUME; a time that has
+    /// passed: no pause any more), RATE and MAXINFLIGHT.
+    pub paused_until: Option<u64>,
+    pub rate: Option<crate::core::flow::Rate>,
+    pub max_inflight: Option<u32>,
 }
 
 /// How much timer work a tick did on one queue, phase by phase: replayed
@@ -216,6 +223,7 @@ struct Rare {
     waiting_len: usize,
     config: QueueConfig,
     schedules: Schedules,
+    flow: Flow,
 }
 
 /// What a queue without rare parts reads.
@@ -226,6 +234,7 @@ static NO_RARE: Rare = Rare {
     waiting_len: 0,
     config: QueueConfig::NONE,
     schedules: Schedules::new(),
+    flow: Flow::new(),
 };
 
 impl Rare {
@@ -247,6 +256,7 @@ impl Rare {
                 && r.groups.is_empty()
                 && r.config == QueueConfig::NONE
                 && r.schedules.is_empty()
+                && r.flow.is_empty()
         }) {
             *rare = None;
         }
@@ -311,6 +321,7 @@ impl Queue {
 
     pub fn set_config(&mut self, config: QueueConfig) {
         Rare::make(&mut self.rare).config = config;
+        self.fit_log_to_rate();
         Rare::tidy(&mut self.rare);
     }
 
@@ -410,21 +421,34 @@ impl Queue {
 
     /// Takes up to `count` ready messages, leasing each until
     /// `lease_deadline`.
-    pub fn pop(&mut self, count: usize, lease_deadline: u64) -> Vec<Delivery> {
+    /// What the queue's pause, RATE and MAXINFLIGHT allow at `now` (see
+    /// `flow.rs`); a POP that got fewer than it asked because of them is
+    /// counted as throttled.
+    pub fn pop(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Delivery> {
+        let ready = self.ready.len();
+        let allowed = count.min(self.allowance(now));
+        self.prune_log(now);
         let mut taken = Vec::new();
-        while taken.len() < count {
+        while taken.len() < allowed {
             let Some(&(.., slot)) = self.ready.first() else {
                 break;
             };
             taken.push(self.lease(slot, lease_deadline));
         }
+        self.note_throttle(count, taken.len(), ready);
+        self.log_deliveries(now, taken.len());
         self.count_deliveries(taken.len());
         taken
     }
 
+    /// Counts a POP the limits held back (the replay of one).
+    pub fn count_throttle(&mut self) {
+        self.counters.bump(Counter::Throttled, 1);
+    }
+
     /// Leases the named messages that are ready, in the order given: how a
     /// replica or the AOF replays a POP (as XCLAIM replays XREADGROUP).
-    pub fn claim(&mut self, ids: &[&[u8]], lease_deadline: u64) -> Vec<Delivery> {
+    pub fn claim(&mut self, now: u64, ids: &[&[u8]], lease_deadline: u64) -> Vec<Delivery> {
         let mut taken = Vec::new();
         for id in distinct(ids) {
             if let Some(slot) = self.messages.find(id) {
@@ -433,6 +457,9 @@ impl Queue {
                 }
             }
         }
+        // The log is pruned where the master pruned it: at `now`.
+        self.prune_log(now);
+        self.log_deliveries(now, taken.len());
         self.count_deliveries(taken.len());
         taken
     }
@@ -907,6 +934,9 @@ impl Queue {
             oldest_ready_since,
             next_due_at: self.delayed.first().map(|k| k.0),
             schedules: self.schedule_count() as u64,
+            paused_until: self.flow().paused_until,
+            rate: self.config().rate,
+            max_inflight: self.config().max_inflight,
         }
     }
 

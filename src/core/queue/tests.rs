@@ -77,7 +77,7 @@ fn pop_order_is_priority_then_due_then_fifo() {
         req.priority = priority;
         q.add(100, &req);
     }
-    let got = q.pop(10, 100 + LEASE);
+    let got = q.pop(0, 10, 100 + LEASE);
     assert_eq!(ids(&got), ["d", "b", "c", "a"]);
     assert!(got.iter().all(|d| d.attempt == 1));
     assert_eq!(q.counters().get(Counter::Delivered), 4);
@@ -90,7 +90,7 @@ fn ack_deletes_only_what_is_in_flight() {
     add(&mut q, 0, "a", 0);
     add(&mut q, 0, "b", 0);
     add(&mut q, 0, "c", 500);
-    q.pop(1, LEASE);
+    q.pop(0, 1, LEASE);
     assert_eq!(q.ack(1, &[b"a", b"a", b"b", b"c", b"zz"]), 1);
     assert_eq!(q.len(), 2);
     assert_eq!(state(&q, "a"), None);
@@ -102,11 +102,11 @@ fn a_lease_that_runs_out_is_a_failed_attempt() {
     let mut q = Queue::new();
     add(&mut q, 0, "a", 0);
     let p = policy(2);
-    q.pop(1, 100);
+    q.pop(0, 1, 100);
     assert_eq!(q.expire_leases(99, 10, &p), 0);
     assert_eq!(q.expire_leases(100, 10, &p), 1);
     assert_eq!(state(&q, "a"), Some(State::Ready));
-    assert_eq!(q.pop(1, 300)[0].attempt, 2);
+    assert_eq!(q.pop(0, 1, 300)[0].attempt, 2);
     assert_eq!(q.expire_leases(300, 10, &p), 1);
     let r = q.get(b"a").unwrap();
     assert_eq!(r.state, State::Dead);
@@ -121,7 +121,7 @@ fn nack_retries_by_backoff_then_dies_and_redrive_restarts_the_budget() {
     let mut q = Queue::new();
     add(&mut q, 0, "a", 0);
     let p = policy(2);
-    q.pop(1, LEASE);
+    q.pop(0, 1, LEASE);
     let placed = q
         .nack(10, b"a", NackAction::Retry(None), None, Some(b"boom"), &p)
         .unwrap()
@@ -135,7 +135,7 @@ fn nack_retries_by_backoff_then_dies_and_redrive_restarts_the_budget() {
     );
     assert_eq!(q.get(b"a").unwrap().last_error(), Some(&b"boom"[..]));
     q.promote_due(1_010, 10);
-    q.pop(1, LEASE);
+    q.pop(0, 1, LEASE);
     let placed = q
         .nack(20, b"a", NackAction::Retry(Some(5)), None, None, &p)
         .unwrap()
@@ -148,7 +148,7 @@ fn nack_retries_by_backoff_then_dies_and_redrive_restarts_the_budget() {
         (State::Ready, 2, 0)
     );
     assert_eq!(
-        q.pop(1, LEASE)[0].attempt,
+        q.pop(0, 1, LEASE)[0].attempt,
         3,
         "numbering goes on after REDRIVE"
     );
@@ -159,7 +159,7 @@ fn nack_retries_by_backoff_then_dies_and_redrive_restarts_the_budget() {
 fn nack_dead_is_permanent_at_once() {
     let mut q = Queue::new();
     add(&mut q, 0, "a", 0);
-    q.pop(1, LEASE);
+    q.pop(0, 1, LEASE);
     let placed = q
         .nack(
             5,
@@ -189,9 +189,9 @@ fn attempt_fences_a_consumer_whose_lease_ran_out() {
     let mut q = Queue::new();
     add(&mut q, 0, "a", 0);
     let p = policy(16);
-    q.pop(1, 100); // delivery 1
+    q.pop(0, 1, 100); // delivery 1
     q.expire_leases(100, 10, &p);
-    q.pop(1, 500); // delivery 2, another consumer
+    q.pop(0, 1, 500); // delivery 2, another consumer
     let before = codec::header(&q);
     let err = q
         .nack(200, b"a", NackAction::Retry(None), Some(1), None, &p)
@@ -213,7 +213,7 @@ fn attempt_fences_a_consumer_whose_lease_ran_out() {
 fn replacing_a_message_in_flight_waits_for_its_delivery_to_end() {
     let mut q = Queue::new();
     add(&mut q, 0, "a", 0);
-    q.pop(1, LEASE);
+    q.pop(0, 1, LEASE);
     q.add(1, &request(b"a", b"newer", 0));
     let r = q.get(b"a").unwrap();
     assert_eq!((r.state, r.payload()), (State::Inflight, &b"p-a"[..]));
@@ -223,7 +223,7 @@ fn replacing_a_message_in_flight_waits_for_its_delivery_to_end() {
         (r.state, r.payload(), r.attempt),
         (State::Ready, &b"newer"[..], 1)
     );
-    assert_eq!(q.pop(1, LEASE)[0].attempt, 2);
+    assert_eq!(q.pop(0, 1, LEASE)[0].attempt, 2);
     q.check().unwrap();
 }
 
@@ -263,7 +263,7 @@ fn ttl_dead_letters_in_any_state_but_a_newer_version_takes_over() {
     let mut req = request(b"b", b"", 0);
     req.expire_at = Some(50);
     q.add(0, &req);
-    q.pop(2, LEASE);
+    q.pop(0, 2, LEASE);
     q.add(10, &request(b"b", b"newer", 0));
     assert_eq!(q.next_due(), Some(50));
     assert_eq!(q.expire_ttl(50, 10), 2);
@@ -285,7 +285,7 @@ fn one_message_of_a_group_out_at_a_time_in_due_order() {
     assert_eq!(state(&q, "first"), Some(State::Ready));
     assert_eq!(state(&q, "second"), Some(State::Waiting));
     assert_eq!(q.stats().delayed, 2);
-    let got = q.pop(10, LEASE);
+    let got = q.pop(0, 10, LEASE);
     assert_eq!(ids(&got), ["first"]);
     // A NACK keeps the group: the retry goes first.
     q.nack(
@@ -297,13 +297,13 @@ fn one_message_of_a_group_out_at_a_time_in_due_order() {
         &policy(5),
     )
     .unwrap();
-    assert!(q.pop(10, LEASE).is_empty());
+    assert!(q.pop(0, 10, LEASE).is_empty());
     q.promote_due(131, 10);
-    assert_eq!(ids(&q.pop(10, LEASE)), ["first"]);
+    assert_eq!(ids(&q.pop(0, 10, LEASE)), ["first"]);
     q.ack(132, &[b"first"]);
-    assert_eq!(ids(&q.pop(10, LEASE)), ["second"]);
+    assert_eq!(ids(&q.pop(0, 10, LEASE)), ["second"]);
     q.cancel(133, &[b"second"]);
-    assert_eq!(ids(&q.pop(10, LEASE)), ["late"]);
+    assert_eq!(ids(&q.pop(0, 10, LEASE)), ["late"]);
     q.ack(134, &[b"late"]);
     assert!(q.is_empty());
     assert!(q.rare.is_none(), "an unused group is forgotten");
@@ -369,9 +369,9 @@ fn claims_and_replayed_ticks_reach_the_masters_state() {
     add_grouped(&mut master, 0, "g1", 0, "g");
     add_grouped(&mut master, 0, "g2", 0, "g");
     let mut replica = codec::copy(&master).unwrap();
-    let taken = master.pop(3, 50);
+    let taken = master.pop(0, 3, 50);
     let ids: Vec<&[u8]> = taken.iter().map(|d| d.id.as_slice()).collect();
-    assert_eq!(replica.claim(&ids, 50), taken);
+    assert_eq!(replica.claim(0, &ids, 50), taken);
     // A partial tick: only some of what is due, in the same order.
     let work = master.tick(60, 7, &p);
     assert_eq!(work.leases_expired + work.promoted, 7);
@@ -383,7 +383,7 @@ fn claims_and_replayed_ticks_reach_the_masters_state() {
         codec::sorted_digest(&master)
     );
     // A claim names only what is ready there.
-    assert!(replica.claim(&[b"nope", b"g2"], 90).is_empty());
+    assert!(replica.claim(0, &[b"nope", b"g2"], 90).is_empty());
     replica.check().unwrap();
 }
 
@@ -615,7 +615,7 @@ fn overlap_skip_waits_for_the_previous_run_to_end() {
     let work = q.tick(1_000, 100, &p);
     assert_eq!((work.runs[0].made.len(), work.runs[0].skipped), (0, 1));
     // In flight: skipped again; acknowledged: the next one runs.
-    q.pop(1, 50_000);
+    q.pop(0, 1, 50_000);
     assert_eq!(q.tick(2_000, 100, &p).runs[0].skipped, 1);
     q.ack(2_100, &[run_id(b"job", 0).as_slice()]);
     assert_eq!(q.tick(3_000, 100, &p).runs[0].made, [3_000]);
@@ -675,6 +675,7 @@ fn busy_queue() -> Queue {
         lease_ms: Some(5_000),
         max_attempts: Some(3),
         backoff: Some(Backoff::parse(b"15s,3m").unwrap()),
+        ..QueueConfig::default()
     });
     let p = q.config().resolve(&Settings::default());
     add(&mut q, 0, "delayed", 1_000);
@@ -688,7 +689,7 @@ fn busy_queue() -> Queue {
     q.add(0, &req);
     add_grouped(&mut q, 0, "waiting", 0, "g");
     add(&mut q, 0, "dead", 0);
-    q.pop(3, 70_000);
+    q.pop(0, 3, 70_000);
     q.nack(1, b"dead", NackAction::Dead, None, Some(b"gone"), &p)
         .unwrap();
     q.add(2, &request(b"ready", b"replaced while in flight", 0));
@@ -732,6 +733,8 @@ fn run_random(seed: u64, steps: usize) -> usize {
     let mut bounds: std::collections::HashMap<String, (Option<u64>, Option<u64>)> =
         Default::default();
     let mut made: std::collections::HashSet<(String, u64)> = Default::default();
+    // Deliveries since the RATE was last set.
+    let mut delivered: Vec<u64> = Vec::new();
     for step in 0..steps {
         // Now and then a long gap, so that schedules fall due several
         // times over.
@@ -741,7 +744,7 @@ fn run_random(seed: u64, steps: usize) -> usize {
             q.messages.iter().map(|(_, r)| r.id().to_vec()).collect();
         let mut allowed_to_leave: std::collections::HashSet<Vec<u8>> = Default::default();
         let mut runs: Vec<Runs> = Vec::new();
-        match next(15) {
+        match next(16) {
             0..=2 => {
                 let mut req = request(id.as_bytes(), b"x", now + next(3) * next(60));
                 req.priority = next(3) as i32;
@@ -756,12 +759,62 @@ fn run_random(seed: u64, steps: usize) -> usize {
                 q.add(now, &req);
             }
             3 | 4 => {
-                for d in q.pop(1 + next(3) as usize, now + 1 + next(200)) {
+                let paused = q.paused_at(now);
+                let taken = q.pop(now, 1 + next(3) as usize, now + 1 + next(200));
+                for d in &taken {
                     let last = attempts.insert(d.id.clone(), d.attempt);
                     assert!(
                         last.is_none_or(|a| a < d.attempt),
                         "seed {seed} step {step}"
                     );
+                }
+                // The limits hold whatever the consumers ask.
+                assert!(
+                    !paused || taken.is_empty(),
+                    "seed {seed} step {step}: paused"
+                );
+                if let Some(max) = q.config().max_inflight.filter(|_| !taken.is_empty()) {
+                    let inflight = q.peek(State::Inflight, usize::MAX).len();
+                    assert!(
+                        inflight <= max as usize,
+                        "seed {seed} step {step}: {inflight} > {max}"
+                    );
+                }
+                if let Some(rate) = q.config().rate {
+                    delivered.extend(std::iter::repeat_n(now, taken.len()));
+                    let in_window = delivered
+                        .iter()
+                        .filter(|&&t| t + rate.window_ms > now)
+                        .count();
+                    assert!(
+                        in_window as u64 <= rate.limit,
+                        "seed {seed} step {step}: {in_window} deliveries in {rate}"
+                    );
+                }
+            }
+            14 => {
+                // Flow control: limits change, pauses come and go.
+                let mut config = q.config().clone();
+                match next(5) {
+                    0 => {
+                        config.rate = (next(3) > 0).then(|| crate::core::flow::Rate {
+                            limit: 1 + next(4),
+                            window_ms: 50 + next(400),
+                        });
+                        delivered.clear();
+                    }
+                    1 => config.max_inflight = (next(3) > 0).then(|| 1 + next(4) as u32),
+                    2 => q.pause(if next(2) == 0 {
+                        FOREVER
+                    } else {
+                        now + next(300)
+                    }),
+                    _ => {
+                        q.resume(now);
+                    }
+                }
+                if config != *q.config() {
+                    q.set_config(config);
                 }
             }
             5 => {

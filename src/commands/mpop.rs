@@ -1,0 +1,199 @@
+//! DQ.MPOP numkeys queue [queue ...] [COUNT n] [BLOCK ms] [LEASE ms]
+//!
+//! DQ.POP over several queues in strict order: takes up to n messages
+//! from the first queue, in argument order, that can deliver now (it has
+//! ready messages, is not paused, and its RATE and MAXINFLIGHT allow);
+//! queues that cannot are passed over. Replies `[queue, entries]` (an
+//! array under RESP2 and RESP3 alike; entries as DQ.POP's), or nil. BLOCK
+//! waits on all the queues at once, as BLMPOP does, and serves the client
+//! from the first, in its order, that can deliver when it is woken. In a
+//! cluster every queue must be in one hash slot (CROSSSLOT otherwise):
+//! give them a common `{tag}`.
+
+use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+
+use crate::commands::bytes;
+use crate::commands::pop::{entries, try_pop, Attempt};
+use crate::core::error::{DqError, Result};
+use crate::grammar::args::{
+    is_keyword, parse_count, parse_in_range, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
+};
+use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::blocking::{block_on_keys, Waiter};
+use crate::server::reply::reply;
+
+pub const DOC: CommandDoc = CommandDoc {
+    name: "dq.mpop",
+    summary: "Takes ready messages from the first of several queues that can deliver",
+    complexity: "O(K + M log N) for K queues and M messages taken from a queue of N",
+    arity: -3,
+    key: Some(KeyUse::Take),
+    numkeys: true,
+    args: &[
+        Arg::integer("numkeys"),
+        Arg::key("queue").multiple(),
+        Arg::integer("count").token("COUNT").optional(),
+        Arg::integer("timeout").token("BLOCK").optional(),
+        Arg::integer("lease").token("LEASE").optional(),
+    ],
+};
+
+const NAME: &str = "dq.mpop";
+const MS: &str = "a non-negative integer number of milliseconds";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MpopArgs<'a> {
+    pub queues: &'a [&'a [u8]],
+    pub count: usize,
+    pub block: Option<u64>,
+    pub lease_ms: Option<u64>,
+}
+
+/// Parses the arguments after the command name.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<MpopArgs<'a>> {
+    let [numkeys, rest @ ..] = args else {
+        return Err(DqError::WrongArity(NAME));
+    };
+    let n = parse_in_range("numkeys", "a positive integer", numkeys, 1, i64::MAX)? as u64;
+    if n > rest.len() as u64 {
+        return Err(DqError::BadValue {
+            option: "numkeys",
+            expected: "at most the number of queues given",
+        });
+    }
+    let (queues, options) = rest.split_at(n as usize);
+    let mut parsed = MpopArgs {
+        queues,
+        count: 1,
+        block: None,
+        lease_ms: None,
+    };
+    let mut seen = Seen::default();
+    let mut cursor = ArgCursor::new(options);
+    while let Some(arg) = cursor.next_arg() {
+        if is_keyword(arg, "COUNT") {
+            seen.mark("COUNT")?;
+            parsed.count = parse_count(cursor.value_of("COUNT")?)?;
+        } else if is_keyword(arg, "BLOCK") {
+            seen.mark("BLOCK")?;
+            parsed.block = Some(parse_ms("BLOCK", MS, cursor.value_of("BLOCK")?)?);
+        } else if is_keyword(arg, "LEASE") {
+            seen.mark("LEASE")?;
+            parsed.lease_ms = Some(parse_lease(cursor.value_of("LEASE")?)?);
+        } else {
+            return Err(unknown_option(arg));
+        }
+    }
+    Ok(parsed)
+}
+
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    if ctx.is_keys_position_request() {
+        // Where the queues are, for cluster routing (CROSSSLOT), ACL key
+        // patterns and COMMAND GETKEYS: after numkeys.
+        let argv = bytes(args);
+        if let Ok(parsed) = parse(&argv[1..]) {
+            for i in 0..parsed.queues.len() {
+                ctx.key_at_pos(2 + i as i32);
+            }
+        }
+        return Ok(RedisValue::NoReply);
+    }
+    reply(mpop(ctx, args))
+}
+
+/// The first queue, in order, that delivers now: `[queue, entries]`.
+fn first_delivering(
+    ctx: &Context,
+    names: &[&RedisString],
+    count: usize,
+    lease_ms: Option<u64>,
+) -> Result<Option<RedisValue>> {
+    for name in names {
+        // A queue that cannot deliver is passed over, not counted as a POP
+        // its limits held back.
+        if let Some(taken) = try_pop(ctx, name, count, lease_ms, Attempt::Wake)? {
+            return Ok(Some(RedisValue::Array(vec![
+                RedisValue::StringBuffer(name.as_slice().to_vec()),
+                entries(taken),
+            ])));
+        }
+    }
+    Ok(None)
+}
+
+fn mpop(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
+    let argv = bytes(args);
+    let parsed = parse(&argv[1..])?;
+    let names: Vec<&RedisString> = args[2..2 + parsed.queues.len()].iter().collect();
+    if let Some(reply) = first_delivering(ctx, &names, parsed.count, parsed.lease_ms)? {
+        return Ok(reply);
+    }
+    let no_blocking = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
+    match parsed.block {
+        Some(timeout) if !ctx.get_flags().intersects(no_blocking) => {
+            let waiting = Waiting {
+                queues: parsed.queues.iter().map(|q| q.to_vec()).collect(),
+                count: parsed.count,
+                lease_ms: parsed.lease_ms,
+            };
+            block_on_keys(ctx, &names, timeout, waiting);
+            Ok(RedisValue::NoReply)
+        }
+        _ => Ok(RedisValue::Null),
+    }
+}
+
+/// What a blocked DQ.MPOP is waiting for.
+struct Waiting {
+    queues: Vec<Vec<u8>>,
+    count: usize,
+    lease_ms: Option<u64>,
+}
+
+impl Waiter for Waiting {
+    const POINT: &'static str = "mpop wake";
+    const TIMEOUT_POINT: &'static str = "mpop timeout";
+
+    fn try_now(&self, ctx: &Context) -> Result<Option<RedisValue>> {
+        let names: Vec<RedisString> = self
+            .queues
+            .iter()
+            .map(|q| RedisString::create_from_slice(ctx.ctx, q))
+            .collect();
+        let names: Vec<&RedisString> = names.iter().collect();
+        first_delivering(ctx, &names, self.count, self.lease_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::args::leak_args;
+
+    fn p(args: &[&str]) -> Result<MpopArgs<'static>> {
+        parse(leak_args(args))
+    }
+
+    #[test]
+    fn grammar() {
+        let a = p(&["2", "a", "b", "COUNT", "5", "BLOCK", "100", "LEASE", "9000"]).unwrap();
+        assert_eq!(a.queues, [&b"a"[..], &b"b"[..]]);
+        assert_eq!((a.count, a.block, a.lease_ms), (5, Some(100), Some(9000)));
+        // A queue named like an option is a queue when numkeys says so.
+        let a = p(&["2", "COUNT", "BLOCK"]).unwrap();
+        assert_eq!(a.queues, [&b"COUNT"[..], &b"BLOCK"[..]]);
+        let err = |a: &[&str]| p(a).unwrap_err().to_string();
+        assert_eq!(err(&["0", "a"]), "ERR numkeys must be a positive integer");
+        assert_eq!(err(&["-1", "a"]), "ERR numkeys must be a positive integer");
+        assert_eq!(
+            err(&["3", "a", "b"]),
+            "ERR numkeys must be at most the number of queues given"
+        );
+        assert_eq!(err(&["1", "a", "NOW"]), "ERR unknown option 'NOW'");
+        assert_eq!(
+            err(&["1", "a", "COUNT", "0"]),
+            "ERR COUNT must be an integer from 1 to 10000"
+        );
+    }
+}
