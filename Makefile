@@ -103,9 +103,11 @@ run: release
 # Sentinel failover run (on the debug
 # build, so CI builds no release module for it) and 10 s of each fuzzer.
 # First, without network: every relative link of README.md and docs/
-# names a file and a heading that exist (scripts/check-docs).
+# names a file and a heading that exist (scripts/check-docs), and the
+# module's layers keep their dependency rule (scripts/check-layers).
 test: build valkey debian13
 	scripts/check-docs
+	scripts/check-layers
 	@echo "make: tests on $$(redis-server --version | cut -d' ' -f1-3)"
 	$(CARGO) test
 	@echo "make: integration tests on $$($(VALKEY) --version | cut -d' ' -f1-3)"
