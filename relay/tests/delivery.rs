@@ -673,6 +673,48 @@ fn metrics_count_deliveries_by_outcome() {
     assert!(http_get(&addr, "/other").starts_with("HTTP/1.1 404"));
 }
 
+/// /metrics has the dashboard's header-read timeout (30 s): a client that
+/// sends a byte of header now and then but never ends its request head is
+/// closed, not kept with its socket and task for as long as it likes.
+#[test]
+fn metrics_closes_a_client_that_never_finishes_its_headers() {
+    let server = Server::start();
+    let relay = relay(&server, &["--metrics", "127.0.0.1:0"]);
+    let event = relay.wait_for_event("metrics at", LONG);
+    let addr = event["addr"].as_str().expect("the metrics address");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to /metrics");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("a read timeout");
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").expect("send");
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let closed = loop {
+        // Writes may still succeed after the close; a read of 0 bytes, or
+        // a reset, is what says it happened.
+        if stream.write_all(b"a").is_err() {
+            break true;
+        }
+        let mut buf = [0u8; 256];
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => break true,
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            break false;
+        }
+    };
+    assert!(closed, "still open after 300 s");
+    assert!(
+        answer.is_empty(),
+        "an answer to half a request: {}",
+        String::from_utf8_lossy(&answer)
+    );
+}
+
 #[test]
 fn credentials_come_from_the_environment_and_never_reach_the_log() {
     let server = Server::start_with(&[], Some("redis-SEKRIT"));
