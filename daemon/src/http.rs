@@ -128,18 +128,6 @@ mod tests {
         String::from_utf8_lossy(&got).into_owned()
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn answers_a_request() {
-        let (addr, _stop) = start(Options::new("test: ")).await;
-        let mut s = TcpStream::connect(addr).await.expect("connect");
-        s.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            .await
-            .expect("send");
-        let answer = read_to_end(&mut s).await;
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        assert!(answer.ends_with("path /x"), "{answer}");
-    }
-
     /// A client that keeps its connection busy with a byte of header now
     /// and then but never ends its head is closed: the timeout is on the
     /// whole head, not on the pause between two reads.
@@ -177,10 +165,10 @@ mod tests {
         assert_eq!(read_to_end(&mut s).await, "");
     }
 
-    /// After an answer, waiting for the next request on a kept-alive
-    /// connection is waiting for a head too.
+    /// A request is answered; then waiting for the next request on the
+    /// kept-alive connection is waiting for a head too.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_idle_kept_alive_client_is_closed() {
+    async fn answers_then_closes_an_idle_kept_alive_connection() {
         let (mut s, _stop) = connect_with_a_short_timeout().await;
         s.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n")
             .await

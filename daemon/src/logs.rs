@@ -1,6 +1,9 @@
 //! Logs to standard error, as JSON (one object a line, for collectors) or
 //! as text (for people).
 
+use std::fmt::Display;
+use std::process::ExitCode;
+
 use tracing_subscriber::EnvFilter;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -26,5 +29,18 @@ pub fn init(filter_env: &str, level: &str, format: LogFormat) {
             .with_current_span(false)
             .init(),
         LogFormat::Text => logs.init(),
+    }
+}
+
+/// A daemon's exit: a failure is its last log line, "`name` stopped" with
+/// the error and its causes (`{:#}`, as anyhow shows a chain), so that the
+/// reason is where the rest of the log went, in the same format.
+pub fn exit_code<E: Display>(name: &str, result: Result<(), E>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "{name} stopped");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -142,13 +142,7 @@ fn window_name(d: Duration) -> String {
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
     dq_daemon::logs::init("DQ_DASHBOARD_LOG", &args.log_level, args.log_format);
-    match run(args).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "dq-dashboard stopped");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    dq_daemon::logs::exit_code("dq-dashboard", run(args).await)
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

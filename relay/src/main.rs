@@ -240,13 +240,7 @@ fn stop_on_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
     dq_daemon::logs::init("DQ_RELAY_LOG", &args.log_level, args.log_format);
-    match run(args).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "dq-relay stopped");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    dq_daemon::logs::exit_code("dq-relay", run(args).await)
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
