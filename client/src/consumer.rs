@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use std::collections::HashMap;
+
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -73,7 +75,13 @@ struct Shared<H> {
     server: Server,
     shutdown: CancellationToken,
     deliveries: TaskTracker,
+    /// Each queue's acker: the ACKs of the deliveries that finished while
+    /// its last DQ.ACK was on its way go in its next one.
+    ackers: HashMap<String, mpsc::UnboundedSender<AckRequest>>,
 }
+
+/// A delivery's id for its queue's next DQ.ACK, and where to say how it went.
+type AckRequest = (Vec<u8>, oneshot::Sender<Settlement>);
 
 impl Consumer {
     /// Consumes `queues`, each with up to `concurrency` deliveries at once.
@@ -142,6 +150,13 @@ impl Consumer {
         shutdown: CancellationToken,
     ) -> Result<(), Error> {
         let commands = self.server.connect(self.config.response_timeout).await?;
+        let mut ackers = HashMap::new();
+        let mut acker_tasks = Vec::new();
+        for queue in self.pools.iter().flatten() {
+            let (tx, rx) = mpsc::unbounded_channel();
+            ackers.insert(queue.clone(), tx);
+            acker_tasks.push(tokio::spawn(acker(commands.clone(), queue.clone(), rx)));
+        }
         let shared = Arc::new(Shared {
             handler,
             touch_every: self
@@ -154,6 +169,7 @@ impl Consumer {
             server: self.server.clone(),
             shutdown,
             deliveries: TaskTracker::new(),
+            ackers,
         });
         let mut poppers = Vec::new();
         for pool in &self.pools {
@@ -184,6 +200,10 @@ impl Consumer {
         // Every popper has stopped, so no delivery starts any more.
         shared.deliveries.close();
         shared.deliveries.wait().await;
+        // Every delivery was settled: no ACK is pending.
+        for task in acker_tasks {
+            task.abort();
+        }
         Ok(())
     }
 }
@@ -273,6 +293,11 @@ async fn popper<H: Handler>(
             _ = shared.shutdown.cancelled() => break,
         };
         let mut permits = vec![first];
+        if share > 1 {
+            // Handlers finishing now free their slots too: let them run,
+            // then one POP asks for every free slot.
+            tokio::task::yield_now().await;
+        }
         while permits.len() < share {
             match Arc::clone(&slots).try_acquire_owned() {
                 Ok(permit) => permits.push(permit),
@@ -419,7 +444,7 @@ async fn handle_with_heartbeat<H: Handler>(
         // message to wait for its lease to run out.
         CatchUnwind(shared.handler.handle(delivery))
             .await
-            .unwrap_or_else(|message| Outcome::Retry {
+            .unwrap_or_else(|message| Outcome::Nack {
                 delay: None,
                 error: format!("the handler panicked: {message}"),
             })
@@ -462,37 +487,39 @@ async fn handle_with_heartbeat<H: Handler>(
     }
 }
 
-/// Sends the ACK or NACK, trying again a few times when the server cannot
-/// be reached (both are safe to repeat: a second ACK counts 0, a second
-/// fenced NACK is STALE).
+/// Sends the NACK, or hands the ACK to the queue's acker, trying again a
+/// few times when the server cannot be reached (both are safe to repeat: a
+/// second ACK counts 0, a second fenced NACK is STALE).
 async fn settle<H: Handler>(
     shared: &Shared<H>,
     delivery: &Delivery,
     outcome: &Outcome,
 ) -> Settlement {
-    let cmd = match outcome {
-        Outcome::Ack => commands::ack(&delivery.queue, &delivery.id),
-        _ => commands::nack(&delivery.queue, &delivery.id, delivery.attempt, outcome),
-    };
+    if *outcome == Outcome::Ack {
+        if let Some(acker) = shared.ackers.get(&delivery.queue) {
+            let (tx, rx) = oneshot::channel();
+            if acker.send((delivery.id.clone(), tx)).is_ok() {
+                if let Ok(settlement) = rx.await {
+                    return settlement;
+                }
+            }
+        }
+        return Settlement::Unsettled("the acker of this queue has stopped".into());
+    }
+    let cmd = commands::nack(&delivery.queue, &delivery.id, delivery.attempt, outcome);
     let mut retry_in = Duration::from_millis(100);
     let mut tries = 0;
     loop {
         tries += 1;
         let mut commands = shared.commands.clone();
         let reply = cmd.query_async::<redis::Value>(&mut commands).await;
-        let settled = match (outcome, reply) {
-            (Outcome::Ack, Ok(redis::Value::Int(n))) if n > 0 => Ok(Settlement::Acked),
-            (Outcome::Ack, Ok(redis::Value::Int(_))) => Ok(Settlement::AckedLate),
-            (Outcome::Ack, Ok(other)) => Err(Error::Reply {
-                command: "DQ.ACK",
-                detail: format!("{other:?}"),
-            }),
-            (_, Ok(reply)) => commands::parse_nack(&reply).map(|state| match state {
+        let settled = match reply {
+            Ok(reply) => commands::parse_nack(&reply).map(|state| match state {
                 Some(state) => Settlement::Nacked(state),
                 None => Settlement::Stale,
             }),
-            (_, Err(e)) if commands::is_stale(&e) => Ok(Settlement::Stale),
-            (_, Err(e)) => Err(Error::from(e)),
+            Err(e) if commands::is_stale(&e) => Ok(Settlement::Stale),
+            Err(e) => Err(Error::from(e)),
         };
         match settled {
             Ok(settlement) => return settlement,
@@ -502,6 +529,70 @@ async fn settle<H: Handler>(
             Err(e) => {
                 tracing::warn!(queue = %delivery.queue, id = %delivery.id_lossy(),
                     attempt = delivery.attempt, error = %e, "settling failed; retrying");
+                sleep(retry_in).await;
+                retry_in *= 2;
+            }
+        }
+    }
+}
+
+/// One queue's ACKs: waits for the first, takes every other that is
+/// waiting (the deliveries that finished while the last DQ.ACK was on its
+/// way, and those finishing in this turn), and sends them in one DQ.ACK;
+/// never holds one back for a timer.
+async fn acker(
+    commands: Connection,
+    queue: String,
+    mut requests: mpsc::UnboundedReceiver<AckRequest>,
+) {
+    let mut batch: Vec<AckRequest> = Vec::new();
+    while let Some(first) = requests.recv().await {
+        batch.push(first);
+        tokio::task::yield_now().await;
+        while let Ok(more) = requests.try_recv() {
+            batch.push(more);
+        }
+        let settlement = ack_batch(&commands, &queue, &batch).await;
+        for (_, done) in batch.drain(..) {
+            let _ = done.send(settlement.clone());
+        }
+    }
+}
+
+/// One DQ.ACK of the batch's ids, tried again a few times when the server
+/// cannot be reached. Its count short of the batch means a message of it
+/// was no longer in flight; which one the reply does not say, so the whole
+/// batch is told [`Settlement::AckedLate`].
+async fn ack_batch(commands: &Connection, queue: &str, batch: &[AckRequest]) -> Settlement {
+    let mut cmd = redis::cmd("DQ.ACK");
+    cmd.arg(queue);
+    for (id, _) in batch {
+        cmd.arg(id);
+    }
+    let mut retry_in = Duration::from_millis(100);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut con = commands.clone();
+        match cmd.query_async::<redis::Value>(&mut con).await {
+            Ok(redis::Value::Int(n)) if n as usize == batch.len() => return Settlement::Acked,
+            Ok(redis::Value::Int(n)) => {
+                tracing::warn!(queue = %queue, ids = batch.len(), counted = n,
+                    "DQ.ACK counted fewer than it carried: the rest were no longer in flight");
+                return Settlement::AckedLate;
+            }
+            Ok(other) => {
+                return Settlement::Unsettled(
+                    Error::Reply {
+                        command: "DQ.ACK",
+                        detail: format!("{other:?}"),
+                    }
+                    .to_string(),
+                )
+            }
+            Err(e) if tries >= 5 => return Settlement::Unsettled(Error::from(e).to_string()),
+            Err(e) => {
+                tracing::warn!(queue = %queue, ids = batch.len(), error = %e, "DQ.ACK failed; retrying");
                 sleep(retry_in).await;
                 retry_in *= 2;
             }

@@ -46,7 +46,7 @@ impl Handler for TakenOver {
         if let Some(wait) = self.wait {
             tokio::time::sleep(wait).await;
         }
-        Outcome::Retry {
+        Outcome::Nack {
             delay: None,
             error: "failed".into(),
         }
@@ -111,7 +111,7 @@ async fn a_late_nack_is_stale_and_leaves_the_new_delivery_alone() {
     let settled = settled.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(settled.len(), 1, "{settled:?}");
     assert_eq!(settled[0].0, 1);
-    assert!(matches!(settled[0].1, Some(Outcome::Retry { .. })));
+    assert!(matches!(settled[0].1, Some(Outcome::Nack { .. })));
     assert_eq!(settled[0].2, Settlement::Stale);
     // Delivery 2, the other consumer's, is untouched.
     let mut con = server.conn();
