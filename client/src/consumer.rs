@@ -7,7 +7,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 use std::collections::HashMap;
 
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -77,11 +77,8 @@ struct Shared<H> {
     deliveries: TaskTracker,
     /// Each queue's acker: the ACKs of the deliveries that finished while
     /// its last DQ.ACK was on its way go in its next one.
-    ackers: HashMap<String, mpsc::UnboundedSender<AckRequest>>,
+    ackers: HashMap<String, mpsc::UnboundedSender<Option<Delivery>>>,
 }
-
-/// A delivery's id for its queue's next DQ.ACK, and where to say how it went.
-type AckRequest = (Vec<u8>, oneshot::Sender<Settlement>);
 
 impl Consumer {
     /// Consumes `queues`, each with up to `concurrency` deliveries at once.
@@ -155,7 +152,12 @@ impl Consumer {
         for queue in self.pools.iter().flatten() {
             let (tx, rx) = mpsc::unbounded_channel();
             ackers.insert(queue.clone(), tx);
-            acker_tasks.push(tokio::spawn(acker(commands.clone(), queue.clone(), rx)));
+            acker_tasks.push(tokio::spawn(acker(
+                commands.clone(),
+                queue.clone(),
+                rx,
+                Arc::clone(&handler),
+            )));
         }
         let shared = Arc::new(Shared {
             handler,
@@ -188,6 +190,7 @@ impl Consumer {
                     queue.clone(),
                     Arc::clone(&slots),
                     share,
+                    pool.len() == 1,
                 );
                 poppers.push(tokio::spawn(popper));
             }
@@ -200,9 +203,14 @@ impl Consumer {
         // Every popper has stopped, so no delivery starts any more.
         shared.deliveries.close();
         shared.deliveries.wait().await;
-        // Every delivery was settled: no ACK is pending.
+        // No delivery is running: each acker sends what it holds and ends.
+        for acker in shared.ackers.values() {
+            let _ = acker.send(None);
+        }
         for task in acker_tasks {
-            task.abort();
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "an acker task failed");
+            }
         }
         Ok(())
     }
@@ -269,16 +277,18 @@ async fn pop_once(
 /// Takes messages from one queue while slots of its pool are free.
 ///
 /// With a free slot it takes what is ready (up to `share`). When nothing
-/// is, it gives its slots back — another queue of the pool may have work —
-/// and waits in a blocking POP for one message; that message then waits for
-/// a slot, its lease kept alive meanwhile. So an idle queue holds no slot,
-/// and a worker holds at most one message per idle queue beyond its
-/// concurrency.
+/// is, it waits in a blocking POP: alone in its pool, for as many messages
+/// as it holds slots; else it gives its slots back — another queue of the
+/// pool may have work — and waits for one message, which then waits for a
+/// slot, its lease kept alive meanwhile. So an idle queue holds no slot
+/// another queue could use, and a worker holds at most one message per
+/// idle queue beyond its concurrency.
 async fn popper<H: Handler>(
     shared: Arc<Shared<H>>,
     queue: String,
     slots: Arc<Semaphore>,
     share: usize,
+    alone: bool,
 ) {
     let mut conn: Option<PopConnection> = None;
     let mut node: Option<Node> = None;
@@ -327,9 +337,15 @@ async fn popper<H: Handler>(
         )
         .await;
         if matches!(&reply, Ok(redis::Value::Nil)) && !shared.shutdown.is_cancelled() {
-            permits.clear();
+            // Alone in its pool, the popper keeps its slots while it waits:
+            // no other queue could use them, and a burst that falls due
+            // comes in one reply.
+            if !alone {
+                permits.clear();
+            }
             leased_at = std::time::Instant::now();
-            let wait = commands::pop(&queue, 1, Some(shared.config.block), lease);
+            let count = permits.len().max(1);
+            let wait = commands::pop(&queue, count, Some(shared.config.block), lease);
             reply = pop_once(&shared, pc, node.as_ref(), wait).await;
         }
         let popped = match reply {
@@ -414,10 +430,24 @@ enum Slot {
     Wait(Arc<Semaphore>),
 }
 
-/// Handles one delivery, keeping its lease alive, then settles it.
+/// Handles one delivery, keeping its lease alive, then settles it: an ACK
+/// goes to its queue's acker, which sends it with the others and tells the
+/// handler how it went; a NACK is sent here.
 async fn deliver<H: Handler>(shared: Arc<Shared<H>>, delivery: Delivery, slot: Slot) {
     let outcome = handle_with_heartbeat(&shared, &delivery, slot).await;
     let settlement = match &outcome {
+        Some(Outcome::Ack) => match shared.ackers.get(&delivery.queue) {
+            Some(acker) => match acker.send(Some(delivery)) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(delivery)) => {
+                    let delivery = delivery.expect("sent Some");
+                    let gone = Settlement::Unsettled("the acker of this queue has stopped".into());
+                    shared.handler.settled(&delivery, outcome.as_ref(), &gone);
+                    return;
+                }
+            },
+            None => Settlement::Unsettled("no acker for this queue".into()),
+        },
         Some(outcome) => settle(&shared, &delivery, outcome).await,
         None => Settlement::Stale,
     };
@@ -487,25 +517,13 @@ async fn handle_with_heartbeat<H: Handler>(
     }
 }
 
-/// Sends the NACK, or hands the ACK to the queue's acker, trying again a
-/// few times when the server cannot be reached (both are safe to repeat: a
-/// second ACK counts 0, a second fenced NACK is STALE).
+/// Sends the NACK, trying again a few times when the server cannot be
+/// reached (a second fenced NACK is STALE).
 async fn settle<H: Handler>(
     shared: &Shared<H>,
     delivery: &Delivery,
     outcome: &Outcome,
 ) -> Settlement {
-    if *outcome == Outcome::Ack {
-        if let Some(acker) = shared.ackers.get(&delivery.queue) {
-            let (tx, rx) = oneshot::channel();
-            if acker.send((delivery.id.clone(), tx)).is_ok() {
-                if let Ok(settlement) = rx.await {
-                    return settlement;
-                }
-            }
-        }
-        return Settlement::Unsettled("the acker of this queue has stopped".into());
-    }
     let cmd = commands::nack(&delivery.queue, &delivery.id, delivery.attempt, outcome);
     let mut retry_in = Duration::from_millis(100);
     let mut tries = 0;
@@ -538,23 +556,36 @@ async fn settle<H: Handler>(
 
 /// One queue's ACKs: waits for the first, takes every other that is
 /// waiting (the deliveries that finished while the last DQ.ACK was on its
-/// way, and those finishing in this turn), and sends them in one DQ.ACK;
-/// never holds one back for a timer.
-async fn acker(
+/// way, and those finishing in this turn), sends them in one DQ.ACK, and
+/// tells the handler how each went; never holds one back for a timer.
+/// `None` (after the last delivery) ends it, once what it holds is sent.
+async fn acker<H: Handler>(
     commands: Connection,
     queue: String,
-    mut requests: mpsc::UnboundedReceiver<AckRequest>,
+    mut requests: mpsc::UnboundedReceiver<Option<Delivery>>,
+    handler: Arc<H>,
 ) {
-    let mut batch: Vec<AckRequest> = Vec::new();
-    while let Some(first) = requests.recv().await {
-        batch.push(first);
+    let mut batch: Vec<Delivery> = Vec::new();
+    let mut open = true;
+    while open {
+        match requests.recv().await {
+            Some(Some(first)) => batch.push(first),
+            _ => break,
+        }
         tokio::task::yield_now().await;
-        while let Ok(more) = requests.try_recv() {
-            batch.push(more);
+        loop {
+            match requests.try_recv() {
+                Ok(Some(more)) => batch.push(more),
+                Ok(None) => {
+                    open = false;
+                    break;
+                }
+                Err(_) => break,
+            }
         }
         let settlement = ack_batch(&commands, &queue, &batch).await;
-        for (_, done) in batch.drain(..) {
-            let _ = done.send(settlement.clone());
+        for delivery in batch.drain(..) {
+            handler.settled(&delivery, Some(&Outcome::Ack), &settlement);
         }
     }
 }
@@ -563,11 +594,11 @@ async fn acker(
 /// cannot be reached. Its count short of the batch means a message of it
 /// was no longer in flight; which one the reply does not say, so the whole
 /// batch is told [`Settlement::AckedLate`].
-async fn ack_batch(commands: &Connection, queue: &str, batch: &[AckRequest]) -> Settlement {
+async fn ack_batch(commands: &Connection, queue: &str, batch: &[Delivery]) -> Settlement {
     let mut cmd = redis::cmd("DQ.ACK");
     cmd.arg(queue);
-    for (id, _) in batch {
-        cmd.arg(id);
+    for delivery in batch {
+        cmd.arg(&delivery.id);
     }
     let mut retry_in = Duration::from_millis(100);
     let mut tries = 0;

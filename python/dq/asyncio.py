@@ -595,12 +595,16 @@ class Worker:
                 # What is ready now, up to this poller's permits.
                 batch = await execute(part.client, core.pop_call(n, None, self.lease_ms))
                 if not batch and not self._stopping:
-                    # Nothing ready: give the permits back (another queue may
-                    # have work) and wait for one message holding none; it
-                    # then waits for a permit, its lease renewed meanwhile.
-                    self._permits.release(n)
-                    n = 0
-                    batch = await execute(part.client, core.pop_call(1, self.block_ms, self.lease_ms))
+                    # Nothing ready. The only poller keeps its permits and
+                    # waits for as many messages: a burst that falls due
+                    # comes in one reply. Among several, it gives them back
+                    # (another queue may have work) and waits for one message
+                    # holding none; that one then waits for a permit, its
+                    # lease kept alive by the heartbeat.
+                    if len(self._parts) > 1:
+                        self._permits.release(n)
+                        n = 0
+                    batch = await execute(part.client, core.pop_call(max(n, 1), self.block_ms, self.lease_ms))
             except Exception as e:
                 self._permits.release(n)
                 log.error("dq: POP from %s failed: %s (retrying in %.1f s)", part.name, e, pause)
