@@ -97,7 +97,8 @@ run: release
 # start on free loopback ports and always stop, once per server line:
 # Debian 12's Redis 7.0 and Valkey 8.0 (backports), Debian 13's Redis 8.0
 # and Valkey 8.1. Each run uses its own line's cli for `--cluster create`.
-# Then the client examples, the Python and Node.js libraries and the
+# Then the client examples, the Python and Node.js libraries, the client
+# READMEs' quick starts as a user runs them (scripts/test-snippets), and the
 # dashboard's browser tests (chromium and chromium-driver from apt) on a
 # server and a 3-master cluster of each Debian 12 line, 15 s of the
 # Sentinel failover run (on the debug
@@ -123,6 +124,7 @@ test: build valkey debian13
 	@echo "make: the client libraries (Python, Node.js) and the dashboard (headless Chromium), on redis-server and $(VALKEY)"
 	scripts/test-python
 	scripts/test-node
+	scripts/with-servers -- scripts/test-snippets
 	scripts/test-dashboard
 	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli scripts/test-python
 	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli scripts/test-node
@@ -138,8 +140,10 @@ examples: build
 
 # Benchmark: dq beside the client-side designs it replaces, on servers it
 # starts itself; then the relay, and sharded queues of 1, 2 and 4 shards on a
-# 4-master cluster. QUICK=1 runs in under a minute. Writes
-# target/bench/results.md, lateness.svg, relay.md and sharded.md. DQ.ADD
+# 4-master cluster; each client library's Worker against a plain POP/ACK
+# loop (scripts/bench-clients). QUICK=1 runs in under a minute. Writes
+# target/bench/results.md, lateness.svg, relay.md, sharded.md and
+# worker-{python,node,rust}.md. DQ.ADD
 # against ZADD is also measured on $(VALKEY) and $(D13)'s two servers,
 # each line that is installed (make valkey debian13).
 bench: release
@@ -149,6 +153,7 @@ bench: release
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) DQ_MODULE=$(abspath target/release/libdq.so) \
 		$(CARGO) bench -p dq-client --bench sharded
 	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) DQ_MODULE=$(abspath target/release/libdq.so) $(CARGO) bench -p dq-dashboard --bench scale
+	DQ_BENCH_QUICK=$(QUICK) DQ_SERVER=$(SERVER) DQ_MODULE=$(abspath target/release/libdq.so) scripts/bench-clients
 
 # Instructions per DQ.ADD, ZADD and POP+ACK message, counted by callgrind.
 instructions: release

@@ -8,8 +8,8 @@
 //! alternate the variants, keeping each one's best round (load from other
 //! processes only ever slows a run down).
 //!
-//! Environment: `DQ_MODULE` (default: the release build's libdq.so beside
-//! this benchmark's executable, honouring CARGO_TARGET_DIR), `DQ_SERVER`
+//! Environment: `DQ_MODULE` (default: the release build's libdq.so, under
+//! CARGO_TARGET_DIR when set; see testkit/), `DQ_SERVER`
 //! (default redis-server), `DQ_BENCH_QUICK=1` (small counts, under a
 //! minute), `DQ_BENCH_OUT` (default target/bench), `DQ_BENCH_ONLY`
 //! (comma-separated scenarios: add, lifecycle, lateness, burst, idle,
@@ -21,14 +21,14 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use dq_testkit::{now_ms, Build, Server};
 use redis::{Connection, Pipeline, Value};
 
 /// Messages per pipeline and per POP/ACK: what a real client batches.
@@ -62,7 +62,6 @@ type Scenario = fn(&Config, &Scale, &mut Report);
 
 struct Config {
     quick: bool,
-    module: PathBuf,
     server: String,
     out: PathBuf,
     only: Option<Vec<String>>,
@@ -123,84 +122,30 @@ impl Scale {
 
 // ---------------------------------------------------------------- servers
 
-/// A server child process on a free loopback port, killed when dropped
-/// (also when the benchmark panics).
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
+/// What the benchmark adds to the test kit's server (a child process on a
+/// free loopback port, killed when dropped, also when the benchmark
+/// panics).
+trait BenchServer {
+    fn with_module(cfg: &Config) -> Self;
+    /// The client-side designs run where they would: on a server without dq.
+    fn plain(cfg: &Config) -> Self;
+    fn conns(&self, n: usize) -> Vec<Connection>;
+    fn load_script(&self, source: &str) -> String;
+    fn info_u64(&self, section: &str, field: &str) -> u64;
+    /// CPU seconds (user + system) the server has used so far.
+    fn cpu_secs(&self) -> f64;
 }
 
-impl Server {
+impl BenchServer for Server {
     fn with_module(cfg: &Config) -> Server {
-        Server::start(cfg, true)
+        Server::builder().binary(&cfg.server).release().start()
     }
 
-    /// The client-side designs run where they would: on a server without dq.
     fn plain(cfg: &Config) -> Server {
-        Server::start(cfg, false)
-    }
-
-    fn start(cfg: &Config, module: bool) -> Server {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        // A port found free can be taken before the server binds it.
-        for _ in 0..20 {
-            let dir = std::env::temp_dir().join(format!(
-                "dq-bench-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Relaxed)
-            ));
-            std::fs::create_dir_all(&dir).expect("create a server directory");
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("find a free port")
-                .port();
-            let mut command = Command::new(&cfg.server);
-            command
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .arg("--logfile")
-                .arg(dir.join("server.log"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            if module {
-                command.arg("--loadmodule").arg(&cfg.module);
-            }
-            let child = command
-                .spawn()
-                .unwrap_or_else(|e| panic!("start {}: {e}", cfg.server));
-            let mut server = Server { child, port, dir };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if matches!(server.child.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                let pong = redis::Client::open(server.url())
-                    .and_then(|c| c.get_connection())
-                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-                if pong.is_ok() {
-                    return server;
-                }
-                thread::sleep(Duration::from_millis(10));
-            }
-            let log = std::fs::read_to_string(server.dir.join("server.log")).unwrap_or_default();
-            if !log.contains("Address already in use") {
-                panic!("{} did not start; its log:\n{log}", cfg.server);
-            }
-        }
-        panic!("no free port for {}", cfg.server);
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn conn(&self) -> Connection {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .expect("connect to the benchmark server")
+        Server::builder()
+            .binary(&cfg.server)
+            .without_module()
+            .start()
     }
 
     fn conns(&self, n: usize) -> Vec<Connection> {
@@ -219,9 +164,8 @@ impl Server {
         info_u64(&mut self.conn(), section, field)
     }
 
-    /// CPU seconds (user + system) the server has used so far.
     fn cpu_secs(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
             .expect("read the server's /proc stat");
         // utime and stime are fields 14 and 15 of the line, 12 and 13 after
         // the parenthesised command name (which may contain spaces).
@@ -230,14 +174,6 @@ impl Server {
         let ticks: u64 =
             fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
         ticks as f64 / clock_ticks_per_sec()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -276,10 +212,6 @@ fn now_us() -> u64 {
         .duration_since(UNIX_EPOCH)
         .expect("the clock is after 1970")
         .as_micros() as u64
-}
-
-fn now_ms() -> u64 {
-    now_us() / 1000
 }
 
 /// A 64-byte payload that starts with `tag`, so every one is distinct.
@@ -1536,7 +1468,6 @@ fn server_lines(cfg: &Config, s: &Scale, report: &mut Report) {
         }
         let cfg = Config {
             quick: cfg.quick,
-            module: cfg.module.clone(),
             server: program.clone(),
             out: cfg.out.clone(),
             only: None,
@@ -1902,31 +1833,20 @@ fn lateness_svg(sorted_us: &[i64], quick: bool) -> String {
     svg
 }
 
-/// `cargo bench` runs `<target>/release/deps/dq-<hash>`; `make bench` has
-/// built `<target>/release/libdq.so` just before.
-fn release_module() -> PathBuf {
-    let exe = std::env::current_exe().expect("the benchmark's own path");
-    let release = exe.parent().and_then(|deps| deps.parent());
-    release.expect("a cargo target directory").join("libdq.so")
-}
-
 fn main() {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let cfg = Config {
         quick: env("DQ_BENCH_QUICK").is_some_and(|v| v != "0"),
-        module: env("DQ_MODULE").map_or_else(release_module, PathBuf::from),
-        server: env("DQ_SERVER").unwrap_or_else(|| "redis-server".into()),
+        server: dq_testkit::server_binary(),
         out: env("DQ_BENCH_OUT").map_or(manifest.join("target/bench"), PathBuf::from),
         only: env("DQ_BENCH_ONLY").map(|v| v.split(',').map(|s| s.trim().to_string()).collect()),
         valkey: env("DQ_VALKEY").unwrap_or_else(|| "valkey-server".into()),
         debian13: env("DQ_DEBIAN13").map_or(manifest.join("target/debian13/dq"), PathBuf::from),
     };
-    assert!(
-        cfg.module.exists(),
-        "{} is missing: run `make bench` (or `cargo build --release` first)",
-        cfg.module.display()
-    );
+    // Fails now, not in the first scenario, when the release build is
+    // missing (`make bench` builds it).
+    dq_testkit::module_path(Build::Release);
     let s = Scale::new(cfg.quick);
     let wanted = |name: &str| {
         cfg.only

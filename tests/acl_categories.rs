@@ -10,9 +10,7 @@
 //! | Redis 7.2, Valkey 7.2 | yes | no: no `@dq` |
 //! | Redis 7.4, 8.0; Valkey 8.0, 8.1 | yes | yes |
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 /// What the DQ commands get from a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,6 @@
 //! PEEK, PURGE, QUEUES, STATS and CONFIG: looking at and managing queues.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 /// A queue with two messages in each state: delayed, ready, inflight, dead.
 fn every_state(c: &mut redis::Connection, q: &str) {
@@ -230,7 +228,7 @@ fn a_replica_serves_reads_refuses_writes_and_matches_the_master() {
     cmd(&mut m, "DQ.CONFIG q SET LEASE 4321000");
     every_state(&mut m, "q");
     cmd(&mut m, "WAIT 1 5000");
-    assert!(support::wait_until(LONG, || {
+    assert!(dq_testkit::wait_until(LONG, || {
         digest(&mut m) == digest(&mut r)
     }));
     assert_eq!(peek_ids(&mut r, "DQ.PEEK q DEAD"), ["dead1", "dead2"]);
@@ -259,11 +257,11 @@ fn a_replica_serves_reads_refuses_writes_and_matches_the_master() {
     cmd(&mut m, "DQ.PURGE q DELAYED");
     cmd(&mut m, "DQ.CONFIG q SET BACKOFF 1s,2s LEASE DEFAULT");
     cmd(&mut m, "DQ.ADD q x ID short-lived TTL 50");
-    assert!(support::wait_until(LONG, || {
+    assert!(dq_testkit::wait_until(LONG, || {
         text(&field(&cmd(&mut m, "DQ.GET q short-lived"), "state")) == "dead"
     }));
     cmd(&mut m, "WAIT 1 5000");
-    assert!(support::wait_until(LONG, || {
+    assert!(dq_testkit::wait_until(LONG, || {
         digest(&mut m) == digest(&mut r)
     }));
 }

@@ -9,9 +9,7 @@
 //! All mismatches are collected and reported together, so one run shows the
 //! whole picture.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 /// One command line and the text its error reply must start with.
 struct Case {

@@ -1,12 +1,10 @@
 //! DQ.POP BLOCK: woken by ADD, by the timer and by lease expiry; times out
 //! like BLPOP; never blocks inside MULTI.
 
-mod support;
-
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::*;
+use dq_testkit::*;
 
 /// Starts a blocking POP on its own connection and returns its reply.
 fn pop_in_background(server: &Server, line: &str) -> thread::JoinHandle<(Value, Duration)> {

@@ -3,11 +3,9 @@
 //! owns, and a queue keeps every message while its slot moves to another
 //! node.
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use dq_testkit::*;
 
 fn c_cmd(c: &mut redis::cluster::ClusterConnection, args: &[&[u8]]) -> Value {
     cluster_run(c, args).unwrap_or_else(|e| panic!("{args:?}: {e}"))

@@ -1,9 +1,7 @@
 //! COMMAND DOCS, COMMAND INFO key specs and ACL key patterns for the DQ
 //! commands, as Redis users inspect built-in commands.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 fn strings(v: &Value) -> Vec<String> {
     match v {

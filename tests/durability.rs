@@ -2,13 +2,11 @@
 //! that got a reply, and no ACK undone; with RDB what the last SAVE held.
 //! Either way the timer serves every queue again with no client action.
 
-mod support;
-
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use support::*;
+use dq_testkit::*;
 
 #[derive(Default)]
 struct Ledger {
@@ -21,7 +19,7 @@ struct Ledger {
 
 #[test]
 fn kill_9_with_appendfsync_always_loses_no_acknowledged_write() {
-    let server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let url = server.url();
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -79,7 +77,7 @@ fn kill_9_with_appendfsync_always_loses_no_acknowledged_write() {
         let l = ledger.lock().unwrap();
         l.added.len() > 500 && l.acked.len() > 100
     }));
-    let server = server.restart(); // SIGKILL, then start on the same files
+    server.restart(); // SIGKILL, then start on the same files
     stop.store(true, Ordering::SeqCst);
     producer.join().unwrap();
     consumer.join().unwrap();
@@ -129,7 +127,7 @@ fn kill_9_with_appendfsync_always_loses_no_acknowledged_write() {
 
 #[test]
 fn rdb_save_then_restart_keeps_queues_served() {
-    let server = Server::start();
+    let mut server = Server::start();
     let mut c = server.conn();
     // `leased` is the only message when the POP runs, however slow the
     // machine: the delayed one is added after it.
@@ -140,7 +138,7 @@ fn rdb_save_then_restart_keeps_queues_served() {
     cmd(&mut c, "DQ.ADD q x ID waiting GROUP g");
     cmd(&mut c, "SAVE");
     cmd(&mut c, "DQ.ADD q x ID unsaved"); // after the snapshot: gone
-    let server = server.restart();
+    server.restart();
     let mut c = server.conn();
     assert_eq!(cmd(&mut c, "DQ.GET q unsaved"), Value::Nil);
     let mut seen = Vec::new();

@@ -3,11 +3,9 @@
 //! is there and goes on working. (The multi-key layout before the native
 //! type is `upgrade.rs`'s.)
 
-mod support;
-
 use std::path::PathBuf;
 
-use support::*;
+use dq_testkit::*;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -2,9 +2,7 @@
 //! answers what it can. Faults are injected with the debug build's
 //! `DQ_FAULT` switch (src/server/guard.rs), which names entry points that panic.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 fn logged(server: &Server, point: &str) -> bool {
     wait_until(LONG, || {

@@ -1,10 +1,8 @@
 //! Deliveries and attempts: ATTEMPT fences NACK and TOUCH to one delivery;
 //! NACK DEAD and ERROR; the attempts a message has left.
 
-mod support;
-
+use dq_testkit::*;
 use redis::Value;
-use support::*;
 
 fn state(c: &mut redis::Connection, q: &str, id: &str) -> String {
     text(&field(&cmd(c, &format!("DQ.GET {q} {id}")), "state"))

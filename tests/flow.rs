@@ -2,11 +2,9 @@
 //! MAXINFLIGHT, DQ.MPOP, and what replication, persistence and a
 //! failover keep of them.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::*;
+use dq_testkit::*;
 
 fn add(c: &mut redis::Connection, queue: &str, n: usize) {
     let mut pipe = redis::pipe();
@@ -248,7 +246,7 @@ fn replica_of(master: &Server) -> Server {
 fn limits_and_their_state_replicate_persist_and_survive_a_failover() {
     // Every write reaches the AOF before its reply: the restart below is
     // a kill.
-    let master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let replica = replica_of(&master);
     let mut m = master.conn();
     let mut r = replica.conn();
@@ -270,7 +268,7 @@ fn limits_and_their_state_replicate_persist_and_survive_a_failover() {
     let digest_before = digest(&mut m);
     drop(r);
     drop(replica);
-    let master = master.restart();
+    master.restart();
     let mut m = master.conn();
     assert_eq!(digest(&mut m), digest_before);
     // The window still holds: 3 of the hour's 4 deliveries were made.

@@ -1,11 +1,9 @@
 //! GROUP: at most one message of a group is out (ready or in flight) at a
 //! time, in due order, while other groups and ungrouped messages flow past.
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use dq_testkit::*;
 
 fn state(c: &mut redis::Connection, q: &str, id: &str) -> String {
     text(&field(&cmd(c, &format!("DQ.GET {q} {id}")), "state"))

@@ -1,10 +1,8 @@
 //! Queue keys that reach a database without a DQ command are served too.
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use dq_testkit::*;
 
 fn ready(c: &mut redis::Connection, queue: &str) -> i64 {
     int(&field(&cmd(c, &format!("DQ.STATS {queue}")), "ready"))

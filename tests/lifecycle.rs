@@ -1,10 +1,8 @@
 //! The core lifecycle against a real server: ADD → timer → POP → ACK.
 
-mod support;
-
 use std::time::Duration;
 
-use support::*;
+use dq_testkit::*;
 
 #[test]
 fn add_then_pop_on_one_connection_gets_the_message() {
@@ -436,14 +434,14 @@ fn queues_in_other_databases_are_served_by_the_timer() {
 
 #[test]
 fn timer_serves_every_queue_after_a_restart() {
-    let server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let mut c = server.conn();
     cmd(&mut c, "DQ.ADD a x DELAY 700");
     cmd(&mut c, "SELECT 5");
     cmd(&mut c, "DQ.ADD b y DELAY 700");
     cmd(&mut c, "DQ.ADD b leased");
     cmd(&mut c, "DQ.POP b LEASE 700");
-    let server = server.restart();
+    server.restart();
     let mut c = server.conn();
     // Nothing touches the queues: only the timer can make them ready.
     let ready = |c: &mut redis::Connection, db: u8, q: &str, n: i64| {

@@ -4,9 +4,7 @@
 //! COUNT, id and GROUP length, numeric ranges, payload size up to
 //! `proto-max-bulk-len`.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 fn bytes(v: &Value) -> Vec<u8> {
     match v {

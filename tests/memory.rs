@@ -2,9 +2,7 @@
 //! `used_memory`: many small queues, queues of a few messages, drained
 //! queues. (A big queue's MEMORY USAGE is checked in native_type.rs.)
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 const PAYLOAD: &str = "0123456789012345678901234567890123456789012345678901234567890123";
 

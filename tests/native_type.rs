@@ -2,11 +2,9 @@
 //! mechanism acts on the whole queue with its usual meaning, and the value
 //! survives every way the server saves, loads, copies and sends it.
 
-mod support;
-
 use std::collections::HashSet;
 
-use support::*;
+use dq_testkit::*;
 
 /// A queue with a message in every state, a group line, a TTL, a pending
 /// replacement, its own settings and counters.

@@ -2,12 +2,10 @@
 //! per command or timer tick, in the generic class (`notify-keyspace-events`
 //! with `g`, e.g. `KEA` or `Kg`).
 
-mod support;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use support::*;
+use dq_testkit::*;
 
 /// Events seen on `__keyspace@0__:<queue>` until `wanted` are all seen or
 /// the deadline passes.

@@ -1,9 +1,7 @@
 //! Time-dependent writes reach a replica as their effects: after the same
 //! workload a replica holds exactly the master's data.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 /// Waits until the replica has acknowledged the master's writes so far.
 /// WAIT is asked again until it says so: one WAIT's timeout may be too short

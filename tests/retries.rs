@@ -1,8 +1,6 @@
 //! NACK, backoff, attempts and dead letters.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 const S: i64 = 1_000;
 const M: i64 = 60 * S;

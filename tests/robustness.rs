@@ -1,8 +1,6 @@
 //! The module must not leak, crash or stall on what it reads back.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 #[test]
 fn reading_and_moving_messages_does_not_leak_memory() {

@@ -2,12 +2,10 @@
 //! messages `name@T`, the options, bad input, and what persistence,
 //! replication and a failover do to them.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use support::*;
+use dq_testkit::*;
 
 /// A command line whose words may be "double quoted" (a cron has spaces).
 fn words(line: &str) -> Vec<String> {
@@ -214,7 +212,7 @@ fn bad_input_gets_an_error_naming_the_argument_and_changes_nothing() {
 
 #[test]
 fn schedules_survive_reload_rewrite_copy_and_restore() {
-    let server = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
+    let mut server = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
     let mut c = server.conn();
     let far = now_ms() + 3_600_000;
     ok(
@@ -239,7 +237,7 @@ fn schedules_survive_reload_rewrite_copy_and_restore() {
     assert!(wait_until(LONG, || {
         text(&cmd(&mut c, "INFO persistence")).contains("aof_rewrite_in_progress:0")
     }));
-    let server = server.restart();
+    server.restart();
     let mut c = server.conn();
     assert_eq!(digest(&mut c), before);
     // COPY and DUMP/RESTORE carry them.

@@ -30,17 +30,13 @@
 //! next consumer's lease, and the report counts the deliveries that
 //! overlapped a lease for that reason alone — what fencing prevents.
 
-mod support;
-
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{sleep, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::{entries, field, int, now_ms, wait_until, Value};
+use dq_testkit::{entries, field, int, now_ms, server_binary, wait_until, Server, Value};
 
 const QUEUES: [&str; 2] = ["soak:plain", "soak:grouped"];
 const PRODUCERS: u64 = 2;
@@ -80,7 +76,15 @@ fn soak(fencing: Fencing) {
         server_binary()
     );
 
-    let server = ChaosServer::start();
+    let server = Server::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        // Frequent AOF rewrites, so some kills land in the middle of one.
+        "--auto-aof-rewrite-min-size",
+        "1mb",
+    ]);
     let shared = Arc::new(Shared::new(server.url(), fencing));
     let mut admin = connect_once(&shared.url).expect("connect to the fresh server");
     for queue in QUEUES {
@@ -173,7 +177,7 @@ fn soak(fencing: Fencing) {
             println!("server log (last lines):");
             tail.iter().rev().for_each(|l| println!("  {l}"));
             if !leftover.is_empty() {
-                println!("left in the queues: {}", server.describe(&leftover));
+                println!("left in the queues: {}", describe(server, &leftover));
             }
         }
         failures.sort();
@@ -551,7 +555,7 @@ fn update(shared: &Shared, id: &str, f: impl FnOnce(&mut Entry)) {
 
 /// Kills the server at random moments and starts it again on the same port
 /// and files; hands the server back when told to stop.
-fn chaos(mut server: ChaosServer, shared: &Shared, mut rng: Rng) -> ChaosServer {
+fn chaos(mut server: Server, shared: &Shared, mut rng: Rng) -> Server {
     loop {
         let until = Instant::now() + Duration::from_millis(100 + rng.below(1900));
         while Instant::now() < until {
@@ -561,7 +565,7 @@ fn chaos(mut server: ChaosServer, shared: &Shared, mut rng: Rng) -> ChaosServer 
             sleep(Duration::from_millis(10));
         }
         let before = shared.tick();
-        server.crash_and_restart();
+        server.restart();
         let after = shared.tick();
         shared.kills.fetch_add(1, Ordering::SeqCst);
         shared
@@ -841,155 +845,21 @@ fn payload_of(id: &str) -> String {
     format!("payload-of-{id}-{}", "x".repeat(filler))
 }
 
-// ---------------------------------------------------------------------------
-// A server that can be killed and restarted on the same port and files.
-
-struct ChaosServer {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-fn server_binary() -> String {
-    std::env::var("DQ_SERVER").unwrap_or_else(|_| "redis-server".into())
-}
-
-fn module_path() -> PathBuf {
-    std::env::var_os("DQ_MODULE").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/debug/libdq.so"),
-        PathBuf::from,
-    )
-}
-
-impl ChaosServer {
-    fn start() -> ChaosServer {
-        // Unique per server: the two soaks of one run start together.
-        static STARTED: AtomicU64 = AtomicU64::new(0);
-        let n = STARTED.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("dq-soak-{}-{}-{n}", std::process::id(), now_ms()));
-        std::fs::create_dir_all(&dir).expect("create the server directory");
-        assert!(
-            module_path().exists(),
-            "{} is missing: build first",
-            module_path().display()
-        );
-        // A port found free can be taken before the server binds it.
-        for _ in 0..20 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("find a free port")
-                .port();
-            if let Ok(child) = spawn(port, &dir) {
-                return ChaosServer { child, port, dir };
+/// What is left in the queues, for a failure report.
+fn describe(server: &Server, left: &[(String, i64)]) -> String {
+    let Some(mut c) = connect_once(&server.url()) else {
+        return "(no connection)".into();
+    };
+    let mut out = format!("{left:?}");
+    for queue in QUEUES {
+        for state in ["DELAYED", "READY", "INFLIGHT", "DEAD"] {
+            let args = ["DQ.PEEK", queue, state, "COUNT", "5"].map(String::from);
+            if let Outcome::Reply(v) = call(&mut c, &args) {
+                out.push_str(&format!("\n  {queue} {state}: {v:?}"));
             }
         }
-        panic!("the server did not start; its log:\n{}", read_log(&dir));
     }
-
-    /// SIGKILL, then the same command line on the same port and directory:
-    /// the server loads what its AOF holds.
-    fn crash_and_restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let mut child = None;
-        // The port is free the moment the process is gone; something else
-        // could still take it, so try for a while before giving up.
-        wait_until(Duration::from_secs(30), || {
-            child = spawn(self.port, &self.dir).ok();
-            child.is_some()
-        });
-        self.child = child.unwrap_or_else(|| {
-            panic!(
-                "no restart on port {}; log:\n{}",
-                self.port,
-                read_log(&self.dir)
-            )
-        });
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn log(&self) -> String {
-        read_log(&self.dir)
-    }
-
-    /// What is left in the queues, for a failure report.
-    fn describe(&self, left: &[(String, i64)]) -> String {
-        let Some(mut c) = connect_once(&self.url()) else {
-            return "(no connection)".into();
-        };
-        let mut out = format!("{left:?}");
-        for queue in QUEUES {
-            for state in ["DELAYED", "READY", "INFLIGHT", "DEAD"] {
-                let args = ["DQ.PEEK", queue, state, "COUNT", "5"].map(String::from);
-                if let Outcome::Reply(v) = call(&mut c, &args) {
-                    out.push_str(&format!("\n  {queue} {state}: {v:?}"));
-                }
-            }
-        }
-        out
-    }
-}
-
-/// Starts the server and waits until it answers PING (its AOF loaded).
-fn spawn(port: u16, dir: &std::path::Path) -> Result<Child, ()> {
-    let mut child = Command::new(server_binary())
-        .arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1", "--save", ""])
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
-        // Frequent AOF rewrites, so some kills land in the middle of one.
-        .args(["--auto-aof-rewrite-min-size", "1mb"])
-        .args(["--daemonize", "no", "--dir"])
-        .arg(dir)
-        .arg("--logfile")
-        .arg(dir.join("server.log"))
-        .arg("--loadmodule")
-        .arg(module_path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {}: {e}", server_binary()));
-    let url = format!("redis://127.0.0.1:{port}/");
-    let up = wait_until(Duration::from_secs(30), || {
-        matches!(child.try_wait(), Ok(Some(_)))
-            || connect_once(&url)
-                .is_some_and(|mut c| redis::cmd("PING").query::<String>(&mut c).is_ok())
-    });
-    if up && matches!(child.try_wait(), Ok(None)) {
-        return Ok(child);
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    let log = read_log(dir);
-    // Only a lost port race is worth another try; anything else (an AOF the
-    // server refuses to load) is the finding.
-    if log
-        .lines()
-        .last()
-        .is_some_and(|l| l.contains("Address already in use"))
-    {
-        Err(())
-    } else {
-        panic!("the server did not come back; its log:\n{log}")
-    }
-}
-
-fn read_log(dir: &std::path::Path) -> String {
-    std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
-}
-
-impl Drop for ChaosServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
+    out
 }
 
 // ---------------------------------------------------------------------------

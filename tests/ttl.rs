@@ -1,9 +1,7 @@
 //! TTL: a message not acknowledged within TTL of its ADD is dead with
 //! reason `expired`, never silently dropped.
 
-mod support;
-
-use support::*;
+use dq_testkit::*;
 
 fn state(c: &mut redis::Connection, q: &str, id: &str) -> String {
     text(&field(&cmd(c, &format!("DQ.GET {q} {id}")), "state"))

@@ -4,11 +4,9 @@
 //! (see `tests/fixtures/make-round1-rdb`), and the values checked here are
 //! what that build's DQ.GET, DQ.STATS and DQ.CONFIG answered for it.
 
-mod support;
-
 use std::path::PathBuf;
 
-use support::*;
+use dq_testkit::*;
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/round1.rdb")

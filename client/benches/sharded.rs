@@ -7,9 +7,6 @@
 //! Every server and the client share this machine's cores, so the figures
 //! show what one machine does, not how N machines scale (docs/clients.md, Scaling).
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +16,7 @@ use dq_client::{
     AddOptions, CancellationToken, Consumer, ConsumerConfig, Delivery, Handler, Outcome,
     Server as DqServer, ShardedQueue,
 };
-use support::Cluster;
+use dq_testkit::{Cluster, Server};
 
 struct Count(Arc<AtomicU64>);
 
@@ -84,7 +81,7 @@ async fn one_round(server: &DqServer, shards: u32, messages: u64) -> (f64, f64) 
 fn main() {
     let quick = std::env::var("DQ_BENCH_QUICK").is_ok_and(|v| !v.is_empty());
     let messages: u64 = if quick { 20_000 } else { 200_000 };
-    let cluster = Cluster::start(4);
+    let cluster = Cluster::start_with(4, &Server::builder().release());
     let server = DqServer::cluster(cluster.nodes.iter().map(|n| n.url())).expect("cluster");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

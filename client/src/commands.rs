@@ -40,18 +40,12 @@ pub(crate) fn pop(queue: &str, count: usize, block: Option<Duration>, lease: Dur
     cmd
 }
 
-pub(crate) fn ack(queue: &str, id: &[u8]) -> Cmd {
-    let mut cmd = redis::cmd("DQ.ACK");
-    cmd.arg(queue).arg(id);
-    cmd
-}
-
-/// DQ.NACK for a `Retry` or `Dead` outcome, fenced to its delivery.
+/// DQ.NACK for a `Nack` or `Dead` outcome, fenced to its delivery.
 pub(crate) fn nack(queue: &str, id: &[u8], attempt: u64, outcome: &Outcome) -> Cmd {
     let mut cmd = redis::cmd("DQ.NACK");
     cmd.arg(queue).arg(id);
     let error = match outcome {
-        Outcome::Retry { delay, error } => {
+        Outcome::Nack { delay, error } => {
             if let Some(delay) = delay {
                 // DELAY 0 is valid here: ready again at once.
                 cmd.arg("DELAY")
@@ -189,7 +183,7 @@ mod tests {
 
     #[test]
     fn nack_is_fenced_and_carries_delay_dead_and_error() {
-        let retry = Outcome::Retry {
+        let retry = Outcome::Nack {
             delay: Some(Duration::from_millis(1500)),
             error: "HTTP 503".into(),
         };
@@ -197,7 +191,7 @@ mod tests {
             args(&nack("q", b"id", 3, &retry)),
             ["DQ.NACK", "q", "id", "DELAY", "1500", "ATTEMPT", "3", "ERROR", "HTTP 503"]
         );
-        let backoff = Outcome::Retry {
+        let backoff = Outcome::Nack {
             delay: None,
             error: String::new(),
         };

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use std::collections::HashMap;
+
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -73,6 +75,9 @@ struct Shared<H> {
     server: Server,
     shutdown: CancellationToken,
     deliveries: TaskTracker,
+    /// Each queue's acker: the ACKs of the deliveries that finished while
+    /// its last DQ.ACK was on its way go in its next one.
+    ackers: HashMap<String, mpsc::UnboundedSender<Option<Delivery>>>,
 }
 
 impl Consumer {
@@ -142,6 +147,18 @@ impl Consumer {
         shutdown: CancellationToken,
     ) -> Result<(), Error> {
         let commands = self.server.connect(self.config.response_timeout).await?;
+        let mut ackers = HashMap::new();
+        let mut acker_tasks = Vec::new();
+        for queue in self.pools.iter().flatten() {
+            let (tx, rx) = mpsc::unbounded_channel();
+            ackers.insert(queue.clone(), tx);
+            acker_tasks.push(tokio::spawn(acker(
+                commands.clone(),
+                queue.clone(),
+                rx,
+                Arc::clone(&handler),
+            )));
+        }
         let shared = Arc::new(Shared {
             handler,
             touch_every: self
@@ -154,6 +171,7 @@ impl Consumer {
             server: self.server.clone(),
             shutdown,
             deliveries: TaskTracker::new(),
+            ackers,
         });
         let mut poppers = Vec::new();
         for pool in &self.pools {
@@ -172,6 +190,7 @@ impl Consumer {
                     queue.clone(),
                     Arc::clone(&slots),
                     share,
+                    pool.len() == 1,
                 );
                 poppers.push(tokio::spawn(popper));
             }
@@ -184,6 +203,15 @@ impl Consumer {
         // Every popper has stopped, so no delivery starts any more.
         shared.deliveries.close();
         shared.deliveries.wait().await;
+        // No delivery is running: each acker sends what it holds and ends.
+        for acker in shared.ackers.values() {
+            let _ = acker.send(None);
+        }
+        for task in acker_tasks {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "an acker task failed");
+            }
+        }
         Ok(())
     }
 }
@@ -249,16 +277,18 @@ async fn pop_once(
 /// Takes messages from one queue while slots of its pool are free.
 ///
 /// With a free slot it takes what is ready (up to `share`). When nothing
-/// is, it gives its slots back — another queue of the pool may have work —
-/// and waits in a blocking POP for one message; that message then waits for
-/// a slot, its lease kept alive meanwhile. So an idle queue holds no slot,
-/// and a worker holds at most one message per idle queue beyond its
-/// concurrency.
+/// is, it waits in a blocking POP: alone in its pool, for as many messages
+/// as it holds slots; else it gives its slots back — another queue of the
+/// pool may have work — and waits for one message, which then waits for a
+/// slot, its lease kept alive meanwhile. So an idle queue holds no slot
+/// another queue could use, and a worker holds at most one message per
+/// idle queue beyond its concurrency.
 async fn popper<H: Handler>(
     shared: Arc<Shared<H>>,
     queue: String,
     slots: Arc<Semaphore>,
     share: usize,
+    alone: bool,
 ) {
     let mut conn: Option<PopConnection> = None;
     let mut node: Option<Node> = None;
@@ -273,6 +303,11 @@ async fn popper<H: Handler>(
             _ = shared.shutdown.cancelled() => break,
         };
         let mut permits = vec![first];
+        if share > 1 {
+            // Handlers finishing now free their slots too: let them run,
+            // then one POP asks for every free slot.
+            tokio::task::yield_now().await;
+        }
         while permits.len() < share {
             match Arc::clone(&slots).try_acquire_owned() {
                 Ok(permit) => permits.push(permit),
@@ -302,9 +337,15 @@ async fn popper<H: Handler>(
         )
         .await;
         if matches!(&reply, Ok(redis::Value::Nil)) && !shared.shutdown.is_cancelled() {
-            permits.clear();
+            // Alone in its pool, the popper keeps its slots while it waits:
+            // no other queue could use them, and a burst that falls due
+            // comes in one reply.
+            if !alone {
+                permits.clear();
+            }
             leased_at = std::time::Instant::now();
-            let wait = commands::pop(&queue, 1, Some(shared.config.block), lease);
+            let count = permits.len().max(1);
+            let wait = commands::pop(&queue, count, Some(shared.config.block), lease);
             reply = pop_once(&shared, pc, node.as_ref(), wait).await;
         }
         let popped = match reply {
@@ -389,10 +430,24 @@ enum Slot {
     Wait(Arc<Semaphore>),
 }
 
-/// Handles one delivery, keeping its lease alive, then settles it.
+/// Handles one delivery, keeping its lease alive, then settles it: an ACK
+/// goes to its queue's acker, which sends it with the others and tells the
+/// handler how it went; a NACK is sent here.
 async fn deliver<H: Handler>(shared: Arc<Shared<H>>, delivery: Delivery, slot: Slot) {
     let outcome = handle_with_heartbeat(&shared, &delivery, slot).await;
     let settlement = match &outcome {
+        Some(Outcome::Ack) => match shared.ackers.get(&delivery.queue) {
+            Some(acker) => match acker.send(Some(delivery)) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(delivery)) => {
+                    let delivery = delivery.expect("sent Some");
+                    let gone = Settlement::Unsettled("the acker of this queue has stopped".into());
+                    shared.handler.settled(&delivery, outcome.as_ref(), &gone);
+                    return;
+                }
+            },
+            None => Settlement::Unsettled("no acker for this queue".into()),
+        },
         Some(outcome) => settle(&shared, &delivery, outcome).await,
         None => Settlement::Stale,
     };
@@ -419,7 +474,7 @@ async fn handle_with_heartbeat<H: Handler>(
         // message to wait for its lease to run out.
         CatchUnwind(shared.handler.handle(delivery))
             .await
-            .unwrap_or_else(|message| Outcome::Retry {
+            .unwrap_or_else(|message| Outcome::Nack {
                 delay: None,
                 error: format!("the handler panicked: {message}"),
             })
@@ -462,37 +517,27 @@ async fn handle_with_heartbeat<H: Handler>(
     }
 }
 
-/// Sends the ACK or NACK, trying again a few times when the server cannot
-/// be reached (both are safe to repeat: a second ACK counts 0, a second
-/// fenced NACK is STALE).
+/// Sends the NACK, trying again a few times when the server cannot be
+/// reached (a second fenced NACK is STALE).
 async fn settle<H: Handler>(
     shared: &Shared<H>,
     delivery: &Delivery,
     outcome: &Outcome,
 ) -> Settlement {
-    let cmd = match outcome {
-        Outcome::Ack => commands::ack(&delivery.queue, &delivery.id),
-        _ => commands::nack(&delivery.queue, &delivery.id, delivery.attempt, outcome),
-    };
+    let cmd = commands::nack(&delivery.queue, &delivery.id, delivery.attempt, outcome);
     let mut retry_in = Duration::from_millis(100);
     let mut tries = 0;
     loop {
         tries += 1;
         let mut commands = shared.commands.clone();
         let reply = cmd.query_async::<redis::Value>(&mut commands).await;
-        let settled = match (outcome, reply) {
-            (Outcome::Ack, Ok(redis::Value::Int(n))) if n > 0 => Ok(Settlement::Acked),
-            (Outcome::Ack, Ok(redis::Value::Int(_))) => Ok(Settlement::AckedLate),
-            (Outcome::Ack, Ok(other)) => Err(Error::Reply {
-                command: "DQ.ACK",
-                detail: format!("{other:?}"),
-            }),
-            (_, Ok(reply)) => commands::parse_nack(&reply).map(|state| match state {
+        let settled = match reply {
+            Ok(reply) => commands::parse_nack(&reply).map(|state| match state {
                 Some(state) => Settlement::Nacked(state),
                 None => Settlement::Stale,
             }),
-            (_, Err(e)) if commands::is_stale(&e) => Ok(Settlement::Stale),
-            (_, Err(e)) => Err(Error::from(e)),
+            Err(e) if commands::is_stale(&e) => Ok(Settlement::Stale),
+            Err(e) => Err(Error::from(e)),
         };
         match settled {
             Ok(settlement) => return settlement,
@@ -502,6 +547,83 @@ async fn settle<H: Handler>(
             Err(e) => {
                 tracing::warn!(queue = %delivery.queue, id = %delivery.id_lossy(),
                     attempt = delivery.attempt, error = %e, "settling failed; retrying");
+                sleep(retry_in).await;
+                retry_in *= 2;
+            }
+        }
+    }
+}
+
+/// One queue's ACKs: waits for the first, takes every other that is
+/// waiting (the deliveries that finished while the last DQ.ACK was on its
+/// way, and those finishing in this turn), sends them in one DQ.ACK, and
+/// tells the handler how each went; never holds one back for a timer.
+/// `None` (after the last delivery) ends it, once what it holds is sent.
+async fn acker<H: Handler>(
+    commands: Connection,
+    queue: String,
+    mut requests: mpsc::UnboundedReceiver<Option<Delivery>>,
+    handler: Arc<H>,
+) {
+    let mut batch: Vec<Delivery> = Vec::new();
+    let mut open = true;
+    while open {
+        match requests.recv().await {
+            Some(Some(first)) => batch.push(first),
+            _ => break,
+        }
+        tokio::task::yield_now().await;
+        loop {
+            match requests.try_recv() {
+                Ok(Some(more)) => batch.push(more),
+                Ok(None) => {
+                    open = false;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let settlement = ack_batch(&commands, &queue, &batch).await;
+        for delivery in batch.drain(..) {
+            handler.settled(&delivery, Some(&Outcome::Ack), &settlement);
+        }
+    }
+}
+
+/// One DQ.ACK of the batch's ids, tried again a few times when the server
+/// cannot be reached. Its count short of the batch means a message of it
+/// was no longer in flight; which one the reply does not say, so the whole
+/// batch is told [`Settlement::AckedLate`].
+async fn ack_batch(commands: &Connection, queue: &str, batch: &[Delivery]) -> Settlement {
+    let mut cmd = redis::cmd("DQ.ACK");
+    cmd.arg(queue);
+    for delivery in batch {
+        cmd.arg(&delivery.id);
+    }
+    let mut retry_in = Duration::from_millis(100);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut con = commands.clone();
+        match cmd.query_async::<redis::Value>(&mut con).await {
+            Ok(redis::Value::Int(n)) if n as usize == batch.len() => return Settlement::Acked,
+            Ok(redis::Value::Int(n)) => {
+                tracing::warn!(queue = %queue, ids = batch.len(), counted = n,
+                    "DQ.ACK counted fewer than it carried: the rest were no longer in flight");
+                return Settlement::AckedLate;
+            }
+            Ok(other) => {
+                return Settlement::Unsettled(
+                    Error::Reply {
+                        command: "DQ.ACK",
+                        detail: format!("{other:?}"),
+                    }
+                    .to_string(),
+                )
+            }
+            Err(e) if tries >= 5 => return Settlement::Unsettled(Error::from(e).to_string()),
+            Err(e) => {
+                tracing::warn!(queue = %queue, ids = batch.len(), error = %e, "DQ.ACK failed; retrying");
                 sleep(retry_in).await;
                 retry_in *= 2;
             }

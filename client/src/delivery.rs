@@ -22,20 +22,37 @@ impl Delivery {
     }
 }
 
-/// What the handler decided about a delivery.
+/// What the handler decided about a delivery: the command the consumer
+/// sends. docs/client-vocabulary.md has the same words for the Python and
+/// Node.js libraries (`action`: "ack", "nack", "dead").
+///
+/// 0.x change: `Nack` was called `Retry` (a NACK schedules a retry, but the
+/// message dies instead when its attempts are used up).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// The work is done: `DQ.ACK`.
+    /// The work is done: `DQ.ACK`, sent with the other deliveries of its
+    /// queue that finished since the last ACK's round trip.
     Ack,
     /// The work failed and may succeed later: `DQ.NACK` with `DELAY` when
     /// given, else the message's backoff. The message becomes dead if this
     /// was its last attempt. `error` is kept as its last error.
-    Retry {
+    Nack {
         delay: Option<Duration>,
         error: String,
     },
     /// The work can never succeed: `DQ.NACK ... DEAD`, dead at once.
     Dead { error: String },
+}
+
+impl Outcome {
+    /// The action's name in every dq library: "ack", "nack" or "dead".
+    pub fn action(&self) -> &'static str {
+        match self {
+            Outcome::Ack => "ack",
+            Outcome::Nack { .. } => "nack",
+            Outcome::Dead { .. } => "dead",
+        }
+    }
 }
 
 /// The message's state after a NACK, as the server replied it.
@@ -51,9 +68,10 @@ pub enum NackState {
 pub enum Settlement {
     /// ACK removed the message.
     Acked,
-    /// ACK found the message no longer in flight: the lease had run out
-    /// (it may be with another consumer now) or it was cancelled. The work
-    /// was done; at-least-once means it may be done again.
+    /// The DQ.ACK that carried it counted fewer than it carried: this
+    /// message, or another of the same batch, was no longer in flight (the
+    /// lease had run out, or it was cancelled). The work was done;
+    /// at-least-once means it may be done again.
     AckedLate,
     /// NACK was applied; the message is now in this state.
     Nacked(NackState),
@@ -63,6 +81,22 @@ pub enum Settlement {
     /// The server could not be reached to settle it; the lease will run
     /// out and the message will be delivered again.
     Unsettled(String),
+}
+
+impl Settlement {
+    /// The state's name in every dq library: "acked", "acked-late",
+    /// "delayed", "ready", "dead", "stale" or "unsettled".
+    pub fn state(&self) -> &'static str {
+        match self {
+            Settlement::Acked => "acked",
+            Settlement::AckedLate => "acked-late",
+            Settlement::Nacked(NackState::Delayed) => "delayed",
+            Settlement::Nacked(NackState::Ready) => "ready",
+            Settlement::Nacked(NackState::Dead) => "dead",
+            Settlement::Stale => "stale",
+            Settlement::Unsettled(_) => "unsettled",
+        }
+    }
 }
 
 /// The work done for each delivery.

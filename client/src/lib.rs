@@ -44,6 +44,11 @@ mod shard;
 pub use admin::{Entry, InfoDq, Message, QueueConfig, State, Stats};
 pub use commands::{truncate_error, MAX_ERROR_BYTES};
 pub use consumer::{stop_on_signals, Consumer, ConsumerConfig};
+/// The name the Python and Node.js libraries give a [`Consumer`]
+/// (docs/client-vocabulary.md).
+pub type Worker = Consumer;
+/// The options of a [`Worker`]: [`ConsumerConfig`].
+pub type WorkerConfig = ConsumerConfig;
 pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};
 pub use error::Error;
 pub use queue::{AddOptions, NackOptions, Queue, ShardedQueue};

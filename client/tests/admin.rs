@@ -1,9 +1,6 @@
 //! dq_client::admin against a real server with the module: every call's
 //! reply, under RESP2 and RESP3.
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use dq_client::admin;
 use dq_client::State;
 use redis::aio::MultiplexedConnection;
@@ -38,7 +35,7 @@ fn name(test: &str, resp3: bool) -> Vec<u8> {
 }
 
 async fn every_call(resp3: bool) {
-    let server = support::Server::start();
+    let server = dq_testkit::Server::start();
     let mut con = connect(&server.url(), resp3).await;
     let q = name("calls", resp3);
     let _ = admin::purge(&mut con, &q, None).await.unwrap();
@@ -235,7 +232,7 @@ async fn every_call_resp3() {
 
 #[tokio::test]
 async fn redrive_all_moves_more_than_one_batch() {
-    let server = support::Server::start();
+    let server = dq_testkit::Server::start();
     let mut con = connect(&server.url(), false).await;
     let q = name("redrive-all", false);
     let _ = admin::purge(&mut con, &q, None).await.unwrap();

@@ -2,9 +2,6 @@
 //! 3-master cluster; on one server the calls' typed errors, lease
 //! heartbeats, a graceful stop and a panicking handler.
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +10,7 @@ use dq_client::{
     AddOptions, CancellationToken, Consumer, ConsumerConfig, Delivery, Error, Handler, NackOptions,
     Outcome, Queue, Server as DqServer, ShardedQueue,
 };
-use support::{cmd, field, int, text, Cluster, Server, LONG};
+use dq_testkit::{cmd, field, int, text, Cluster, Server, LONG};
 
 /// What the test handler saw, in order.
 #[derive(Default)]

@@ -5,26 +5,22 @@
 //! how long the sampler's read takes and the dashboard's memory once every
 //! queue's history is full.
 //!
-//! Environment: `DQ_MODULE` and `DQ_SERVER` (as the module's tests:
-//! tests/support), `DQ_BENCH_QUICK=1` (fewer rounds), `DQ_BENCH_QUEUES`
+//! Environment: `DQ_MODULE` and `DQ_SERVER` (as the module's tests: the
+//! workspace's test kit, testkit/), `DQ_BENCH_QUICK=1` (fewer rounds), `DQ_BENCH_QUEUES`
 //! (default 10000), `DQ_DASHBOARD_BIN` (another dq-dashboard binary, e.g.
 //! an older build to compare with; this one's by default). Writes
 //! target/bench/dashboard.md.
 
-#[path = "../../tests/support/mod.rs"]
-mod support;
-
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::Server;
+use dq_testkit::{server_binary, wait_until, Process, Server};
 
 /// A dq-dashboard child process, killed when dropped.
 struct Dashboard {
-    child: Child,
+    process: Process,
     addr: String,
 }
 
@@ -32,35 +28,31 @@ impl Dashboard {
     fn start(args: &[&str]) -> Dashboard {
         let bin = std::env::var("DQ_DASHBOARD_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dq-dashboard").to_string());
-        let mut child = Command::new(&bin)
-            .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {bin}: {e}"));
-        let Some(stderr) = child.stderr.take() else {
-            panic!("no stderr from {bin}");
+        let mut process = Process::start(
+            Command::new(&bin)
+                .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
+                .args(args),
+        );
+        // The log names the address (port 0 picks one).
+        let address = |process: &Process| {
+            process.lines().iter().find_map(|line| {
+                let at = line.find("\"message\":\"dashboard at http://")?;
+                let rest = &line[at + "\"message\":\"dashboard at http://".len()..];
+                Some(rest.split('/').next().unwrap_or_default().to_string())
+            })
         };
-        // The log names the address (port 0 picks one); the rest of the
-        // log is drained so that the pipe never fills.
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("\"message\":\"dashboard at http://") {
-                    let rest = &line[at + "\"message\":\"dashboard at http://".len()..];
-                    let _ = tx.send(rest.split('/').next().unwrap_or_default().to_string());
-                }
-            }
+        let mut addr = None;
+        wait_until(Duration::from_secs(60), || {
+            addr = address(&process);
+            addr.is_some() || process.wait_exit(Duration::ZERO).is_some()
         });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("{bin} did not start"));
-        Dashboard { child, addr }
+        let addr =
+            addr.unwrap_or_else(|| panic!("{bin} did not start; its log:\n{}", process.log()));
+        Dashboard { process, addr }
     }
 
     fn rss_kb(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+        std::fs::read_to_string(format!("/proc/{}/status", self.process.pid()))
             .ok()
             .and_then(|s| {
                 s.lines()
@@ -92,13 +84,6 @@ impl Dashboard {
             .and_then(|l| l.split(' ').nth(1)?.parse().ok())
             .unwrap_or(0);
         (status, reply.len() - head_end, took)
-    }
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -186,7 +171,7 @@ fn main() {
     let rounds = if quick { 5 } else { 20 };
     let load_before = loadavg();
 
-    let server = Server::start();
+    let server = Server::builder().release().start();
     let mut con = server.conn();
     let mut pipe = redis::pipe();
     for i in 0..queues {
@@ -316,7 +301,7 @@ fn main() {
          | round trip and parsing (redis-rs), median of {rounds} | {} |\n\
          | dq-dashboard memory just started / with every queue's history full (62 points each) | {:.0} MB / {:.0} MB |\n",
         if quick { "Quick run:" } else { "Full run:" },
-        std::env::var("DQ_SERVER").unwrap_or_else(|_| "redis-server".into()),
+        server_binary(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         server_us as f64 / 1000.0,
         size(reply_bytes),

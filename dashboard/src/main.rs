@@ -21,17 +21,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::{Parser, ValueEnum};
-use redis::IntoConnectionInfo;
+use clap::Parser;
+use dq_daemon::{LogFormat, Signals};
 
 use crate::backend::{Backend, History};
 use crate::security::{Auth, Csrf};
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
-    Json,
-    Text,
-}
 
 /// A web dashboard and Prometheus metrics for dq queues.
 #[derive(Parser)]
@@ -124,37 +118,16 @@ struct Args {
     log_level: String,
 }
 
-fn init_logs(args: &Args) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DQ_DASHBOARD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Json => logs
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .init(),
-        LogFormat::Text => logs.init(),
-    }
-}
-
 fn connection_infos(args: &Args) -> anyhow::Result<Vec<redis::ConnectionInfo>> {
     let mut infos = Vec::new();
     for (n, url) in args.redis.iter().enumerate() {
         // The URL itself is never quoted in an error: it may hold a password.
-        let mut info = url.as_str().into_connection_info().with_context(|| {
-            format!("--redis #{}: not a valid redis:// or rediss:// URL", n + 1)
-        })?;
-        let mut settings = info.redis_settings().clone();
-        if let Some(user) = &args.redis_user {
-            settings = settings.set_username(user);
-        }
-        if let Some(password) = &args.redis_password {
-            settings = settings.set_password(password);
-        }
-        info = info.set_redis_settings(settings);
+        let info = dq_daemon::redis_url::connection_info(
+            url,
+            args.redis_user.as_deref(),
+            args.redis_password.as_deref(),
+        )
+        .with_context(|| format!("--redis #{}: not a valid redis:// or rediss:// URL", n + 1))?;
         infos.push(info);
     }
     Ok(infos)
@@ -168,14 +141,8 @@ fn window_name(d: Duration) -> String {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    init_logs(&args);
-    match run(args).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "dq-dashboard stopped");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    dq_daemon::logs::init("DQ_DASHBOARD_LOG", &args.log_level, args.log_format);
+    dq_daemon::logs::exit_code("dq-dashboard", run(args).await)
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -235,49 +202,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(addr = %bound, read_only = args.read_only, auth = app.auth.required(),
         "dashboard at http://{bound}/");
 
-    let shutdown = stop_signal();
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            conn = listener.accept() => match conn {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            name = &mut shutdown => {
-                tracing::info!(signal = name, "dq-dashboard stopped");
-                return Ok(());
-            }
-        };
-        let app = app.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| web::handle(app.clone(), req));
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .header_read_timeout(Duration::from_secs(30))
-                .timer(hyper_util::rt::TokioTimer::new())
-                .serve_connection(io, service)
-                .await;
-        });
-    }
-}
-
-async fn stop_signal() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        std::future::pending::<()>().await;
-        return "";
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    }
+    let mut signals = Signals::new().context("catching SIGTERM and SIGINT")?;
+    let handle = move |req| web::handle(app.clone(), req);
+    let options = dq_daemon::http::Options::new("");
+    let name = dq_daemon::http::serve(listener, options, handle, signals.recv()).await;
+    tracing::info!(signal = name, "dq-dashboard stopped");
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! confirmation, with a valid CSRF token, from this origin, when not
 //! `--read-only`.
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
@@ -100,10 +99,7 @@ fn header_str(req: &Request<hyper::body::Incoming>, name: header::HeaderName) ->
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-pub async fn handle(
-    app: Arc<App>,
-    req: Request<hyper::body::Incoming>,
-) -> Result<Resp, Infallible> {
+pub async fn handle(app: Arc<App>, req: Request<hyper::body::Incoming>) -> Resp {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let started = std::time::Instant::now();
@@ -111,7 +107,7 @@ pub async fn handle(
     harden(&mut resp);
     tracing::debug!(%method, path = %path, status = resp.status().as_u16(),
         ms = started.elapsed().as_millis() as u64, "request");
-    Ok(resp)
+    resp
 }
 
 async fn route(app: &Arc<App>, req: Request<hyper::body::Incoming>) -> Resp {

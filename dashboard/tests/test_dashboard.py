@@ -4,6 +4,8 @@ Run by scripts/test-dashboard under scripts/with-servers --cluster."""
 
 import os
 import re
+import socket
+import time
 
 import pytest
 import redis
@@ -306,6 +308,30 @@ def start_dashboard_fails(start_dashboard, url):
         return str(e)
     d.stop()
     return d.log_text()
+
+
+def test_a_client_that_never_finishes_its_headers_is_closed(dashboard):
+    """The header-read timeout (30 s, the relay's /metrics has it too): a
+    byte of header now and then, never the end of the request head, does
+    not hold a connection open for as long as the client likes."""
+    host, port = dashboard.base.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=1) as s:
+        s.sendall(f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: ".encode())
+        answer, closed = b"", False
+        deadline = time.monotonic() + 300
+        while not closed and time.monotonic() < deadline:
+            try:
+                s.sendall(b"a")
+                got = s.recv(256)
+                answer += got
+                closed = got == b""
+            except socket.timeout:
+                pass
+            except OSError:
+                # A write or read after the server closed may be reset.
+                closed = True
+        assert closed, "still open after 300 s"
+        assert answer == b"", answer
 
 
 # --- metrics -------------------------------------------------------------------------

@@ -63,12 +63,13 @@ def report(delivery, outcome):
         print(f"delivered {msg_id} attempt={attempt}")
     elif outcome.state == "dead":
         print(f"gave up {msg_id} attempt={attempt}: dead letter")
-    elif outcome.state is not None:
+    elif outcome.state in ("delayed", "ready"):
         wait = hooks.get(msg_id)["due-at"] / 1000 - time.time()
         print(f"retry {msg_id} attempt={attempt} failed, next attempt in {wait:.1f}s")
     else:
-        # Our lease ran out and another worker may hold the message: the
-        # NACK was refused (STALE) instead of failing their try.
+        # "stale": our lease ran out and another worker may hold the
+        # message: the NACK was refused (STALE) instead of failing their try;
+        # "unsettled": the server could not be reached.
         print(f"too late for {msg_id} attempt={attempt}: {outcome.exception}")
 
 

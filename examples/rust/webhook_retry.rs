@@ -99,7 +99,7 @@ impl Handler for Calls {
         match call_webhook(&hook.url, d.attempt) {
             None => Outcome::Ack,
             // No delay: the message's BACKOFF decides when it is due again.
-            Some(error) => Outcome::Retry {
+            Some(error) => Outcome::Nack {
                 delay: None,
                 error: error.into(),
             },

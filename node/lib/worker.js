@@ -215,12 +215,16 @@ class Worker {
           // What is ready now, up to this poller's permits.
           batch = await this._pop(conn, part, n);
           if (batch.length === 0 && !this.stopping) {
-            // Nothing ready: give the permits back (another queue may have
-            // work) and wait for one message holding none; it then waits
-            // for a permit, its lease kept alive by the heartbeat.
-            this.permits.release(n);
-            n = 0;
-            batch = await this._pop(conn, part, 1, this.blockMs);
+            // Nothing ready. The only poller keeps its permits and waits
+            // for as many messages: a burst that falls due comes in one
+            // reply. Among several, it gives them back (another queue may
+            // have work) and waits for one message holding none; that one
+            // then waits for a permit, its lease kept alive by the heartbeat.
+            if (this.parts.length > 1) {
+              this.permits.release(n);
+              n = 0;
+            }
+            batch = await this._pop(conn, part, Math.max(n, 1), this.blockMs);
           }
         } catch (e) {
           this.permits.release(n);

@@ -815,42 +815,59 @@ class ShardedCore:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How the worker settled a delivery, given to Worker(on_settled=...).
+    """How the worker settled a delivery, given to Worker(on_settled=...);
+    docs/client-vocabulary.md has the same words for the three libraries.
 
-    action: "ack" (handler returned), "nack" (it raised), "dead" (Permanent),
-    or "lost" (the lease was lost; the worker did not NACK).
-    state: the reply: for ack "acked" or "gone" (ACK counted 0); for a NACK
-    the new state ("delayed", "ready", "dead"), or None when refused (STALE)
-    or when the call failed (`exception` then says why).
+    action: what the handler asked for, what the worker sends: "ack" (it
+    returned), "nack" (it raised, or raised Retry: a retry is scheduled, or
+    the message dies if its attempts are used up) or "dead" (Permanent).
+    state: what the server made of it: "acked"; "acked-late" (the DQ.ACK of
+    its batch counted fewer: a message of that batch was no longer in
+    flight); the NACK's new state ("delayed", "ready", "dead"); "stale" (the
+    delivery was over, its lease lost: nothing changed); "unsettled" (the
+    call failed, `exception` says why: the message comes back after its
+    lease).
     error: the ERROR text sent with the NACK, if any."""
 
     action: str
-    state: Optional[str] = None
+    state: str
     error: Optional[str] = None
     exception: Optional[BaseException] = None
 
 
 def settle_call(core: QueueCore, delivery: Delivery, failure: Optional[BaseException]) -> Tuple[str, Optional[Call], Optional[str]]:
-    """(action, the call that settles the delivery, the error text sent)."""
+    """(action, the call that settles the delivery alone, the error text sent).
+
+    A Worker sends the ACKs of deliveries that are not lost in batches
+    (ack_batch_state); a lost one's ACK goes alone, so its count is its own
+    (ACK is unfenced: a late one is proof the work was done). The call is
+    None when the lease was lost and the handler failed: nothing is sent."""
     if failure is None:
         return "ack", core.ack_call([delivery.id]), None
-    if delivery.lost:
-        return "lost", None, None
     if isinstance(failure, Permanent):
         text = str(failure) or "Permanent"
-        return "dead", core.nack_call(delivery.id, dead=True, attempt=delivery.attempt, error=text), text
+        call = None if delivery.lost else core.nack_call(delivery.id, dead=True, attempt=delivery.attempt, error=text)
+        return "dead", call, text
     if isinstance(failure, Retry):
         retry_text = failure.error or None
+        if delivery.lost:
+            return "nack", None, retry_text
         call = core.nack_call(delivery.id, delay_ms=failure.delay_ms, attempt=delivery.attempt, error=retry_text)
         return "nack", call, retry_text
     text = f"{type(failure).__name__}: {failure}"
-    return "nack", core.nack_call(delivery.id, attempt=delivery.attempt, error=text), text
+    return "nack", None if delivery.lost else core.nack_call(delivery.id, attempt=delivery.attempt, error=text), text
 
 
-def settle_state(action: str, reply: Any) -> Optional[str]:
+def settle_state(action: str, reply: Any) -> str:
     if action == "ack":
-        return "acked" if reply else "gone"
-    return reply
+        return "acked" if reply else "acked-late"
+    return str(reply)
+
+
+def ack_batch_state(count: int, size: int) -> str:
+    """The state of each delivery of one DQ.ACK of `size` ids that counted
+    `count`: which of them were no longer in flight the reply does not say."""
+    return "acked" if count == size else "acked-late"
 
 
 def check_worker_args(concurrency: Any, lease_ms: Any, block_ms: Any) -> None:
@@ -911,7 +928,7 @@ def check_pool(client: Any, needed: int, block_ms: int) -> None:
     if isinstance(limit, int) and limit < needed:
         raise ValueError(
             f"{where} {limit} connections; this worker needs {needed} "
-            "(a blocking POP per queue, one per handler, one for the heartbeat)"
+            "(a blocking POP per queue, one per handler, one for the heartbeat, one for the ACKs)"
         )
     timeouts = [k["socket_timeout"] for k in _pool_kwargs(client) if isinstance(k.get("socket_timeout"), (int, float))]
     if timeouts and min(timeouts) * 1000 <= block_ms:

@@ -1,16 +1,16 @@
-"""The blocking Worker: one poller thread per (shard) queue, a pool of
-`concurrency` handler threads, a heartbeat thread, FIFO-fair permits."""
+"""The blocking Worker: one poller thread per (shard) queue, `concurrency`
+handler threads, a heartbeat thread, an acker thread that sends the ACKs of
+the deliveries that finished since its last round trip in one DQ.ACK per
+queue, FIFO-fair permits."""
 
 from __future__ import annotations
 
-import heapq
-import itertools
+import _thread
 import logging
 import signal
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _commands as c
@@ -29,7 +29,7 @@ class _Permits:
     def __init__(self, n: int) -> None:
         self._free = n
         self._lock = threading.Lock()
-        self._waiters: Deque[List[Any]] = deque()  # [event, granted]
+        self._waiters: Deque[List[Any]] = deque()  # [lock held until granted, granted]
         self._closed = False
 
     def acquire(self, most: int) -> int:
@@ -42,11 +42,22 @@ class _Permits:
                 n = min(self._free, most)
                 self._free -= n
                 return n
-            waiter: List[Any] = [threading.Event(), 0]
+            gate = _thread.allocate_lock()
+            gate.acquire()
+            waiter: List[Any] = [gate, 0]
             self._waiters.append(waiter)
-        waiter[0].wait()
+        gate.acquire()
         with self._lock:
-            return waiter[1]
+            return int(waiter[1])
+
+    def try_acquire(self, most: int) -> int:
+        """Up to `most` free permits without waiting (none while others wait)."""
+        with self._lock:
+            if self._closed or self._waiters:
+                return 0
+            n = min(self._free, most)
+            self._free -= n
+            return n
 
     def release(self, n: int = 1) -> None:
         with self._lock:
@@ -54,7 +65,7 @@ class _Permits:
                 if self._waiters and not self._closed:
                     waiter = self._waiters.popleft()
                     waiter[1] += 1
-                    waiter[0].set()
+                    waiter[0].release()
                 else:
                     self._free += 1
 
@@ -63,35 +74,167 @@ class _Permits:
         with self._lock:
             self._closed = True
             while self._waiters:
-                self._waiters.popleft()[0].set()
+                self._waiters.popleft()[0].release()
+
+
+class _Handlers:
+    """`n` threads that run jobs in arrival order, waking no more of them
+    than the jobs need. A thread that takes a job while others wait, and
+    sees no other thread awake and free to take them, wakes one. So a burst
+    of quick jobs is run by the threads already awake (a few wakeups for the
+    lot, not one per job), and jobs that block wake thread after thread
+    until each has its own."""
+
+    def __init__(self, n: int) -> None:
+        self._jobs: Deque[Callable[[], None]] = deque()
+        self._lock = threading.Lock()
+        self._sleeping: List[Any] = []  # each sleeping thread's gate (a held lock)
+        self._free = n  # threads awake and not running a job (each starts so)
+        self._closed = False
+        self._threads = [threading.Thread(target=self._run, name=f"dq-handler-{i}", daemon=True) for i in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            self._jobs.append(job)
+            gate = self._wake_one()
+        if gate is not None:
+            gate.release()
+
+    def _wake_one(self) -> Any:
+        """A sleeping thread's gate to release when jobs wait and no awake
+        thread is free to take them (the caller holds the lock)."""
+        if self._jobs and self._free == 0 and self._sleeping:
+            self._free += 1
+            return self._sleeping.pop()
+        return None
+
+    def _run(self) -> None:
+        gate = _thread.allocate_lock()
+        gate.acquire()
+        while True:
+            with self._lock:
+                if self._jobs:
+                    job: Optional[Callable[[], None]] = self._jobs.popleft()
+                    self._free -= 1
+                    other = self._wake_one()
+                elif self._closed:
+                    return
+                else:
+                    self._free -= 1
+                    self._sleeping.append(gate)
+                    job = other = None
+            if other is not None:
+                other.release()
+            if job is None:
+                gate.acquire()  # released by a waker (who counted this thread free) or shutdown()
+                continue
+            try:
+                job()
+            except BaseException:  # noqa: B036 - a job's failure must not end the thread
+                log.exception("dq: a worker job failed")
+            with self._lock:
+                self._free += 1
+
+    def shutdown(self) -> None:
+        """Runs what was submitted, then ends the threads."""
+        with self._lock:
+            self._closed = True
+            sleeping, self._sleeping = self._sleeping, []
+            self._free += len(sleeping)
+        for gate in sleeping:
+            gate.release()
+        for t in self._threads:
+            t.join()
 
 
 class _Heartbeat(threading.Thread):
-    """TOUCHes every running delivery each lease/3; marks it lost on STALE."""
+    """TOUCHes each running delivery a third of a lease after its last
+    renewal; marks it lost on STALE. It looks four times per renewal period
+    over the running deliveries (at most concurrency + pollers), so adding
+    and removing one costs a dict operation, no wakeup."""
 
     def __init__(self, lease_ms: int) -> None:
         super().__init__(name="dq-heartbeat", daemon=True)
         self._lease_ms = lease_ms
         self._every = lease_ms / 3000
-        self._cond = threading.Condition()
-        self._due: List[Tuple[float, int]] = []  # heap of (next touch, key)
-        self._items: Dict[int, Tuple[Delivery, Queue]] = {}
-        self._seq = itertools.count()
-        self._done = False
+        self._lock = threading.Lock()
+        self._items: Dict[int, List[Any]] = {}  # key -> [delivery, part, next touch]
+        self._next_key = 0
+        self._done = threading.Event()
 
-    def add(self, delivery: Delivery, part: Queue, now: float) -> int:
-        key = next(self._seq)
-        with self._cond:
-            self._items[key] = (delivery, part)
-            heapq.heappush(self._due, (now + self._every, key))
-            self._cond.notify()
-        return key
+    def add(self, deliveries: List[Delivery], part: Queue) -> int:
+        """Adds a POP's deliveries; their keys are the one returned and the
+        ones after it."""
+        due = time.monotonic() + self._every
+        with self._lock:
+            first = self._next_key
+            self._next_key += len(deliveries)
+            for i, delivery in enumerate(deliveries):
+                self._items[first + i] = [delivery, part, due]
+        return first
 
     def remove(self, key: int) -> None:
-        with self._cond:
+        with self._lock:
             self._items.pop(key, None)
 
     def finish(self) -> None:
+        self._done.set()
+
+    def run(self) -> None:
+        while not self._done.wait(self._every / 4):
+            now = time.monotonic()
+            with self._lock:
+                due = [(k, item[0], item[1]) for k, item in self._items.items() if item[2] <= now]
+            for key, delivery, part in due:
+                self._touch(key, delivery, part)
+
+    def _touch(self, key: int, delivery: Delivery, part: Queue) -> None:
+        try:
+            execute(part.client, part._core.touch_call(delivery.id, lease_ms=self._lease_ms, attempt=delivery.attempt))
+        except c.StaleDelivery:
+            with self._lock:
+                if self._items.pop(key, None) is None:
+                    return  # settled meanwhile: the STALE is our own ACK/NACK's doing
+            delivery.lost = True
+            log.warning("dq: lost the lease of %s attempt %d in %s: another consumer may have it",
+                        delivery.id, delivery.attempt, delivery.queue)
+            return
+        except Exception as e:  # connection trouble: try again at the next look
+            log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
+            return
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                item[2] = time.monotonic() + self._every
+
+
+class _Acker(threading.Thread):
+    """Sends the ACKs: the deliveries that finished while the last DQ.ACK was
+    on its way go in the next one, one per queue, sent the moment the
+    previous one is answered; never held back by a timer."""
+
+    def __init__(self, settled: Callable[[Delivery, Outcome], None]) -> None:
+        super().__init__(name="dq-acker", daemon=True)
+        self._settled = settled
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: Dict[int, Tuple[Queue, List[Delivery]]] = {}
+        self._idle = False
+        self._done = False
+
+    def add(self, part: Queue, delivery: Delivery) -> None:
+        with self._cond:
+            entry = self._pending.get(id(part))
+            if entry is None:
+                self._pending[id(part)] = (part, [delivery])
+            else:
+                entry[1].append(delivery)
+            if self._idle:
+                self._cond.notify()
+
+    def finish(self) -> None:
+        """Sends what is pending, then ends."""
         with self._cond:
             self._done = True
             self._cond.notify()
@@ -99,38 +242,45 @@ class _Heartbeat(threading.Thread):
     def run(self) -> None:
         while True:
             with self._cond:
-                while not self._done:
-                    while self._due and self._due[0][1] not in self._items:
-                        heapq.heappop(self._due)
-                    if self._due and self._due[0][0] <= time.monotonic():
-                        break
-                    self._cond.wait(None if not self._due else self._due[0][0] - time.monotonic())
-                if self._done:
+                while not self._pending and not self._done:
+                    self._idle = True
+                    self._cond.wait()
+                    self._idle = False
+                if not self._pending:
                     return
-                _, key = heapq.heappop(self._due)
-                delivery, part = self._items[key]
-                heapq.heappush(self._due, (time.monotonic() + self._every, key))
-            try:
-                execute(part.client, part._core.touch_call(delivery.id, lease_ms=self._lease_ms, attempt=delivery.attempt))
-            except c.StaleDelivery:
-                with self._cond:
-                    if self._items.pop(key, None) is None:
-                        continue  # settled meanwhile: the STALE is our own ACK/NACK's doing
-                delivery.lost = True
-                log.warning("dq: lost the lease of %s attempt %d in %s: another consumer may have it",
-                            delivery.id, delivery.attempt, delivery.queue)
-            except Exception as e:  # connection trouble: try again at the next beat
-                log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
+                batches, self._pending = self._pending, {}
+            for part, deliveries in batches.values():
+                self._send(part, deliveries)
+
+    def _send(self, part: Queue, deliveries: List[Delivery]) -> None:
+        try:
+            count = execute(part.client, part._core.ack_call([d.id for d in deliveries]))
+        except Exception as e:
+            log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
+                      len(deliveries), part.name, e)
+            for d in deliveries:
+                self._settled(d, Outcome("ack", "unsettled", None, e))
+            return
+        state = c.ack_batch_state(count, len(deliveries))
+        if state != "acked":
+            log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
+                        len(deliveries), part.name, count)
+        outcome = Outcome("ack", state)  # frozen: one for the batch
+        for d in deliveries:
+            self._settled(d, outcome)
 
 
 class Worker:
     """Runs `handler(delivery)` for the messages of one or more queues.
 
-    Returns normally -> DQ.ACK. Raises Permanent -> DQ.NACK DEAD. Raises
-    Retry(delay_ms) -> DQ.NACK DELAY. Anything else -> DQ.NACK with ERROR
-    "<ExceptionType>: <message>" (the backoff decides). Every NACK and TOUCH
-    carries ATTEMPT. `on_settled(delivery, outcome)` (optional) is called
-    after each delivery was settled, in the handler's thread."""
+    Returns normally -> DQ.ACK (the ACKs of deliveries that finished since
+    the last round trip go in one DQ.ACK per queue). Raises Permanent ->
+    DQ.NACK DEAD. Raises Retry(delay_ms) -> DQ.NACK DELAY. Anything else ->
+    DQ.NACK with ERROR "<ExceptionType>: <message>" (the backoff decides).
+    Every NACK and TOUCH carries ATTEMPT. `on_settled(delivery, outcome)`
+    (optional) is called after each delivery was settled: for a NACK in
+    the handler's thread, for an ACK in the worker's acker thread (keep it
+    short: the next ACKs wait for it)."""
 
     def __init__(
         self,
@@ -140,20 +290,24 @@ class Worker:
         concurrency: int = 1,
         lease_ms: int = 30000,
         block_ms: int = 1000,
+        handle_signals: bool = True,
         on_settled: Optional[OnSettled] = None,
     ) -> None:
         if not callable(handler):
             raise TypeError(f"handler must be callable, got {type(handler).__name__}")
         if on_settled is not None and not callable(on_settled):
             raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
+        if not isinstance(handle_signals, bool):
+            raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
         c.check_worker_args(concurrency, lease_ms, block_ms)
         self._parts: List[Queue] = c.worker_parts(queues, (Queue, ShardedQueue))
         for part in self._parts:
-            c.check_pool(part.client, len(self._parts) + concurrency + 1, block_ms)
+            c.check_pool(part.client, len(self._parts) + concurrency + 2, block_ms)
         self.handler = handler
         self.concurrency = concurrency
         self.lease_ms = lease_ms
         self.block_ms = block_ms
+        self.handle_signals = handle_signals
         self.on_settled = on_settled
         self._stop = threading.Event()
         self._permits = _Permits(concurrency)
@@ -180,20 +334,23 @@ class Worker:
 
     def run(self) -> None:
         """Polls and handles until stop() (or SIGTERM/SIGINT, when called in
-        the main thread). A worker runs once."""
+        the main thread with handle_signals). A worker runs once."""
         with self._lock:
             if self._started:
                 raise RuntimeError("this Worker has already run; make a new one")
             self._started = True
         previous: Dict[signal.Signals, Any] = {}
-        if threading.current_thread() is threading.main_thread():
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda signum, frame: self.stop())
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="dq-handler")
+        handlers = _Handlers(self.concurrency)
         heartbeat = _Heartbeat(self.lease_ms)
         heartbeat.start()
+        acker = _Acker(self._settled)
+        acker.start()
         pollers = [
-            threading.Thread(target=self._poll, args=(part, pool, heartbeat), name=f"dq-poll-{part.name}", daemon=True)
+            threading.Thread(target=self._poll, args=(part, handlers, heartbeat, acker), name=f"dq-poll-{part.name}",
+                             daemon=True)
             for part in self._parts
         ]
         log.info("dq: worker started on %d queue(s), concurrency %d", len(pollers), self.concurrency)
@@ -205,20 +362,27 @@ class Worker:
                     t.join(0.2)  # short joins let the main thread run signal handlers
         finally:
             self.stop()
-            pool.shutdown(wait=True)
+            handlers.shutdown()
+            acker.finish()
+            acker.join()
             heartbeat.finish()
             heartbeat.join()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         log.info("dq: worker stopped")
 
-    def _poll(self, part: Queue, pool: ThreadPoolExecutor, heartbeat: _Heartbeat) -> None:
+    def _poll(self, part: Queue, handlers: _Handlers, heartbeat: _Heartbeat, acker: _Acker) -> None:
         core: c.QueueCore = part._core
         pause = 0.1
         while not self._stop.is_set():
             n = self._permits.acquire(self._share)
             if n == 0:
                 break
+            if n < self._share:
+                # Handlers finishing now free their permits too: let them
+                # run, then one POP asks for every free permit.
+                time.sleep(0)
+                n += self._permits.try_acquire(self._share - n)
             if self._stop.is_set():
                 self._permits.release(n)
                 break
@@ -226,13 +390,16 @@ class Worker:
                 # What is ready now, up to this poller's permits.
                 batch = execute(part.client, core.pop_call(n, None, self.lease_ms))
                 if not batch and not self._stop.is_set():
-                    # Nothing ready: give the permits back (another queue may
-                    # have work) and wait for one message holding none. The
-                    # handler pool, `concurrency` threads, queues it until a
-                    # thread is free; the heartbeat keeps its lease meanwhile.
-                    self._permits.release(n)
-                    n = 0
-                    batch = execute(part.client, core.pop_call(1, self.block_ms, self.lease_ms))
+                    # Nothing ready. The only poller keeps its permits and
+                    # waits for as many messages: a burst that falls due
+                    # comes in one reply. Among several, it gives them back
+                    # (another queue may have work) and waits for one message
+                    # holding none; that one then waits for a permit, its
+                    # lease kept alive by the heartbeat.
+                    if len(self._parts) > 1:
+                        self._permits.release(n)
+                        n = 0
+                    batch = execute(part.client, core.pop_call(max(n, 1), self.block_ms, self.lease_ms))
             except Exception as e:
                 self._permits.release(n)
                 log.error("dq: POP from %s failed: %s (retrying in %.1f s)", part.name, e, pause)
@@ -244,46 +411,68 @@ class Worker:
                 self._permits.release(n - len(batch))
             # Deliveries taken after a stop request are handled all the same:
             # they are leased to us, and finishing them loses nothing.
+            first = heartbeat.add(batch, part)
             for i, delivery in enumerate(batch):
-                key = heartbeat.add(delivery, part, time.monotonic())
-                pool.submit(self._handle, part, delivery, heartbeat, key, i < n)
+                handlers.submit(_Job(self, part, delivery, heartbeat, acker, first + i, i < n))
 
-    def _handle(self, part: Queue, delivery: Delivery, heartbeat: _Heartbeat, key: int,
-                permitted: bool = True) -> None:
+    def _handle(self, part: Queue, delivery: Delivery, heartbeat: _Heartbeat, acker: _Acker, key: int,
+                permitted: bool) -> None:
+        if not permitted:
+            # Taken by a blocking POP without a permit: wait for one (0 once
+            # stopping: leased to us, it is handled all the same).
+            permitted = self._permits.acquire(1) > 0
         failure: Optional[BaseException] = None
         try:
-            try:
-                self.handler(delivery)
-            except BaseException as e:  # noqa: B036 - a handler's SystemExit must not kill the pool thread
-                failure = e
-                if not isinstance(e, (c.Permanent, c.Retry)):
-                    log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
-                                delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
-            finally:
-                heartbeat.remove(key)
-            outcome = self._settle(part, delivery, failure)
-            if self.on_settled is not None:
-                try:
-                    self.on_settled(delivery, outcome)
-                except Exception:
-                    log.exception("dq: on_settled raised")
+            self.handler(delivery)
+        except BaseException as e:  # noqa: B036 - a handler's SystemExit must not kill the thread
+            failure = e
+            if not isinstance(e, (c.Permanent, c.Retry)):
+                log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
+                            delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
         finally:
+            heartbeat.remove(key)
+            # The handler is done: its permit goes to the next POP while the
+            # ACK or NACK is on its way.
             if permitted:
                 self._permits.release(1)
+        if failure is None and not delivery.lost:
+            acker.add(part, delivery)
+        else:
+            self._settled(delivery, self._settle(part, delivery, failure))
+
+    def _settled(self, delivery: Delivery, outcome: Outcome) -> None:
+        if self.on_settled is not None:
+            try:
+                self.on_settled(delivery, outcome)
+            except Exception:
+                log.exception("dq: on_settled raised")
 
     def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
         action, call, error = c.settle_call(part._core, delivery, failure)
         if call is None:
             log.warning("dq: not settling %s attempt %d in %s: its lease was lost", delivery.id, delivery.attempt,
                         delivery.queue)
-            return Outcome(action, None, None, failure)
+            return Outcome(action, "stale", error, failure)
         try:
             reply = execute(part.client, call)
         except c.StaleDelivery as e:
             log.warning("dq: %s", e)
-            return Outcome(action, None, error, e)
+            return Outcome(action, "stale", error, e)
         except Exception as e:
             log.error("dq: settling %s attempt %d in %s failed: %s (it comes back after its lease)",
                       delivery.id, delivery.attempt, delivery.queue, e)
-            return Outcome(action, None, error, e)
+            return Outcome(action, "unsettled", error, e)
         return Outcome(action, c.settle_state(action, reply), error, failure)
+
+
+class _Job:
+    """One delivery's handling, as a callable for the handler threads."""
+
+    __slots__ = ("args", "worker")
+
+    def __init__(self, worker: Worker, *args: Any) -> None:
+        self.worker = worker
+        self.args = args
+
+    def __call__(self) -> None:
+        self.worker._handle(*self.args)

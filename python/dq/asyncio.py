@@ -374,6 +374,14 @@ class _Permits:
                 self.release(fut.result())
             raise
 
+    def try_acquire(self, most: int) -> int:
+        """Up to `most` free permits without waiting (none while others wait)."""
+        if self._closed or any(not w.done() for w in self._waiters):
+            return 0
+        n = min(self._free, most)
+        self._free -= n
+        return n
+
     def release(self, n: int = 1) -> None:
         for _ in range(n):
             while self._waiters and self._waiters[0].done():
@@ -395,12 +403,60 @@ Handler = Callable[[Delivery], Any]
 OnSettled = Callable[[Delivery, Outcome], Any]
 
 
+class _Acker:
+    """One queue's ACKs: the deliveries that finished while the last DQ.ACK
+    was on its way go in the next one, sent the moment the previous one is
+    answered (or, when none is on its way, once the callbacks ready in this
+    turn of the loop have run); never held back by a timer."""
+
+    def __init__(self, part: "Queue", settled: Callable[[Delivery, Outcome], Awaitable[None]]) -> None:
+        self._part = part
+        self._settled = settled
+        self._pending: List[Delivery] = []
+        self._busy = False
+        self._task: Optional["asyncio.Future[None]"] = None
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def add(self, delivery: Delivery) -> None:
+        self._pending.append(delivery)
+        if not self._busy:
+            self._busy = True
+            self.idle.clear()
+            asyncio.get_running_loop().call_soon(self._start)
+
+    def _start(self) -> None:
+        self._task = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        part = self._part
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                count = await execute(part.client, part._core.ack_call([d.id for d in batch]))
+            except Exception as e:
+                log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
+                          len(batch), part.name, e)
+                outcomes = [Outcome("ack", "unsettled", None, e)] * len(batch)
+            else:
+                state = c.ack_batch_state(count, len(batch))
+                if state != "acked":
+                    log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
+                                len(batch), part.name, count)
+                outcomes = [Outcome("ack", state)] * len(batch)
+            for d, outcome in zip(batch, outcomes):
+                await self._settled(d, outcome)
+        self._busy = False
+        self.idle.set()
+
+
 class Worker:
     """Runs `handler(delivery)` for the messages of one or more queues, on
     asyncio tasks. A coroutine function handler is awaited; a plain
     function runs in a thread (asyncio.to_thread) so it cannot block the
-    loop. Settles as dq.Worker does. `on_settled(delivery, outcome)` may be a
-    function or a coroutine function."""
+    loop. Settles as dq.Worker does (the ACKs of deliveries that finished
+    since the last round trip in one DQ.ACK per queue). `on_settled(delivery,
+    outcome)` may be a function or a coroutine function."""
 
     def __init__(
         self,
@@ -410,16 +466,19 @@ class Worker:
         concurrency: int = 1,
         lease_ms: int = 30000,
         block_ms: int = 1000,
+        handle_signals: bool = True,
         on_settled: Optional[OnSettled] = None,
     ) -> None:
         if not callable(handler):
             raise TypeError(f"handler must be callable, got {type(handler).__name__}")
         if on_settled is not None and not callable(on_settled):
             raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
+        if not isinstance(handle_signals, bool):
+            raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
         c.check_worker_args(concurrency, lease_ms, block_ms)
         self._parts: List[Queue] = c.worker_parts(queues, (Queue, ShardedQueue))
         for part in self._parts:
-            c.check_pool(part.client, len(self._parts) + concurrency + 1, block_ms)
+            c.check_pool(part.client, len(self._parts) + concurrency + 2, block_ms)
         self.handler = handler
         self._async_handler = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)
@@ -427,6 +486,7 @@ class Worker:
         self.concurrency = concurrency
         self.lease_ms = lease_ms
         self.block_ms = block_ms
+        self.handle_signals = handle_signals
         self.on_settled = on_settled
         self._stopping = False
         self._permits = _Permits(concurrency)
@@ -435,6 +495,10 @@ class Worker:
         self._started = False
         self._wake: Optional[asyncio.Event] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        # The running deliveries the heartbeat renews: id(delivery) -> [delivery, part, next touch].
+        self._beating: Dict[int, List[Any]] = {}
+        self._ackers = {id(part): _Acker(part, self._settled) for part in self._parts}
+        self._touches: Set["asyncio.Future[None]"] = set()
 
     @property
     def queue_names(self) -> List[str]:
@@ -467,7 +531,7 @@ class Worker:
 
     async def run(self) -> None:
         """Polls and handles until stop() (or SIGTERM/SIGINT when run in the
-        main thread). A worker runs once."""
+        main thread with handle_signals). A worker runs once."""
         if self._started:
             raise RuntimeError("this Worker has already run; make a new one")
         self._started = True
@@ -476,7 +540,7 @@ class Worker:
             self._wake.set()
         loop = self._loop = asyncio.get_running_loop()
         installed: Dict[signal.Signals, Any] = {}
-        if threading.current_thread() is threading.main_thread():
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 try:
                     previous = signal.getsignal(sig)
@@ -485,12 +549,20 @@ class Worker:
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass  # no signal support on this loop
         log.info("dq: worker started on %d queue(s), concurrency %d", len(self._parts), self.concurrency)
+        heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
             await asyncio.gather(*[self._poll(part) for part in self._parts])
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            for acker in self._ackers.values():
+                await acker.idle.wait()
         finally:
             self._stop_now()
+            heartbeat.cancel()
+            try:
+                await heartbeat
+            except asyncio.CancelledError:
+                pass
             for sig, previous in installed.items():
                 loop.remove_signal_handler(sig)
                 if previous is not None:
@@ -511,6 +583,11 @@ class Worker:
             n = await self._permits.acquire(self._share)
             if n == 0:
                 break
+            if n < self._share:
+                # Handlers finishing in this turn free their permits too:
+                # one POP asks for every free permit.
+                await asyncio.sleep(0)
+                n += self._permits.try_acquire(self._share - n)
             if self._stopping:
                 self._permits.release(n)
                 break
@@ -518,12 +595,16 @@ class Worker:
                 # What is ready now, up to this poller's permits.
                 batch = await execute(part.client, core.pop_call(n, None, self.lease_ms))
                 if not batch and not self._stopping:
-                    # Nothing ready: give the permits back (another queue may
-                    # have work) and wait for one message holding none; it
-                    # then waits for a permit, its lease renewed meanwhile.
-                    self._permits.release(n)
-                    n = 0
-                    batch = await execute(part.client, core.pop_call(1, self.block_ms, self.lease_ms))
+                    # Nothing ready. The only poller keeps its permits and
+                    # waits for as many messages: a burst that falls due
+                    # comes in one reply. Among several, it gives them back
+                    # (another queue may have work) and waits for one message
+                    # holding none; that one then waits for a permit, its
+                    # lease kept alive by the heartbeat.
+                    if len(self._parts) > 1:
+                        self._permits.release(n)
+                        n = 0
+                    batch = await execute(part.client, core.pop_call(max(n, 1), self.block_ms, self.lease_ms))
             except Exception as e:
                 self._permits.release(n)
                 log.error("dq: POP from %s failed: %s (retrying in %.1f s)", part.name, e, pause)
@@ -539,76 +620,92 @@ class Worker:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
-    async def _heartbeat(self, part: Queue, delivery: Delivery, done: asyncio.Event) -> None:
+    async def _heartbeat(self) -> None:
+        """TOUCHes each running delivery a third of a lease after its last
+        renewal, looking four times per renewal period over the running
+        ones; marks a delivery lost on STALE."""
         every = self.lease_ms / 3000
+        loop = asyncio.get_running_loop()
         while True:
-            try:
-                await asyncio.wait_for(done.wait(), every)
-                return
-            except asyncio.TimeoutError:
-                pass
-            try:
-                await execute(part.client, part._core.touch_call(delivery.id, lease_ms=self.lease_ms,
-                                                                 attempt=delivery.attempt))
-            except StaleDelivery:
-                if done.is_set():
-                    return
-                delivery.lost = True
-                log.warning("dq: lost the lease of %s attempt %d in %s: another consumer may have it",
-                            delivery.id, delivery.attempt, delivery.queue)
-                return
-            except Exception as e:
-                log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
+            await asyncio.sleep(every / 4)
+            now = loop.time()
+            for key, item in list(self._beating.items()):
+                if item[2] <= now:
+                    item[2] = float("inf")  # one TOUCH at a time
+                    touch = asyncio.ensure_future(self._touch(key, item, every))
+                    self._touches.add(touch)
+                    touch.add_done_callback(self._touches.discard)
+
+    async def _touch(self, key: int, item: List[Any], every: float) -> None:
+        delivery, part = item[0], item[1]
+        try:
+            await execute(part.client, part._core.touch_call(delivery.id, lease_ms=self.lease_ms,
+                                                             attempt=delivery.attempt))
+        except StaleDelivery:
+            if self._beating.pop(key, None) is None:
+                return  # settled meanwhile: the STALE is our own ACK/NACK's doing
+            delivery.lost = True
+            log.warning("dq: lost the lease of %s attempt %d in %s: another consumer may have it",
+                        delivery.id, delivery.attempt, delivery.queue)
+            return
+        except Exception as e:
+            log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
+        item[2] = asyncio.get_running_loop().time() + every
 
     async def _handle(self, part: Queue, delivery: Delivery, permitted: bool = True) -> None:
-        done = asyncio.Event()
-        beat = asyncio.ensure_future(self._heartbeat(part, delivery, done))
+        key = id(delivery)
+        self._beating[key] = [delivery, part, asyncio.get_running_loop().time() + self.lease_ms / 3000]
         failure: Optional[BaseException] = None
         try:
-            try:
-                if not permitted:
-                    # Taken by a blocking POP without a permit: wait for one
-                    # (0 once stopping: leased to us, it is handled anyway).
-                    permitted = await self._permits.acquire(1) > 0
-                if self._async_handler:
-                    await self.handler(delivery)
-                else:
-                    result = await asyncio.to_thread(self.handler, delivery)
-                    if inspect.isawaitable(result):
-                        await result
-            except Exception as e:
-                failure = e
-                if not isinstance(e, (Permanent, Retry)):
-                    log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
-                                delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
-            finally:
-                done.set()
-                await beat
-            outcome = await self._settle(part, delivery, failure)
-            if self.on_settled is not None:
-                try:
-                    result = self.on_settled(delivery, outcome)
-                    if inspect.isawaitable(result):
-                        await result
-                except Exception:
-                    log.exception("dq: on_settled raised")
+            if not permitted:
+                # Taken by a blocking POP without a permit: wait for one
+                # (0 once stopping: leased to us, it is handled anyway).
+                permitted = await self._permits.acquire(1) > 0
+            if self._async_handler:
+                await self.handler(delivery)
+            else:
+                result = await asyncio.to_thread(self.handler, delivery)
+                if inspect.isawaitable(result):
+                    await result
+        except Exception as e:
+            failure = e
+            if not isinstance(e, (Permanent, Retry)):
+                log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
+                            delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
         finally:
+            self._beating.pop(key, None)
+            # The handler is done: its permit goes to the next POP while the
+            # ACK or NACK is on its way.
             if permitted:
                 self._permits.release(1)
+        if failure is None and not delivery.lost:
+            self._ackers[id(part)].add(delivery)
+            return
+        await self._settled(delivery, await self._settle(part, delivery, failure))
+
+    async def _settled(self, delivery: Delivery, outcome: Outcome) -> None:
+        if self.on_settled is None:
+            return
+        try:
+            result = self.on_settled(delivery, outcome)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("dq: on_settled raised")
 
     async def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
         action, call, error = c.settle_call(part._core, delivery, failure)
         if call is None:
             log.warning("dq: not settling %s attempt %d in %s: its lease was lost", delivery.id, delivery.attempt,
                         delivery.queue)
-            return Outcome(action, None, None, failure)
+            return Outcome(action, "stale", error, failure)
         try:
             reply = await execute(part.client, call)
         except StaleDelivery as e:
             log.warning("dq: %s", e)
-            return Outcome(action, None, error, e)
+            return Outcome(action, "stale", error, e)
         except Exception as e:
             log.error("dq: settling %s attempt %d in %s failed: %s (it comes back after its lease)",
                       delivery.id, delivery.attempt, delivery.queue, e)
-            return Outcome(action, None, error, e)
+            return Outcome(action, "unsettled", error, e)
         return Outcome(action, c.settle_state(action, reply), error, failure)

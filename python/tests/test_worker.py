@@ -151,9 +151,50 @@ def test_lost_lease_is_not_nacked(r, name):
     release.set()
     wait_for(lambda: outcomes, what="the settlement")
     running.stop()
-    assert outcomes[0].action == "lost"
+    assert (outcomes[0].action, outcomes[0].state) == ("nack", "stale")
     stats = q.stats()
     assert stats["nacked"] == 0 and q.get("x")["last-error"] is None
+
+
+def test_acks_go_in_batches(r, name):
+    # Every command on this queue, as MONITOR shows it: the ACKs of handlers
+    # that finished together go in one DQ.ACK, and no POP asks for more than
+    # the free permits.
+    q = dq.Queue(r, name)
+    p = r.pipeline(transaction=False)
+    for i in range(300):
+        p.execute_command("DQ.ADD", name, "x", "ID", f"m{i}")
+    p.execute()
+    seen: List[List[str]] = []
+    watching = threading.Event()
+
+    def monitor() -> None:
+        with r.monitor() as m:
+            watching.set()
+            for event in m.listen():
+                args = event["command"].split(" ")
+                if len(args) > 1 and args[1] == name:
+                    seen.append(args)
+                if args[0].upper() == "DQ.STATS" and args[1] == name and len(seen) > 1:
+                    return
+
+    t = threading.Thread(target=monitor, daemon=True)
+    t.start()
+    watching.wait(10)
+    settled: List[dq.Outcome] = []
+    running = Running(dq.Worker(q, lambda d: None, concurrency=20, block_ms=200,
+                                on_settled=lambda d, o: settled.append(o)))
+    wait_for(lambda: len(settled) == 300, what="300 settlements")
+    running.stop()
+    assert {o.state for o in settled} == {"acked"}
+    assert q.stats()["acked"] == 300
+    t.join(10)
+    acks = [a for a in seen if a[0].upper() == "DQ.ACK"]
+    assert sum(len(a) - 2 for a in acks) == 300
+    assert len(acks) < 300, f"{len(acks)} DQ.ACKs for 300 deliveries"
+    for pop in (a for a in seen if a[0].upper() == "DQ.POP"):
+        count = int(pop[pop.index('"COUNT"') + 1].strip('"')) if '"COUNT"' in pop else int(pop[pop.index("COUNT") + 1])
+        assert 1 <= count <= 20, pop
 
 
 def test_graceful_stop_loses_nothing(r, name):
@@ -233,7 +274,7 @@ def test_worker_arguments(r, name):
     with pytest.raises(ValueError, match="the same queue twice"):
         dq.Worker([q, dq.Queue(r, name)], print)
     small = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(redis_url(), max_connections=3))
-    with pytest.raises(ValueError, match="allows 3 connections; this worker needs 6"):
+    with pytest.raises(ValueError, match="allows 3 connections; this worker needs 7"):
         dq.Worker(dq.Queue(small, name), print, concurrency=4)
     impatient = redis.Redis.from_url(redis_url(), socket_timeout=0.5)
     with pytest.raises(ValueError, match="socket_timeout to be longer than 1 s"):

@@ -7,12 +7,9 @@
 //!
 //! `DQ_BENCH_QUICK=1` runs smaller batches. Writes target/bench/relay.md.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::*;
+use dq_testkit::*;
 
 /// The deliveries of the throughput run; quick: fewer.
 fn burst_size(quick: bool) -> usize {
@@ -73,7 +70,7 @@ fn main() {
     let quick = std::env::var("DQ_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
         || !std::env::args().any(|a| a == "--bench");
     let load_before = loadavg();
-    let server = Server::start();
+    let server = Server::builder().release().start();
     let receiver = Receiver::start(|_| Reply::status(200));
     let url = receiver.url("/hook");
     let args: Vec<String> = [
@@ -104,7 +101,11 @@ fn main() {
         &mut con,
         (0..n).map(|i| (format!(r#"{{"url":"{url}","body":{{"n":{i}}}}}"#), None)),
     );
-    let relay = RelayProcess::start(&args);
+    // The relay under test, with none of its DQ_RELAY_* settings from the
+    // environment of the run.
+    let relay = Process::start(
+        command_without_env(env!("CARGO_BIN_EXE_dq-relay"), "DQ_RELAY_").args(&args),
+    );
     let requests = receiver.wait_for(n, Duration::from_secs(600));
     let first = requests.iter().map(|r| r.at_us).min().unwrap_or(0);
     let last = requests.iter().map(|r| r.at_us).max().unwrap_or(0);

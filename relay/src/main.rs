@@ -22,20 +22,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use dq_client::{CancellationToken, Consumer, ConsumerConfig};
-use redis::IntoConnectionInfo;
+use dq_daemon::{LogFormat, Signals};
 use reqwest::Url;
 
 use crate::allow::AllowList;
 use crate::relay::{PerHost, Relay, Route};
 use crate::signature::Secret;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
-    Json,
-    Text,
-}
 
 /// Delivers dq messages over HTTP: calls each message's URL, retries on
 /// 408/429/5xx and network failures, dead-letters other 4xx, signs every
@@ -192,19 +186,12 @@ fn read_secrets(args: &Args) -> anyhow::Result<Vec<Secret>> {
 }
 
 fn redis_client(args: &Args) -> anyhow::Result<redis::Client> {
-    let mut info = args
-        .redis
-        .as_str()
-        .into_connection_info()
-        .context("--redis is not a valid redis:// or rediss:// URL")?;
-    let mut settings = info.redis_settings().clone();
-    if let Some(user) = &args.redis_user {
-        settings = settings.set_username(user);
-    }
-    if let Some(password) = &args.redis_password {
-        settings = settings.set_password(password);
-    }
-    info = info.set_redis_settings(settings);
+    let info = dq_daemon::redis_url::connection_info(
+        &args.redis,
+        args.redis_user.as_deref(),
+        args.redis_password.as_deref(),
+    )
+    .context("--redis is not a valid redis:// or rediss:// URL")?;
     if args.redis_ca.is_none() && args.redis_cert.is_none() {
         return Ok(redis::Client::open(info)?);
     }
@@ -226,43 +213,19 @@ fn redis_client(args: &Args) -> anyhow::Result<redis::Client> {
     )?)
 }
 
-fn init_logs(args: &Args) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DQ_RELAY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Json => logs
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
-            .init(),
-        LogFormat::Text => logs.init(),
-    }
-}
-
 /// SIGTERM or SIGINT: stop taking messages and finish the calls in
 /// flight. A second one: exit now (what was in flight is delivered again
 /// when its lease runs out).
 fn stop_on_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+    let mut signals = Signals::new()?;
     tokio::spawn(async move {
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
+        let name = signals.recv().await;
         tracing::info!(
             signal = name,
             "stopping: no new messages; finishing the calls in flight"
         );
         shutdown.cancel();
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        };
+        let name = signals.recv().await;
         tracing::warn!(
             signal = name,
             "second signal: exiting now; unfinished calls are \
@@ -276,14 +239,8 @@ fn stop_on_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    init_logs(&args);
-    match run(args).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "dq-relay stopped");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    dq_daemon::logs::init("DQ_RELAY_LOG", &args.log_level, args.log_format);
+    dq_daemon::logs::exit_code("dq-relay", run(args).await)
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {

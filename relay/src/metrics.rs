@@ -1,10 +1,10 @@
 //! Prometheus metrics and the `/metrics` endpoint.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use dq_daemon::http::Options;
 use http_body_util::Full;
 use hyper::{Request, Response, StatusCode};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -81,28 +81,15 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until the process ends.
+/// Serves `GET /metrics` on `listener` until the process ends: through
+/// the graceful stop too, while the calls in flight finish.
 pub async fn serve(listener: tokio::net::TcpListener, metrics: Metrics) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(conn) => conn,
-            Err(e) => {
-                tracing::warn!(error = %e, "metrics: accept failed");
-                continue;
-            }
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let metrics = metrics.clone();
-                async move { Ok::<_, Infallible>(answer(&req, &metrics)) }
-            });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(io, service)
-                .await;
-        });
-    }
+    let handle = move |req: Request<hyper::body::Incoming>| {
+        let answer = answer(&req, &metrics);
+        async move { answer }
+    };
+    let options = Options::new("metrics: ");
+    dq_daemon::http::serve(listener, options, handle, std::future::pending::<()>()).await
 }
 
 fn answer(req: &Request<hyper::body::Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {

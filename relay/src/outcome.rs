@@ -40,7 +40,7 @@ pub fn from_status(
         let delay = retry_after
             .and_then(|v| parse_retry_after(v, now))
             .map(|d| d.min(max_retry_after));
-        Outcome::Retry { delay, error }
+        Outcome::Nack { delay, error }
     } else {
         Outcome::Dead { error }
     }
@@ -114,7 +114,7 @@ mod tests {
         assert_eq!(at(204, None), Outcome::Ack);
         for status in [408, 429, 500, 502, 503, 504] {
             assert!(
-                matches!(at(status, None), Outcome::Retry { delay: None, .. }),
+                matches!(at(status, None), Outcome::Nack { delay: None, .. }),
                 "{status}"
             );
         }
@@ -133,7 +133,7 @@ mod tests {
     fn retry_after_sets_the_delay() {
         assert_eq!(
             at(429, Some("30")),
-            Outcome::Retry {
+            Outcome::Nack {
                 delay: Some(Duration::from_secs(30)),
                 error: "HTTP 429".into()
             }
@@ -141,16 +141,16 @@ mod tests {
         // An HTTP date: 60 s after the epoch here.
         assert!(matches!(
             at(503, Some("Thu, 01 Jan 1970 00:01:00 GMT")),
-            Outcome::Retry { delay: Some(d), .. } if d == Duration::from_secs(60)
+            Outcome::Nack { delay: Some(d), .. } if d == Duration::from_secs(60)
         ));
         // Unreadable: the backoff applies. Too long: capped.
         assert!(matches!(
             at(503, Some("soon")),
-            Outcome::Retry { delay: None, .. }
+            Outcome::Nack { delay: None, .. }
         ));
         assert!(matches!(
             at(503, Some("99999999")),
-            Outcome::Retry { delay: Some(d), .. } if d == MAX
+            Outcome::Nack { delay: Some(d), .. } if d == MAX
         ));
         // Retry-After on a permanent failure changes nothing.
         assert!(matches!(at(410, Some("5")), Outcome::Dead { .. }));
@@ -170,7 +170,7 @@ mod tests {
         let o = from_status(500, None, "boom", SystemTime::UNIX_EPOCH, MAX);
         assert_eq!(
             o,
-            Outcome::Retry {
+            Outcome::Nack {
                 delay: None,
                 error: "HTTP 500: boom".into()
             }

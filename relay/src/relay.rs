@@ -212,7 +212,7 @@ impl Handler for Relay {
                 Some(a.status),
             ),
             Err(_elapsed) => (
-                Outcome::Retry {
+                Outcome::Nack {
                     delay: None,
                     error: format!("timeout after {}", humantime::format_duration(timeout)),
                 },
@@ -231,12 +231,12 @@ impl Handler for Relay {
                         error: format!("bad request: {why}"),
                     }
                 } else if e.is_connect() {
-                    Outcome::Retry {
+                    Outcome::Nack {
                         delay: None,
                         error: format!("connection failed: {why}"),
                     }
                 } else {
-                    Outcome::Retry {
+                    Outcome::Nack {
                         delay: None,
                         error: format!("request failed: {why}"),
                     }
@@ -248,7 +248,7 @@ impl Handler for Relay {
         match &outcome {
             Outcome::Ack => tracing::debug!(queue = %delivery.queue, id = %delivery.id_lossy(),
                 attempt = delivery.attempt, url = %shown_url, status, ms, "delivered"),
-            Outcome::Retry { error, delay } => tracing::warn!(queue = %delivery.queue,
+            Outcome::Nack { error, delay } => tracing::warn!(queue = %delivery.queue,
                 id = %delivery.id_lossy(), attempt = delivery.attempt, url = %shown_url, status,
                 ms, retry_after_ms = delay.map(|d| d.as_millis() as u64), error = %error,
                 "call failed; will retry"),
@@ -282,7 +282,7 @@ impl Handler for Relay {
             Settlement::Nacked(NackState::Dead) => {
                 let (reason, error) = match outcome {
                     Some(Outcome::Dead { error }) => ("permanent failure", error.as_str()),
-                    Some(Outcome::Retry { error, .. }) => ("no attempts left", error.as_str()),
+                    Some(Outcome::Nack { error, .. }) => ("no attempts left", error.as_str()),
                     _ => ("no attempts left", ""),
                 };
                 tracing::warn!(queue = %queue, id = %id, attempt, reason, error, "dead letter");

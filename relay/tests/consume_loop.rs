@@ -3,17 +3,13 @@
 //! consumer (STALE on NACK and on TOUCH) — and a shutdown that does not
 //! wait for a long BLOCK.
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dq_client::{
     CancellationToken, Consumer, ConsumerConfig, Delivery, Handler, Outcome, Settlement,
 };
-use support::*;
-
-const LONG: Duration = Duration::from_secs(60);
+use dq_testkit::*;
 
 /// What `settled` was told, per delivery.
 type Settled = Arc<Mutex<Vec<(u64, Option<Outcome>, Settlement)>>>;
@@ -32,8 +28,8 @@ impl TakenOver {
         let mut con = redis::Client::open(self.url.as_str())
             .and_then(|c| c.get_connection())
             .expect("connect");
-        cmd(&mut con, &["DQ.NACK", "jobs", "job", "DELAY", "0"]);
-        let popped = cmd(&mut con, &["DQ.POP", "jobs", "LEASE", "60000"]);
+        cmd(&mut con, "DQ.NACK jobs job DELAY 0");
+        let popped = cmd(&mut con, "DQ.POP jobs LEASE 60000");
         assert!(matches!(popped, Value::Array(_)), "{popped:?}");
     }
 }
@@ -46,7 +42,7 @@ impl Handler for TakenOver {
         if let Some(wait) = self.wait {
             tokio::time::sleep(wait).await;
         }
-        Outcome::Retry {
+        Outcome::Nack {
             delay: None,
             error: "failed".into(),
         }
@@ -106,24 +102,24 @@ async fn run_until_settled(server: &Server, wait: Option<Duration>, lease: Durat
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_nack_is_stale_and_leaves_the_new_delivery_alone() {
     let server = Server::start();
-    cmd(&mut server.conn(), &["DQ.ADD", "jobs", "{}", "ID", "job"]);
+    cmd(&mut server.conn(), "DQ.ADD jobs {} ID job");
     let settled = run_until_settled(&server, None, Duration::from_secs(30)).await;
     let settled = settled.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(settled.len(), 1, "{settled:?}");
     assert_eq!(settled[0].0, 1);
-    assert!(matches!(settled[0].1, Some(Outcome::Retry { .. })));
+    assert!(matches!(settled[0].1, Some(Outcome::Nack { .. })));
     assert_eq!(settled[0].2, Settlement::Stale);
     // Delivery 2, the other consumer's, is untouched.
     let mut con = server.conn();
-    assert_eq!(field(&mut con, "jobs", "job", "state"), "inflight");
-    assert_eq!(field(&mut con, "jobs", "job", "attempt"), "2");
-    assert_eq!(field(&mut con, "jobs", "job", "last-error"), "(nil)");
+    assert_eq!(dq_get_field(&mut con, "jobs", "job", "state"), "inflight");
+    assert_eq!(dq_get_field(&mut con, "jobs", "job", "attempt"), "2");
+    assert_eq!(dq_get_field(&mut con, "jobs", "job", "last-error"), "(nil)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_touch_abandons_the_work() {
     let server = Server::start();
-    cmd(&mut server.conn(), &["DQ.ADD", "jobs", "{}", "ID", "job"]);
+    cmd(&mut server.conn(), "DQ.ADD jobs {} ID job");
     // The work would take an hour; the next TOUCH (every 300 ms) finds
     // the delivery over and drops it.
     let settled = run_until_settled(
@@ -135,8 +131,8 @@ async fn a_stale_touch_abandons_the_work() {
     let settled = settled.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(settled, vec![(1, None, Settlement::Stale)]);
     let mut con = server.conn();
-    assert_eq!(field(&mut con, "jobs", "job", "state"), "inflight");
-    assert_eq!(field(&mut con, "jobs", "job", "attempt"), "2");
+    assert_eq!(dq_get_field(&mut con, "jobs", "job", "state"), "inflight");
+    assert_eq!(dq_get_field(&mut con, "jobs", "job", "attempt"), "2");
 }
 
 struct Never;
@@ -168,7 +164,7 @@ async fn shutdown_unblocks_a_waiting_pop() {
             .and_then(|c| c.get_connection())
             .expect("connect");
         wait_until(LONG, || {
-            text(&cmd(&mut con, &["INFO", "clients"])).contains("blocked_clients:1")
+            text(&cmd(&mut con, "INFO clients")).contains("blocked_clients:1")
         })
     })
     .await

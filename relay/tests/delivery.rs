@@ -7,12 +7,12 @@ mod support;
 use std::io::{Read, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use dq_testkit::*;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
-use support::*;
+use support::RelayProcess;
 
 const SECRET: &str = "whsec-test-secret";
-const LONG: Duration = Duration::from_secs(60);
 
 /// The receiver's check of X-DQ-Signature, written from docs/relay.md's
 /// definition: t=<unix s>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>.
@@ -76,9 +76,15 @@ fn relay(server: &Server, extra: &[&str]) -> RelayProcess {
 }
 
 fn add(con: &mut redis::Connection, queue: &str, id: &str, payload: &str, opts: &[&str]) {
-    let mut line = vec!["DQ.ADD", queue, payload, "ID", id];
-    line.extend_from_slice(opts);
-    cmd(con, &line);
+    let mut line: Vec<&[u8]> = vec![
+        b"DQ.ADD",
+        queue.as_bytes(),
+        payload.as_bytes(),
+        b"ID",
+        id.as_bytes(),
+    ];
+    line.extend(opts.iter().map(|o| o.as_bytes()));
+    run(con, &line).unwrap_or_else(|e| panic!("DQ.ADD {queue} {id}: {e}"));
 }
 
 fn envelope(url: &str) -> String {
@@ -88,7 +94,7 @@ fn envelope(url: &str) -> String {
 fn wait_state(con: &mut redis::Connection, id: &str, state: &str) {
     let mut last = String::new();
     let ok = wait_until(LONG, || {
-        last = get(con, "hooks", id).map_or("(gone)".into(), |r| text(&r["state"]));
+        last = dq_get(con, "hooks", id).map_or("(gone)".into(), |r| text(&r["state"]));
         last == state
     });
     assert!(ok, "{id} is {last}, not {state}");
@@ -96,14 +102,14 @@ fn wait_state(con: &mut redis::Connection, id: &str, state: &str) {
 
 fn wait_gone(con: &mut redis::Connection, queue: &str, id: &str) {
     assert!(
-        wait_until(LONG, || get(con, queue, id).is_none()),
+        wait_until(LONG, || dq_get(con, queue, id).is_none()),
         "{id} was not acknowledged: {:?}",
-        get(con, queue, id)
+        dq_get(con, queue, id)
     );
 }
 
 fn int_field(con: &mut redis::Connection, id: &str, name: &str) -> u64 {
-    field(con, "hooks", id, name)
+    dq_get_field(con, "hooks", id, name)
         .parse()
         .unwrap_or_else(|_| panic!("{name} is not an integer"))
 }
@@ -166,10 +172,13 @@ fn a_500_is_retried_by_the_backoff_and_dies_with_its_reason_when_attempts_run_ou
     );
 
     wait_state(&mut con, "quick", "dead");
-    assert_eq!(field(&mut con, "hooks", "quick", "dead-reason"), "nack");
-    assert_eq!(field(&mut con, "hooks", "quick", "attempt"), "3");
     assert_eq!(
-        field(&mut con, "hooks", "quick", "last-error"),
+        dq_get_field(&mut con, "hooks", "quick", "dead-reason"),
+        "nack"
+    );
+    assert_eq!(dq_get_field(&mut con, "hooks", "quick", "attempt"), "3");
+    assert_eq!(
+        dq_get_field(&mut con, "hooks", "quick", "last-error"),
         "HTTP 500: boom at line 3"
     );
     let attempts: Vec<String> = receiver
@@ -187,7 +196,7 @@ fn a_500_is_retried_by_the_backoff_and_dies_with_its_reason_when_attempts_run_ou
             .iter()
             .find(|r| r.path == "/slow")
             .map_or(0, |r| r.at_ms);
-        arrived > 0 && field(&mut con, "hooks", "slow", "state") == "delayed"
+        arrived > 0 && dq_get_field(&mut con, "hooks", "slow", "state") == "delayed"
     }));
     let due = int_field(&mut con, "slow", "due-at");
     // NACKed after the call arrived and before now: due a minute after.
@@ -195,10 +204,13 @@ fn a_500_is_retried_by_the_backoff_and_dies_with_its_reason_when_attempts_run_ou
         due >= arrived + 60_000 && due <= now_ms() + 60_000,
         "due-at {due}"
     );
-    assert_eq!(field(&mut con, "hooks", "slow", "attempt"), "1");
-    assert_eq!(field(&mut con, "hooks", "slow", "attempts-left"), "2");
+    assert_eq!(dq_get_field(&mut con, "hooks", "slow", "attempt"), "1");
     assert_eq!(
-        field(&mut con, "hooks", "slow", "last-error"),
+        dq_get_field(&mut con, "hooks", "slow", "attempts-left"),
+        "2"
+    );
+    assert_eq!(
+        dq_get_field(&mut con, "hooks", "slow", "last-error"),
         "HTTP 500: boom at line 3"
     );
 }
@@ -228,7 +240,7 @@ fn retry_after_sets_the_delay_in_seconds_or_as_a_date() {
     }
     for id in ["secs", "date"] {
         wait_state(&mut con, id, "delayed");
-        assert_eq!(field(&mut con, "hooks", id, "attempt"), "1");
+        assert_eq!(dq_get_field(&mut con, "hooks", id, "attempt"), "1");
     }
     let arrived = receiver
         .requests()
@@ -242,7 +254,7 @@ fn retry_after_sets_the_delay_in_seconds_or_as_a_date() {
         "due-at {due}"
     );
     assert_eq!(
-        field(&mut con, "hooks", "secs", "last-error"),
+        dq_get_field(&mut con, "hooks", "secs", "last-error"),
         "HTTP 429: slow down"
     );
 
@@ -262,7 +274,10 @@ fn retry_after_sets_the_delay_in_seconds_or_as_a_date() {
         due + 1 >= date_ms && due <= date_ms + since,
         "due-at {due}, date {date_ms}, the call arrived {since} ms ago"
     );
-    assert_eq!(field(&mut con, "hooks", "date", "last-error"), "HTTP 503");
+    assert_eq!(
+        dq_get_field(&mut con, "hooks", "date", "last-error"),
+        "HTTP 503"
+    );
 }
 
 #[test]
@@ -279,14 +294,17 @@ fn a_410_is_dead_at_once() {
         &["MAXATTEMPTS", "8"],
     );
     wait_state(&mut con, "gone", "dead");
-    assert_eq!(field(&mut con, "hooks", "gone", "dead-reason"), "permanent");
-    assert_eq!(field(&mut con, "hooks", "gone", "attempt"), "1");
     assert_eq!(
-        field(&mut con, "hooks", "gone", "last-error"),
+        dq_get_field(&mut con, "hooks", "gone", "dead-reason"),
+        "permanent"
+    );
+    assert_eq!(dq_get_field(&mut con, "hooks", "gone", "attempt"), "1");
+    assert_eq!(
+        dq_get_field(&mut con, "hooks", "gone", "last-error"),
         "HTTP 410: this hook was removed"
     );
     // The dead letters show it too.
-    let dead = cmd(&mut con, &["DQ.PEEK", "hooks", "DEAD"]);
+    let dead = cmd(&mut con, "DQ.PEEK hooks DEAD");
     let Value::Array(entries) = dead else {
         panic!("PEEK replied {dead:?}")
     };
@@ -313,9 +331,9 @@ fn a_call_past_its_timeout_is_retried() {
         &["BACKOFF", "fixed:60s"],
     );
     wait_state(&mut con, "hang", "delayed");
-    assert_eq!(field(&mut con, "hooks", "hang", "attempt"), "1");
+    assert_eq!(dq_get_field(&mut con, "hooks", "hang", "attempt"), "1");
     assert_eq!(
-        field(&mut con, "hooks", "hang", "last-error"),
+        dq_get_field(&mut con, "hooks", "hang", "last-error"),
         "timeout after 300ms"
     );
     assert_eq!(receiver.count(), 1);
@@ -326,7 +344,7 @@ fn a_refused_connection_is_retried() {
     let server = Server::start();
     let _relay = relay(&server, &[]);
     let mut con = server.conn();
-    let url = format!("http://127.0.0.1:{}/down", closed_port());
+    let url = format!("http://127.0.0.1:{}/down", free_port());
     add(
         &mut con,
         "hooks",
@@ -335,10 +353,13 @@ fn a_refused_connection_is_retried() {
         &["BACKOFF", "fixed:60s"],
     );
     wait_state(&mut con, "down", "delayed");
-    let error = field(&mut con, "hooks", "down", "last-error");
+    let error = dq_get_field(&mut con, "hooks", "down", "last-error");
     assert!(error.starts_with("connection failed: "), "{error}");
     assert!(error.to_lowercase().contains("refused"), "{error}");
-    assert_eq!(field(&mut con, "hooks", "down", "attempts-left"), "15");
+    assert_eq!(
+        dq_get_field(&mut con, "hooks", "down", "attempts-left"),
+        "15"
+    );
 }
 
 #[test]
@@ -367,7 +388,7 @@ fn a_url_outside_the_allow_list_is_dead_and_never_called() {
         ),
         (
             "port",
-            format!("http://127.0.0.1:{}/allowed/x", closed_port()),
+            format!("http://127.0.0.1:{}/allowed/x", free_port()),
             String::new(),
         ),
     ];
@@ -384,8 +405,11 @@ fn a_url_outside_the_allow_list_is_dead_and_never_called() {
     wait_gone(&mut con, "hooks", "ok");
     for (id, _, shown) in &cases {
         wait_state(&mut con, id, "dead");
-        assert_eq!(field(&mut con, "hooks", id, "dead-reason"), "permanent");
-        let error = field(&mut con, "hooks", id, "last-error");
+        assert_eq!(
+            dq_get_field(&mut con, "hooks", id, "dead-reason"),
+            "permanent"
+        );
+        let error = dq_get_field(&mut con, "hooks", id, "last-error");
         assert!(error.starts_with("url not allowed: "), "{error}");
         if !shown.is_empty() {
             assert_eq!(error, format!("url not allowed: {shown}"));
@@ -422,8 +446,11 @@ fn a_malformed_envelope_is_dead_with_why() {
         ),
     ] {
         wait_state(&mut con, id, "dead");
-        assert_eq!(field(&mut con, "hooks", id, "dead-reason"), "permanent");
-        assert_eq!(field(&mut con, "hooks", id, "last-error"), why);
+        assert_eq!(
+            dq_get_field(&mut con, "hooks", id, "dead-reason"),
+            "permanent"
+        );
+        assert_eq!(dq_get_field(&mut con, "hooks", id, "last-error"), why);
     }
 }
 
@@ -490,10 +517,13 @@ fn kill_9_mid_call_redelivers_after_the_lease() {
     // Left leased: neither acknowledged nor failed (the relay NACKs with an
     // error). A machine slower than the lease may show it ready again, its
     // lease over.
-    let state = field(&mut con, "hooks", "job", "state");
+    let state = dq_get_field(&mut con, "hooks", "job", "state");
     assert!(state == "inflight" || state == "ready", "{state}");
-    assert_eq!(field(&mut con, "hooks", "job", "attempt"), "1");
-    assert_eq!(field(&mut con, "hooks", "job", "last-error"), "(nil)");
+    assert_eq!(dq_get_field(&mut con, "hooks", "job", "attempt"), "1");
+    assert_eq!(
+        dq_get_field(&mut con, "hooks", "job", "last-error"),
+        "(nil)"
+    );
 
     let _second = relay(&server, &["--lease", "2s"]);
     wait_gone(&mut con, "hooks", "job");
@@ -536,9 +566,9 @@ fn sigterm_finishes_the_calls_in_flight_and_takes_no_more() {
         assert!(status.success(), "{status:?}; log:\n{}", relay.log());
         // The call in flight was finished and acknowledged; the later
         // message was not taken.
-        assert!(get(&mut con, "hooks", "in-flight").is_none());
-        assert_eq!(field(&mut con, "hooks", "later", "state"), "ready");
-        assert_eq!(field(&mut con, "hooks", "later", "attempt"), "0");
+        assert!(dq_get(&mut con, "hooks", "in-flight").is_none());
+        assert_eq!(dq_get_field(&mut con, "hooks", "later", "state"), "ready");
+        assert_eq!(dq_get_field(&mut con, "hooks", "later", "attempt"), "0");
         assert_eq!(receiver.count(), 1);
         relay.wait_for_event("dq-relay stopped", LONG);
         let messages: Vec<String> = relay
@@ -583,7 +613,7 @@ fn a_call_longer_than_the_lease_keeps_it_with_touch() {
         let first_deadline = int_field(&mut con, "long", "lease-deadline");
         // The relay renews the lease while the call runs...
         assert!(wait_until(LONG, || {
-            get(&mut con, "hooks", "long").is_none_or(|r| {
+            dq_get(&mut con, "hooks", "long").is_none_or(|r| {
                 text(&r["lease-deadline"]).parse::<u64>().unwrap_or(0) > first_deadline
             })
         }));
@@ -673,9 +703,51 @@ fn metrics_count_deliveries_by_outcome() {
     assert!(http_get(&addr, "/other").starts_with("HTTP/1.1 404"));
 }
 
+/// /metrics has the dashboard's header-read timeout (30 s): a client that
+/// sends a byte of header now and then but never ends its request head is
+/// closed, not kept with its socket and task for as long as it likes.
+#[test]
+fn metrics_closes_a_client_that_never_finishes_its_headers() {
+    let server = Server::start();
+    let relay = relay(&server, &["--metrics", "127.0.0.1:0"]);
+    let event = relay.wait_for_event("metrics at", LONG);
+    let addr = event["addr"].as_str().expect("the metrics address");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to /metrics");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .expect("a read timeout");
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").expect("send");
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let closed = loop {
+        // Writes may still succeed after the close; a read of 0 bytes, or
+        // a reset, is what says it happened.
+        if stream.write_all(b"a").is_err() {
+            break true;
+        }
+        let mut buf = [0u8; 256];
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => break true,
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            break false;
+        }
+    };
+    assert!(closed, "still open after 300 s");
+    assert!(
+        answer.is_empty(),
+        "an answer to half a request: {}",
+        String::from_utf8_lossy(&answer)
+    );
+}
+
 #[test]
 fn credentials_come_from_the_environment_and_never_reach_the_log() {
-    let server = Server::start_with(&[], Some("redis-SEKRIT"));
+    let server = Server::builder().password("redis-SEKRIT").start();
     let receiver = Receiver::start(|_| Reply::status(200));
     let args: Vec<String> = [
         "--redis",
@@ -870,22 +942,19 @@ fn the_relay_reaches_the_server_over_tls() {
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     make_certificates(&dir);
     let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
-    let tls_port = closed_port().to_string();
-    let server = Server::start_with(
-        &[
-            "--tls-port",
-            &tls_port,
-            "--tls-cert-file",
-            &path("server.pem"),
-            "--tls-key-file",
-            &path("server.key"),
-            "--tls-ca-cert-file",
-            &path("ca.pem"),
-            "--tls-auth-clients",
-            "no",
-        ],
-        None,
-    );
+    let tls_port = free_port().to_string();
+    let server = Server::start_with(&[
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        &path("server.pem"),
+        "--tls-key-file",
+        &path("server.key"),
+        "--tls-ca-cert-file",
+        &path("ca.pem"),
+        "--tls-auth-clients",
+        "no",
+    ]);
     let receiver = Receiver::start(|_| Reply::status(200));
     let rediss = format!("rediss://127.0.0.1:{tls_port}/");
     let args: Vec<String> = [
@@ -915,7 +984,7 @@ fn the_relay_reaches_the_server_over_tls() {
     wait_gone(&mut con, "hooks", "tls");
     assert_eq!(receiver.count(), 1);
     // The relay's connections are the ones on the TLS port.
-    let clients = text(&cmd(&mut con, &["CLIENT", "LIST"]));
+    let clients = text(&cmd(&mut con, "CLIENT LIST"));
     let on_tls = format!("laddr=127.0.0.1:{tls_port} ");
     assert!(
         clients
@@ -975,7 +1044,8 @@ fn an_https_receiver_is_called_over_tls_and_an_untrusted_one_is_retried() {
     ));
     let mut error = String::new();
     assert!(wait_until(LONG, || {
-        error = get(&mut con, "untrusted", "x").map_or(String::new(), |r| text(&r["last-error"]));
+        error =
+            dq_get(&mut con, "untrusted", "x").map_or(String::new(), |r| text(&r["last-error"]));
         error != "(nil)" && !error.is_empty()
     }));
     assert!(
