@@ -74,7 +74,7 @@ impl ServerVersion {
 }
 
 /// The standard categories docs/commands.md promises for each command.
-const EXPECTED: [(&str, &[&str]); 15] = [
+const EXPECTED: [(&str, &[&str]); 21] = [
     ("dq.add", &["@write", "@fast"]),
     ("dq.pop", &["@write", "@slow", "@blocking"]),
     ("dq.ack", &["@write", "@slow"]),
@@ -90,10 +90,16 @@ const EXPECTED: [(&str, &[&str]); 15] = [
     ("dq.queues", &["@read", "@slow", "@dangerous"]),
     ("dq.scan", &["@read", "@slow"]),
     ("dq.apply", &["@write", "@slow", "@admin", "@dangerous"]),
+    ("dq.mpop", &["@write", "@slow", "@blocking"]),
+    ("dq.schedule", &["@write", "@slow"]),
+    ("dq.unschedule", &["@write", "@slow"]),
+    ("dq.schedules", &["@read", "@slow"]),
+    ("dq.pause", &["@write", "@fast"]),
+    ("dq.resume", &["@write", "@fast"]),
 ];
 
 /// One call of each command on queue `q` (filled by `fill`), by name.
-const CALLS: [(&str, &str); 15] = [
+const CALLS: [(&str, &str); 21] = [
     ("dq.add", "DQ.ADD q x ID new"),
     ("dq.pop", "DQ.POP q"),
     ("dq.ack", "DQ.ACK q inflight"),
@@ -110,6 +116,12 @@ const CALLS: [(&str, &str); 15] = [
     ("dq.scan", "DQ.SCAN q 0"),
     // Refused to clients whatever the ACL says (not NOPERM when allowed).
     ("dq.apply", "DQ.APPLY q 0 1 ACK x"),
+    ("dq.mpop", "DQ.MPOP 1 q"),
+    ("dq.schedule", "DQ.SCHEDULE q s x EVERY 1h"),
+    ("dq.unschedule", "DQ.UNSCHEDULE q none"),
+    ("dq.schedules", "DQ.SCHEDULES q"),
+    ("dq.pause", "DQ.PAUSE q"),
+    ("dq.resume", "DQ.RESUME q"),
 ];
 
 fn strings(v: &Value) -> Vec<String> {
@@ -346,7 +358,14 @@ fn read_grants_the_reads_and_write_the_writes() {
     let reads = in_category("@read");
     assert_eq!(
         reads,
-        ["dq.get", "dq.peek", "dq.queues", "dq.scan", "dq.stats"]
+        [
+            "dq.get",
+            "dq.peek",
+            "dq.queues",
+            "dq.scan",
+            "dq.schedules",
+            "dq.stats"
+        ]
     );
     assert_eq!(allowed(&mut reader), reads);
     let err = cmd_err(&mut reader, "DQ.ADD q x");
@@ -366,12 +385,20 @@ fn read_grants_the_reads_and_write_the_writes() {
     assert_eq!(allowed(&mut safe), want);
     let mut no_wait = user(&server, "nowait", "~* +@write -@blocking");
     let mut want = in_category("@write");
-    want.retain(|n| n != "dq.pop");
+    want.retain(|n| n != "dq.pop" && n != "dq.mpop");
     assert_eq!(allowed(&mut no_wait), want);
     let mut fast = user(&server, "fast", "~* +@fast");
     assert_eq!(
         allowed(&mut fast),
-        ["dq.add", "dq.get", "dq.nack", "dq.stats", "dq.touch"]
+        [
+            "dq.add",
+            "dq.get",
+            "dq.nack",
+            "dq.pause",
+            "dq.resume",
+            "dq.stats",
+            "dq.touch"
+        ]
     );
 }
 
