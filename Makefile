@@ -124,7 +124,7 @@ test: build valkey debian13
 	@echo "make: the client libraries (Python, Node.js) and the dashboard (headless Chromium), on redis-server and $(VALKEY)"
 	scripts/test-python
 	scripts/test-node
-	scripts/with-servers -- scripts/test-snippets
+	scripts/with-servers --cluster -- scripts/test-snippets
 	scripts/test-dashboard
 	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli scripts/test-python
 	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli scripts/test-node

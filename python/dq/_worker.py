@@ -6,6 +6,7 @@ queue, FIFO-fair permits."""
 from __future__ import annotations
 
 import _thread
+import functools
 import logging
 import signal
 import threading
@@ -113,8 +114,11 @@ class _Handlers:
     def _run(self) -> None:
         gate = _thread.allocate_lock()
         gate.acquire()
+        done = False  # a job just ended: this thread is free again
         while True:
             with self._lock:
+                if done:
+                    self._free += 1
                 if self._jobs:
                     job: Optional[Callable[[], None]] = self._jobs.popleft()
                     self._free -= 1
@@ -128,14 +132,14 @@ class _Handlers:
             if other is not None:
                 other.release()
             if job is None:
+                done = False
                 gate.acquire()  # released by a waker (who counted this thread free) or shutdown()
                 continue
             try:
                 job()
             except BaseException:  # noqa: B036 - a job's failure must not end the thread
                 log.exception("dq: a worker job failed")
-            with self._lock:
-                self._free += 1
+            done = True
 
     def shutdown(self) -> None:
         """Runs what was submitted, then ends the threads."""
@@ -266,8 +270,9 @@ class _Acker(threading.Thread):
             log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
                         len(deliveries), part.name, count)
         outcome = Outcome("ack", state)  # frozen: one for the batch
+        settled = self._settled
         for d in deliveries:
-            self._settled(d, outcome)
+            settled(d, outcome)
 
 
 class Worker:
@@ -412,8 +417,9 @@ class Worker:
             # Deliveries taken after a stop request are handled all the same:
             # they are leased to us, and finishing them loses nothing.
             first = heartbeat.add(batch, part)
+            handle, submit = self._handle, handlers.submit
             for i, delivery in enumerate(batch):
-                handlers.submit(_Job(self, part, delivery, heartbeat, acker, first + i, i < n))
+                submit(functools.partial(handle, part, delivery, heartbeat, acker, first + i, i < n))
 
     def _handle(self, part: Queue, delivery: Delivery, heartbeat: _Heartbeat, acker: _Acker, key: int,
                 permitted: bool) -> None:
@@ -463,16 +469,3 @@ class Worker:
                       delivery.id, delivery.attempt, delivery.queue, e)
             return Outcome(action, "unsettled", error, e)
         return Outcome(action, c.settle_state(action, reply), error, failure)
-
-
-class _Job:
-    """One delivery's handling, as a callable for the handler threads."""
-
-    __slots__ = ("args", "worker")
-
-    def __init__(self, worker: Worker, *args: Any) -> None:
-        self.worker = worker
-        self.args = args
-
-    def __call__(self) -> None:
-        self.worker._handle(*self.args)
