@@ -13,8 +13,8 @@
 //! (default redis-server), `DQ_BENCH_QUICK=1` (small counts, under a
 //! minute), `DQ_BENCH_OUT` (default target/bench), `DQ_BENCH_ONLY`
 //! (comma-separated scenarios: add, lifecycle, lateness, burst, idle,
-//! memory, queues, lines, backlog, unlink). Writes `results.md` and
-//! `lateness.svg` there. The `lines` scenario runs on each server line it
+//! memory, queues, lines, schedules, flow, backlog, unlink). Writes
+//! `results.md` and `lateness.svg` there. The `lines` scenario runs on each server line it
 //! finds: `redis-server`, `DQ_VALKEY` (default valkey-server) and the
 //! redis-server and valkey-server of `DQ_DEBIAN13` (default
 //! target/debian13/dq, see `make debian13`).
@@ -94,6 +94,9 @@ struct Scale {
     queue_rounds: usize,
     /// Schedules all due at the same instant (runs/s).
     schedule_burst: usize,
+    /// Messages delivered under RATE 1000/1s, and RESUMEs timed.
+    rate_n: usize,
+    resume_n: usize,
 }
 
 impl Scale {
@@ -116,6 +119,8 @@ impl Scale {
             queues_n: 10_000,
             queue_rounds: pick(1, 3),
             schedule_burst: pick(50_000, 200_000),
+            rate_n: pick(4_000, 20_000),
+            resume_n: pick(200, 2_000),
         }
     }
 }
@@ -314,8 +319,11 @@ fn busy(runs: &[(&str, Run)]) -> String {
     format!("server CPU busy in those runs: {}", each.join(", "))
 }
 
-/// `DQ.POP queue COUNT 100 BLOCK 100` as (id, payload) pairs.
-fn dq_pop(con: &mut Connection, queue: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// What a POP took: (id, payload) pairs.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// `DQ.POP queue COUNT 100 BLOCK 100`.
+fn dq_pop(con: &mut Connection, queue: &str) -> Entries {
     let reply: Value = redis::cmd("DQ.POP")
         .arg(queue)
         .arg("COUNT")
@@ -324,8 +332,40 @@ fn dq_pop(con: &mut Connection, queue: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         .arg(100)
         .query(con)
         .expect("DQ.POP");
+    pop_entries(reply)
+}
+
+/// `DQ.MPOP n queue... COUNT 100 BLOCK 100`: the queue taken from (an
+/// index into `queues`) and what it took.
+fn dq_mpop(con: &mut Connection, queues: &[&str]) -> Option<(usize, Entries)> {
+    let reply: Value = redis::cmd("DQ.MPOP")
+        .arg(queues.len())
+        .arg(queues)
+        .arg("COUNT")
+        .arg(BATCH)
+        .arg("BLOCK")
+        .arg(100)
+        .query(con)
+        .expect("DQ.MPOP");
+    let Value::Array(pair) = reply else {
+        return None; // nil: nothing was ready
+    };
+    match <[Value; 2]>::try_from(pair) {
+        Ok([Value::BulkString(name), entries]) => {
+            let at = queues
+                .iter()
+                .position(|q| q.as_bytes() == name)
+                .expect("MPOP names one of its queues");
+            Some((at, pop_entries(entries)))
+        }
+        other => panic!("not an MPOP reply: {other:?}"),
+    }
+}
+
+/// DQ.POP's reply; nil is none.
+fn pop_entries(reply: Value) -> Entries {
     let Value::Array(items) = reply else {
-        return Vec::new(); // nil: nothing was ready
+        return Vec::new();
     };
     let entry = |e: Value| match e {
         Value::Array(f) => match <[Value; 3]>::try_from(f) {
@@ -575,6 +615,12 @@ fn add_throughput(cfg: &Config, s: &Scale, report: &mut Report) {
 /// dq: producers pipeline DQ.ADD (ready at once), consumers DQ.POP COUNT
 /// 100 then DQ.ACK the lot. Messages fully acknowledged per second.
 fn dq_lifecycle(server: &Server, queue: &str, s: &Scale) -> Run {
+    dq_lifecycle_over(server, &[queue], s)
+}
+
+/// The lifecycle spread over `queues` (message i to queue i mod k): one
+/// queue is served by DQ.POP, several by DQ.MPOP over all of them.
+fn dq_lifecycle_over(server: &Server, queues: &[&str], s: &Scale) -> Run {
     let n = s.life_n;
     let acked = AtomicUsize::new(0);
     let finished = OnceLock::new();
@@ -584,15 +630,23 @@ fn dq_lifecycle(server: &Server, queue: &str, s: &Scale) -> Run {
         thread::scope(|sc| {
             sc.spawn(|| {
                 drive(producers, n, |p, i| {
-                    p.cmd("DQ.ADD").arg(queue).arg(payload(i));
+                    p.cmd("DQ.ADD")
+                        .arg(queues[i % queues.len()])
+                        .arg(payload(i));
                 })
             });
             for mut con in consumers {
                 let (acked, finished) = (&acked, &finished);
                 sc.spawn(move || {
                     while acked.load(Relaxed) < n && start.elapsed() < GIVE_UP {
-                        let ids: Vec<_> =
-                            dq_pop(&mut con, queue).into_iter().map(|e| e.0).collect();
+                        let (queue, entries) = match queues {
+                            [one] => (*one, dq_pop(&mut con, one)),
+                            _ => match dq_mpop(&mut con, queues) {
+                                Some((at, entries)) => (queues[at], entries),
+                                None => continue,
+                            },
+                        };
+                        let ids: Vec<_> = entries.into_iter().map(|e| e.0).collect();
                         if ids.is_empty() {
                             continue;
                         }
@@ -1429,6 +1483,295 @@ fn schedules(cfg: &Config, s: &Scale, report: &mut Report) {
     );
 }
 
+// ---------------------------------------------------------------- 12. flow
+
+/// Flow control: what a limit the load never reaches costs, how exact
+/// RATE is under many consumers, DQ.MPOP over several queues against
+/// DQ.POP over one, and how soon DQ.RESUME reaches a blocked consumer.
+fn flow(cfg: &Config, s: &Scale, report: &mut Report) {
+    let scenario = "12 flow";
+    let limited = |option: &'static str, value: &'static str| {
+        move || {
+            let server = Server::with_module(cfg);
+            let _: () = redis::cmd("DQ.CONFIG")
+                .arg(&["q", "SET", option, value])
+                .query(&mut server.conn())
+                .expect("DQ.CONFIG SET");
+            let run = dq_lifecycle(&server, "q", s);
+            let throttled = queue_stat(&mut server.conn(), "q", "throttled");
+            assert_eq!(throttled, 0, "flow: {option} {value} held the load back");
+            run
+        }
+    };
+    let [plain, rate, inflight] = best_of(
+        s.rounds,
+        [
+            &|| dq_lifecycle(&Server::with_module(cfg), "q", s),
+            &limited("RATE", "1000000/1s"),
+            &limited("MAXINFLIGHT", "1000000"),
+        ],
+    );
+    report.versus(
+        scenario,
+        "POP+ACK, RATE 1000000/1s above the load / none",
+        rate,
+        plain,
+        Some(0.95),
+    );
+    report.versus(
+        scenario,
+        "POP+ACK, MAXINFLIGHT 1000000 above the load / none",
+        inflight,
+        plain,
+        None,
+    );
+    report.detail(format!(
+        "flow, limits above the load: scenario 2's lifecycle (best of {} rounds of {} \
+         messages, alternating) on a queue with no limit, with RATE 1000000/1s and with \
+         MAXINFLIGHT 1000000; no POP was throttled; {}",
+        s.rounds,
+        s.life_n,
+        busy(&[("none", plain), ("RATE", rate), ("MAXINFLIGHT", inflight)])
+    ));
+
+    rate_exactness(cfg, s, report);
+
+    let queues: Vec<String> = (0..8).map(|i| format!("q{i}")).collect();
+    let queues: Vec<&str> = queues.iter().map(String::as_str).collect();
+    // Messages per POP or MPOP call, of each variant's last round.
+    let per_call = Mutex::new([0.0f64; 2]);
+    let counted = |variant: usize, queues: &[&str]| {
+        let server = Server::with_module(cfg);
+        let run = dq_lifecycle_over(&server, queues, s);
+        let command = if variant == 0 { "dq.pop" } else { "dq.mpop" };
+        let calls = command_calls(&mut server.conn(), command);
+        per_call.lock().expect("per_call")[variant] = s.life_n as f64 / calls.max(1) as f64;
+        run
+    };
+    let [pop, mpop] = best_of(s.rounds, [&|| counted(0, &["q"]), &|| counted(1, &queues)]);
+    let [pop_batch, mpop_batch] = *per_call.lock().expect("per_call");
+    report.versus(
+        scenario,
+        "ADD→MPOP→ACK over 8 queues / ADD→POP→ACK over 1",
+        mpop,
+        pop,
+        Some(0.8),
+    );
+    report.detail(format!(
+        "flow, MPOP: scenario 2's lifecycle with the messages spread over 8 queues (message \
+         i to queue i mod 8) and consumers taking with DQ.MPOP 8 q0 … q7 COUNT {BATCH} BLOCK \
+         100, then DQ.ACK on the queue the reply names; baseline: the same on one queue with \
+         DQ.POP; best of {} rounds; messages per call (the last round): MPOP {mpop_batch:.1}, \
+         POP {pop_batch:.1} (an MPOP takes from one queue only, so with the load spread its \
+         batches are smaller); {}",
+        s.rounds,
+        busy(&[("MPOP", mpop), ("POP", pop)])
+    ));
+
+    resume_latency(cfg, s, report);
+}
+
+/// How many times `command` was called (INFO commandstats).
+fn command_calls(con: &mut Connection, command: &str) -> u64 {
+    let stats = info(con, "commandstats");
+    let line = stats
+        .get(&format!("cmdstat_{command}"))
+        .unwrap_or_else(|| panic!("no commandstats for {command}"));
+    line.split(',')
+        .find_map(|kv| kv.strip_prefix("calls="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no calls= in {line}"))
+}
+
+/// DQ.STATS queue's integer `field`.
+fn queue_stat(con: &mut Connection, queue: &str, field: &str) -> u64 {
+    let stats: HashMap<String, Value> = redis::cmd("DQ.STATS")
+        .arg(queue)
+        .query(con)
+        .expect("DQ.STATS");
+    match stats.get(field) {
+        Some(Value::Int(n)) => *n as u64,
+        other => panic!("DQ.STATS {field}: {other:?}"),
+    }
+}
+
+/// RATE 1000/1s with 8 consumers popping as fast as they can: the server's
+/// own delivery times (each lease deadline − the fixed LEASE) give the
+/// busiest 1 s window and the sustained rate.
+fn rate_exactness(cfg: &Config, s: &Scale, report: &mut Report) {
+    const N: u64 = 1000;
+    const WINDOW_MS: i64 = 1000;
+    const LEASE_MS: i64 = 3_600_000;
+    let total = s.rate_n;
+    let server = Server::with_module(cfg);
+    drive(server.conns(s.conns), total, |p, i| {
+        p.cmd("DQ.ADD").arg("q").arg(payload(i));
+    });
+    let _: () = redis::cmd("DQ.CONFIG")
+        .arg(&["q", "SET", "RATE", "1000/1s"])
+        .query(&mut server.conn())
+        .expect("DQ.CONFIG SET RATE");
+    let taken = AtomicUsize::new(0);
+    let start = Instant::now();
+    thread::scope(|sc| {
+        for mut con in server.conns(8) {
+            let taken = &taken;
+            sc.spawn(move || {
+                while taken.load(Relaxed) < total && start.elapsed() < GIVE_UP {
+                    let reply: Value = redis::cmd("DQ.POP")
+                        .arg("q")
+                        .arg("COUNT")
+                        .arg(BATCH)
+                        .arg("BLOCK")
+                        .arg(100)
+                        .arg("LEASE")
+                        .arg(LEASE_MS)
+                        .query(&mut con)
+                        .expect("DQ.POP");
+                    taken.fetch_add(pop_entries(reply).len(), Relaxed);
+                }
+            });
+        }
+    });
+    let mut con = server.conn();
+    let mut times = Vec::with_capacity(total);
+    let mut cursor = "0".to_string();
+    loop {
+        let (next, entries): (String, Vec<Value>) = redis::cmd("DQ.SCAN")
+            .arg("q")
+            .arg(&cursor)
+            .arg(&["STATE", "INFLIGHT", "COUNT", "10000"])
+            .query(&mut con)
+            .expect("DQ.SCAN");
+        for entry in entries {
+            let Value::Array(fields) = entry else {
+                panic!("not a SCAN entry: {entry:?}")
+            };
+            let Some(Value::Int(deadline)) = fields.get(3) else {
+                panic!("no lease deadline: {fields:?}")
+            };
+            times.push(deadline - LEASE_MS);
+        }
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(times.len(), total, "rate: not every message was delivered");
+    times.sort_unstable();
+    // The busiest window [t, t + 1 s), t at each delivery time.
+    let mut worst = 0;
+    let mut end = 0;
+    for (i, &t) in times.iter().enumerate() {
+        while end < times.len() && times[end] < t + WINDOW_MS {
+            end += 1;
+        }
+        worst = worst.max(end - i);
+    }
+    let first_window = times.partition_point(|&t| t < times[0] + WINDOW_MS);
+    let span_s = (times[times.len() - 1] - times[0]) as f64 / 1e3;
+    let sustained = (total - first_window) as f64 / span_s.max(1e-3);
+    let scenario = "12 flow";
+    report.figure(
+        scenario,
+        "RATE 1000/1s, 8 consumers: deliveries in the busiest 1 s",
+        worst.to_string(),
+        Some(("≤ 1000", worst as u64 <= N)),
+    );
+    report.figure(
+        scenario,
+        "RATE 1000/1s, 8 consumers: sustained deliveries",
+        format!("{sustained:.0}/s"),
+        Some(("≥ 950/s", sustained >= 950.0)),
+    );
+    report.detail(format!(
+        "flow, RATE: {total} ready messages, RATE 1000/1s, 8 consumers each looping DQ.POP \
+         COUNT {BATCH} BLOCK 100 LEASE {LEASE_MS}; delivery times are the server's (each \
+         in-flight message's lease deadline − LEASE, from DQ.SCAN); busiest window over every \
+         [t, t + 1 s) starting at a delivery; sustained = the deliveries after the first \
+         window ÷ the time from the first delivery to the last ({span_s:.2} s); POPs \
+         throttled: {}",
+        queue_stat(&mut con, "q", "throttled")
+    ));
+}
+
+/// A consumer blocked on a paused queue holding a ready message: the time
+/// from sending DQ.RESUME to the consumer's reply.
+fn resume_latency(cfg: &Config, s: &Scale, report: &mut Report) {
+    let server = Server::with_module(cfg);
+    let mut con = server.conn();
+    let mut consumer = server.conn();
+    let (tx, rx) = std::sync::mpsc::channel::<Instant>();
+    let mut samples = Vec::with_capacity(s.resume_n);
+    thread::scope(|sc| {
+        sc.spawn(move || loop {
+            let reply: Value = redis::cmd("DQ.POP")
+                .arg(&["q", "BLOCK", "0"])
+                .query(&mut consumer)
+                .expect("DQ.POP");
+            let got = Instant::now();
+            let entries = pop_entries(reply);
+            if entries.iter().any(|(_, p)| p.as_slice() == b"stop") {
+                break;
+            }
+            if tx.send(got).is_err() {
+                break;
+            }
+        });
+        for _ in 0..s.resume_n {
+            let _: () = redis::cmd("DQ.PAUSE")
+                .arg("q")
+                .query(&mut con)
+                .expect("PAUSE");
+            let _: String = redis::cmd("DQ.ADD")
+                .arg(&["q", "x"])
+                .query(&mut con)
+                .expect("ADD");
+            // The consumer must be blocked before the RESUME is sent.
+            let give_up = Instant::now() + GIVE_UP;
+            while info(&mut con, "clients")
+                .get("blocked_clients")
+                .is_none_or(|b| b != "1")
+            {
+                assert!(
+                    Instant::now() < give_up,
+                    "resume: the consumer never blocked"
+                );
+                thread::sleep(Duration::from_micros(200));
+            }
+            let sent = Instant::now();
+            let _: i64 = redis::cmd("DQ.RESUME")
+                .arg("q")
+                .query(&mut con)
+                .expect("RESUME");
+            let got = rx.recv_timeout(GIVE_UP).expect("the consumer's delivery");
+            samples.push(got.saturating_duration_since(sent).as_micros() as i64);
+        }
+        let _: String = redis::cmd("DQ.ADD")
+            .arg(&["q", "stop"])
+            .query(&mut con)
+            .expect("ADD");
+    });
+    samples.sort_unstable();
+    let p = |q: f64| percentile(&samples, q);
+    let scenario = "12 flow";
+    report.figure(
+        scenario,
+        "blocked consumer on a paused queue: RESUME → delivery p99",
+        ms(p(0.99)),
+        Some(("≤ 2 ms", p(0.99) <= 2000.0)),
+    );
+    report.detail(format!(
+        "flow, RESUME: {} times, DQ.PAUSE q, DQ.ADD q, wait for the consumer's DQ.POP q BLOCK \
+         0 to be blocked (INFO clients), then the time from sending DQ.RESUME q to the \
+         consumer's reply on its own connection and thread: p50 {}, p99 {}, max {}",
+        s.resume_n,
+        ms(p(0.5)),
+        ms(p(0.99)),
+        ms(p(1.0))
+    ));
+}
+
 // ---------------------------------------------------------------- 10. lines
 
 /// Whether `program` can be started: a path that exists, or a name found
@@ -1859,7 +2202,7 @@ fn main() {
         println!("{k}: {v}");
     }
     let mut report = Report::default();
-    let scenarios: [(&str, Scenario); 11] = [
+    let scenarios: [(&str, Scenario); 12] = [
         ("add", add_throughput),
         ("lifecycle", lifecycle),
         ("lateness", lateness),
@@ -1869,6 +2212,7 @@ fn main() {
         ("queues", many_queues),
         ("lines", server_lines),
         ("schedules", schedules),
+        ("flow", flow),
         // Before the backlog: tearing down its 10M-message servers
         // disturbed the UNLINK pause measured right after them.
         ("unlink", unlink),
