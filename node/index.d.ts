@@ -39,9 +39,13 @@ export interface Delivery {
   /** Which delivery of the message this is, from 1. */
   attempt: number;
   queue: string;
-  /** Set when a heartbeat found the lease lost: another consumer may hold the message. */
+  /** Set when a heartbeat found the delivery over: its lease lost (another consumer may hold the message), or the message cancelled. */
   lost: boolean;
-  /** Aborted when the lease is lost (set while a Worker handles the delivery). */
+  /** Set when a heartbeat found the message gone: DQ.CANCEL or DQ.PURGE while the handler ran. */
+  cancelled: boolean;
+  /** Why the delivery is over: 'cancelled' (the message is gone), 'lost' (it is still there: the lease ran out), null while it is not. */
+  lostReason: 'lost' | 'cancelled' | null;
+  /** Aborted when the delivery is over: lease lost or message cancelled (set while a Worker handles the delivery). */
   signal?: AbortSignal;
 }
 
@@ -72,8 +76,20 @@ export interface Stats {
   redriven: number;
   cancelled: number;
   purged: number;
+  /** POPs that delivered fewer than they asked (and than were ready) because of a pause, RATE or MAXINFLIGHT. */
+  throttled: number;
   'oldest-ready-age-ms': number | null;
   'next-due-at': number | null;
+  /** Recurring schedules the queue holds. */
+  schedules: number;
+  /** 1 while paused (a ShardedQueue: while any shard is). */
+  paused: 0 | 1;
+  /** Unix ms the pause ends; null when not paused or paused until resume(). */
+  'paused-until': number | null;
+  /** '100/1s', null when none (a ShardedQueue: the whole queue's, the shards' summed). */
+  rate: string | null;
+  /** null when none (a ShardedQueue: the shards' summed). */
+  'max-inflight': number | null;
 }
 
 /** DQ.GET, field names as the server gives them. */
@@ -109,12 +125,77 @@ export interface QueueConfig {
   'max-attempts-from': string;
   backoff: string;
   'backoff-from': string;
+  rate: string | null;
+  'max-inflight': number | null;
+  paused: 0 | 1;
+  'paused-until': number | null;
+  throttled: number;
 }
 
 export interface ConfigSettings {
   leaseMs?: number | 'DEFAULT';
   maxAttempts?: number | 'DEFAULT';
   backoff?: string;
+  /** At most n deliveries in any window of the duration: '100/1s', '5000/1h'; 0 (or 'DEFAULT') removes it. A ShardedQueue of k shards gives each floor(n / k). */
+  rate?: string | 0 | 'DEFAULT';
+  /** At most this many messages in flight at once; 0 (or 'DEFAULT') removes it. A ShardedQueue of k shards gives each floor(n / k). */
+  maxInflight?: number | 'DEFAULT';
+}
+
+/** DQ.SCHEDULE's options: exactly one of `every` and `cron`. */
+export interface ScheduleOptions {
+  /** A duration of at least 1 s: '30s', '5m', '1h', '1d', or a number of ms. */
+  every?: string | number;
+  /** Five fields (minute hour day-of-month month day-of-week), or @hourly, @daily, @weekly, @monthly, @yearly. */
+  cron?: string;
+  /** An IANA zone for cron (default UTC). */
+  tz?: string;
+  /** No run before this Unix ms (EVERY counts its runs from it; default: now). */
+  start?: number | Date;
+  /** No run after this Unix ms. */
+  end?: number | Date;
+  /** No more runs once this many were made. */
+  limit?: number;
+  /** Run times missed while no master held the queue: 'skip', 'one' (default), 'all'. */
+  missed?: 'skip' | 'one' | 'all' | 'SKIP' | 'ONE' | 'ALL';
+  /** 'skip': no run while the previous run's message is still in the queue; 'allow' (default). */
+  overlap?: 'allow' | 'skip' | 'ALLOW' | 'SKIP';
+  /** Leave an existing schedule of this name untouched (the reply is then null). */
+  nx?: boolean;
+  /** What each run adds, as DQ.ADD's options. */
+  priority?: number;
+  maxAttempts?: number;
+  backoff?: string;
+  group?: Bytes;
+  ttlMs?: number;
+}
+
+/** A DQ.SCHEDULES record; null where the server says nil. */
+export interface Schedule {
+  name: string;
+  /** 'every 5m' or 'cron 0 8 * * *'. */
+  spec: string;
+  tz: string;
+  /** Unix ms of the next run; null when none is left. */
+  nextRun: number | null;
+  /** Unix ms of the last run made; null before the first. */
+  lastRun: number | null;
+  runs: number;
+  skipped: number;
+  limit: number | null;
+  start: number;
+  end: number | null;
+  missed: 'skip' | 'one' | 'all';
+  overlap: 'allow' | 'skip';
+  payload: Buffer;
+  priority: number;
+  maxAttempts: number | null;
+  backoff: string | null;
+  group: string | null;
+  /** TTL in ms of each run's message. */
+  ttl: number | null;
+  /** ShardedQueue.schedules only: the shard it lives on. */
+  shard?: string;
 }
 
 export class Queue {
@@ -135,6 +216,16 @@ export class Queue {
   purge(state?: State): Promise<number>;
   config(): Promise<QueueConfig>;
   configSet(settings: ConfigSettings): Promise<void>;
+  /** DQ.SCHEDULE: the next run time (Unix ms), or null when none is left or `nx` found the schedule. */
+  schedule(name: Bytes, payload: Bytes, options: ScheduleOptions): Promise<number | null>;
+  /** DQ.UNSCHEDULE: how many of the names were schedules. */
+  unschedule(...names: Bytes[]): Promise<number>;
+  /** DQ.SCHEDULES: every schedule, by name. */
+  schedules(): Promise<Schedule[]>;
+  /** DQ.PAUSE: POP delivers nothing until resume(), or for `forMs`. */
+  pause(options?: { forMs?: number }): Promise<void>;
+  /** DQ.RESUME: whether the queue was paused. */
+  resume(): Promise<boolean>;
 }
 
 export interface Basis {
@@ -158,14 +249,25 @@ export class ShardedQueue {
   redrive(): Promise<number>;
   purge(state?: State): Promise<number>;
   config(): Promise<QueueConfig>;
+  /** On every shard; rate and maxInflight are split, floor(n / shards) each (n < shards is refused). */
   configSet(settings: ConfigSettings): Promise<void>;
+  /** The shard a schedule of this name lives on (as shardFor). */
+  scheduleShard(name: Bytes): Queue;
+  schedule(name: Bytes, payload: Bytes, options: ScheduleOptions): Promise<number | null>;
+  unschedule(...names: Bytes[]): Promise<number>;
+  /** Every shard's schedules, by name, each with `shard`. */
+  schedules(): Promise<Schedule[]>;
+  /** On every shard. */
+  pause(options?: { forMs?: number }): Promise<void>;
+  /** On every shard: whether any was paused. */
+  resume(): Promise<boolean>;
 }
 
 /** What the worker sent for a delivery: docs/client-vocabulary.md. */
 export type Action = 'ack' | 'nack' | 'dead';
 
 /** What the server made of it: docs/client-vocabulary.md. */
-export type SettlementState = 'acked' | 'acked-late' | 'delayed' | 'ready' | 'dead' | 'stale' | 'unsettled';
+export type SettlementState = 'acked' | 'acked-late' | 'delayed' | 'ready' | 'dead' | 'stale' | 'cancelled' | 'unsettled';
 
 export interface Outcome {
   /** What the handler asked for: 'ack' (it resolved), 'nack' (it threw, or threw Retry: a retry is scheduled, or the message dies if its attempts are used up), 'dead' (it threw Permanent). */
@@ -173,6 +275,7 @@ export interface Outcome {
   /**
    * 'acked'; 'acked-late' (the DQ.ACK of its batch counted fewer: a message of the batch was no longer in flight);
    * the NACK's new state ('delayed', 'ready', 'dead'); 'stale' (the delivery was over, its lease lost: nothing changed);
+   * 'cancelled' (the message was cancelled or purged while the handler ran: nothing was sent);
    * 'unsettled' (the call failed, `failure` says why: the message comes back after its lease).
    */
   state: SettlementState;
@@ -200,6 +303,12 @@ export interface WorkerOptions {
   onSettled?: (delivery: Delivery, outcome: Outcome) => void | Promise<void>;
 }
 
+/**
+ * Several plain Queues of one client, on a standalone server or all in one
+ * cluster hash slot (a common {tag}), are polled by one DQ.MPOP in the
+ * order given (strict priority); anything else (keys in several slots,
+ * ShardedQueues) by one poller per queue (per shard), in no order.
+ */
 export class Worker {
   constructor(queues: Queue | ShardedQueue | Array<Queue | ShardedQueue>, handler: (delivery: Delivery) => unknown, options?: WorkerOptions);
   run(): Promise<void>;

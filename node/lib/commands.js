@@ -101,6 +101,94 @@ function addArgs(payload, o = {}) {
   return a;
 }
 
+const SCHEDULE_OPTIONS = ['every', 'cron', 'tz', 'start', 'end', 'limit', 'missed', 'overlap', 'nx', 'priority', 'maxAttempts', 'backoff', 'group', 'ttlMs'];
+
+/** One of `allowed` (any case), as the server spells it. */
+function enumArg(name, v, allowed) {
+  const s = typeof v === 'string' ? v.toUpperCase() : '';
+  if (!allowed.includes(s)) throw new RangeError(`${name} must be one of ${allowed.map((a) => a.toLowerCase()).join(', ')}, not ${v}`);
+  return s;
+}
+
+/** A Unix time in ms, given as a number or a Date. */
+function timeArg(name, v) {
+  const ms = v instanceof Date ? v.getTime() : v;
+  return intArg(name, ms, 0, MAX_TIME);
+}
+
+/** DQ.SCHEDULE's arguments after the queue: name, payload, EVERY or CRON, options. */
+function scheduleArgs(name, payload, o = {}) {
+  // The server's limit: `name@<time>` must fit an id (1024 bytes).
+  bytesArg('name', name, 1007);
+  if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) throw new TypeError('payload must be a string or a Buffer');
+  if (o === null || typeof o !== 'object') throw new TypeError('schedule options must be an object such as { every: \'5m\' }');
+  for (const k of Object.keys(o)) if (!SCHEDULE_OPTIONS.includes(k)) throw new TypeError(`unknown schedule option '${k}'`);
+  if ((o.every == null) === (o.cron == null)) throw new TypeError('a schedule needs exactly one of every and cron');
+  const a = [name, payload];
+  if (o.every != null) {
+    if (typeof o.every === 'number') a.push('EVERY', intArg('every', o.every, 1000, MAX_TIME));
+    else if (typeof o.every === 'string' && o.every !== '') a.push('EVERY', o.every);
+    else throw new TypeError(`every must be a duration such as '30s', '5m', '1h', '1d' or a number of milliseconds, not ${o.every}`);
+  }
+  if (o.cron != null) {
+    if (typeof o.cron !== 'string' || o.cron.trim() === '') throw new TypeError('cron must be five fields such as \'0 8 * * *\' or @daily');
+    a.push('CRON', o.cron);
+  }
+  if (o.tz != null) {
+    if (o.cron == null) throw new TypeError('tz needs cron: an interval has no time zone');
+    if (typeof o.tz !== 'string' || o.tz === '') throw new TypeError('tz must be an IANA time zone name such as Europe/Berlin');
+    a.push('TZ', o.tz);
+  }
+  const start = o.start != null ? timeArg('start', o.start) : null;
+  const end = o.end != null ? timeArg('end', o.end) : null;
+  if (start != null && end != null && start > end) throw new RangeError('start must not be after end');
+  if (start != null) a.push('START', start);
+  if (end != null) a.push('END', end);
+  if (o.limit != null) a.push('LIMIT', intArg('limit', o.limit, 1, MAX_TIME));
+  if (o.missed != null) a.push('MISSED', enumArg('missed', o.missed, ['SKIP', 'ONE', 'ALL']));
+  if (o.overlap != null) a.push('OVERLAP', enumArg('overlap', o.overlap, ['ALLOW', 'SKIP']));
+  if (o.nx) a.push('NX');
+  if (o.priority != null) a.push('PRIORITY', intArg('priority', o.priority, -(2 ** 31), 2 ** 31 - 1));
+  if (o.maxAttempts != null) a.push('MAXATTEMPTS', intArg('maxAttempts', o.maxAttempts, 1, 2 ** 31 - 1));
+  if (o.backoff != null) a.push('BACKOFF', bytesArg('backoff', o.backoff, 4096));
+  if (o.group != null) a.push('GROUP', bytesArg('group', o.group));
+  if (o.ttlMs != null) a.push('TTL', intArg('ttlMs', o.ttlMs, 1, MAX_TIME));
+  return a;
+}
+
+/** DQ.CONFIG SET's pairs for { leaseMs, maxAttempts, backoff, rate, maxInflight }. */
+const CONFIG_SETTINGS = ['leaseMs', 'maxAttempts', 'backoff', 'rate', 'maxInflight'];
+
+function configArgs(settings) {
+  if (settings === null || typeof settings !== 'object') throw new TypeError('configSet takes an object such as { leaseMs: 60000 }');
+  for (const k of Object.keys(settings)) if (!CONFIG_SETTINGS.includes(k)) throw new TypeError(`unknown setting '${k}' (${CONFIG_SETTINGS.join(', ')})`);
+  const { leaseMs, maxAttempts, backoff, rate, maxInflight } = settings;
+  const a = [];
+  if (leaseMs != null) a.push('LEASE', leaseMs === 'DEFAULT' ? leaseMs : intArg('leaseMs', leaseMs, 1, MAX_TIME));
+  if (maxAttempts != null) a.push('MAXATTEMPTS', maxAttempts === 'DEFAULT' ? maxAttempts : intArg('maxAttempts', maxAttempts, 1, 2 ** 31 - 1));
+  if (backoff != null) a.push('BACKOFF', bytesArg('backoff', backoff, 4096));
+  if (rate != null) {
+    if (rate !== 0 && (typeof rate !== 'string' || rate === '')) throw new TypeError(`rate must be 'n/duration' such as '100/1s', or 0 to remove it, not ${rate}`);
+    a.push('RATE', String(rate));
+  }
+  if (maxInflight != null) a.push('MAXINFLIGHT', maxInflight === 'DEFAULT' ? maxInflight : intArg('maxInflight', maxInflight, 0, 2 ** 32 - 1));
+  if (a.length === 0) throw new TypeError(`configSet needs one of ${CONFIG_SETTINGS.join(', ')}`);
+  return a;
+}
+
+/**
+ * A rate 'n/duration' split into n and the duration; null for a rate that
+ * removes the limit (0, '0', '0/...', 'DEFAULT'). Only the count is checked
+ * here: the server checks the rest.
+ */
+function splitRate(rate) {
+  if (rate === 0 || rate === '0' || rate === 'DEFAULT') return null;
+  const m = typeof rate === 'string' ? /^(\d+)\/(.+)$/.exec(rate) : null;
+  if (!m) throw new TypeError(`rate must be 'n/duration' such as '100/1s', or 0 to remove it, not ${rate}`);
+  const n = Number(m[1]);
+  return n === 0 ? null : { n, per: m[2] };
+}
+
 function nackArgs(id, o = {}) {
   const a = [bytesArg('id', id)];
   if (o.delayMs != null && o.dead) throw new TypeError('delayMs and dead cannot be used together');
@@ -124,15 +212,42 @@ function record(reply) {
   return out;
 }
 
+/** A DQ.SCHEDULES record as a Schedule (camelCase; null where the server says nil). */
+function schedule(reply) {
+  const r = record(reply);
+  const f = (k) => (r[k] === undefined ? null : r[k]);
+  return {
+    name: f('name'),
+    spec: f('spec'),
+    tz: f('tz'),
+    nextRun: f('next-run'),
+    lastRun: f('last-run'),
+    runs: f('runs'),
+    skipped: f('skipped'),
+    limit: f('limit'),
+    start: f('start'),
+    end: f('end'),
+    missed: f('missed'),
+    overlap: f('overlap'),
+    payload: f('payload'),
+    priority: f('priority'),
+    maxAttempts: f('max-attempts'),
+    backoff: f('backoff'),
+    group: f('group'),
+    ttl: f('ttl'),
+  };
+}
+
 /** A PEEK/SCAN entry. */
 function entry(e) {
   return { id: str(e[0]), payload: e[1], attempt: Number(e[2]), time: Number(e[3]), lastError: e.length > 4 ? str(e[4]) : null };
 }
 
 /**
- * A POP entry: id, payload (a Buffer), attempt, queue, lost, and `signal`,
- * an AbortSignal made when first read (most handlers never read it), aborted
- * when the worker learns the lease was lost.
+ * A POP entry: id, payload (a Buffer), attempt, queue, lost, cancelled,
+ * lostReason, and `signal`, an AbortSignal made when first read (most
+ * handlers never read it), aborted when the worker learns the delivery is
+ * over: its lease was lost, or the message was cancelled or purged.
  */
 class Delivery {
   #abort = null;
@@ -143,6 +258,8 @@ class Delivery {
     this.attempt = attempt;
     this.queue = queue;
     this.lost = false;
+    this.cancelled = false;
+    this.lostReason = null;
   }
 
   get signal() {
@@ -153,9 +270,15 @@ class Delivery {
     return this.#abort.signal;
   }
 
-  /** The heartbeat found the lease lost: another consumer may hold the message. */
-  _lose() {
+  /**
+   * The heartbeat found the delivery over: 'cancelled' when the message is
+   * gone (DQ.CANCEL, DQ.PURGE), 'lost' when it is still there (the lease
+   * ran out: another consumer may hold it).
+   */
+  _lose(reason = 'lost') {
     this.lost = true;
+    this.lostReason = reason;
+    this.cancelled = reason === 'cancelled';
     if (this.#abort) this.#abort.abort();
   }
 }
@@ -214,6 +337,6 @@ async function send(client, name, queue, args = []) {
 
 module.exports = {
   DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry,
-  MAX_ERROR_BYTES, MAX_TIME, mapError, intArg, bytesArg, stateArg, truncateError,
-  addArgs, nackArgs, record, entry, delivery, Delivery, str, send,
+  MAX_ERROR_BYTES, MAX_TIME, mapError, intArg, bytesArg, stateArg, enumArg, timeArg, truncateError,
+  addArgs, nackArgs, scheduleArgs, configArgs, splitRate, record, schedule, entry, delivery, Delivery, str, send,
 };

@@ -114,16 +114,77 @@ class Queue {
     return c.record(await this._send('DQ.CONFIG'));
   }
 
-  /** DQ.CONFIG SET: { leaseMs, maxAttempts, backoff } (a value 'DEFAULT' removes it). */
-  async configSet({ leaseMs, maxAttempts, backoff } = {}) {
-    const a = [];
-    if (leaseMs != null) a.push('LEASE', leaseMs === 'DEFAULT' ? leaseMs : c.intArg('leaseMs', leaseMs, 1, c.MAX_TIME));
-    if (maxAttempts != null) a.push('MAXATTEMPTS', maxAttempts === 'DEFAULT' ? maxAttempts : c.intArg('maxAttempts', maxAttempts, 1, 2 ** 31 - 1));
-    if (backoff != null) a.push('BACKOFF', c.bytesArg('backoff', backoff, 4096));
-    if (a.length === 0) throw new TypeError('configSet needs leaseMs, maxAttempts or backoff');
-    await this._send('DQ.CONFIG', ['SET', ...a]);
+  /**
+   * DQ.CONFIG SET: { leaseMs, maxAttempts, backoff, rate, maxInflight }
+   * ('DEFAULT' removes a value; rate 0 and maxInflight 0 remove a limit).
+   * The server checks every pair before it changes any.
+   */
+  async configSet(settings = {}) {
+    await this._send('DQ.CONFIG', ['SET', ...c.configArgs(settings)]);
+  }
+
+  /**
+   * DQ.SCHEDULE: creates or replaces the recurring schedule `name`, whose
+   * runs add `payload`; exactly one of `every` ('5m', or ms) and `cron`.
+   * The next run time (Unix ms), or null when none is left or `nx` found
+   * the schedule.
+   */
+  async schedule(name, payload, options = {}) {
+    const next = await this._send('DQ.SCHEDULE', c.scheduleArgs(name, payload, options));
+    return next == null ? null : Number(next);
+  }
+
+  /** DQ.UNSCHEDULE: how many of the names were schedules. */
+  async unschedule(...names) {
+    if (names.length === 0) throw new TypeError('unschedule needs at least one name');
+    return Number(await this._send('DQ.UNSCHEDULE', names.map((n) => c.bytesArg('name', n, 1007))));
+  }
+
+  /** DQ.SCHEDULES: every schedule of the queue, by name. */
+  async schedules() {
+    return ((await this._send('DQ.SCHEDULES')) || []).map(c.schedule);
+  }
+
+  /** DQ.PAUSE: POP delivers nothing until resume(), or for `forMs`. */
+  async pause(options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('pause takes { forMs } or nothing');
+    for (const k of Object.keys(options)) if (k !== 'forMs') throw new TypeError(`unknown pause option '${k}'`);
+    const a = options.forMs == null ? [] : ['FOR', c.intArg('forMs', options.forMs, 1, c.MAX_TIME)];
+    await this._send('DQ.PAUSE', a);
+  }
+
+  /** DQ.RESUME: whether the queue was paused. */
+  async resume() {
+    return Number(await this._send('DQ.RESUME')) === 1;
   }
 }
+
+/**
+ * Flow fields of k shards as those of one queue: paused while any shard is
+ * (until the latest end; null when one is paused without end); the limits
+ * summed, what the whole queue lets through.
+ */
+function mergeFlow(records) {
+  const paused = records.filter((r) => r.paused);
+  const ends = paused.map((r) => r['paused-until']);
+  const rates = records.map((r) => r.rate);
+  let rate = null;
+  if (rates.every((r) => r != null)) {
+    const parts = rates.map((r) => /^(\d+)\/(.+)$/.exec(r));
+    if (parts.every((m) => m && m[2] === parts[0][2])) rate = `${parts.reduce((n, m) => n + Number(m[1]), 0)}/${parts[0][2]}`;
+    // Shards set apart from this library: no one rate describes them.
+    else rate = rates.join(',');
+  }
+  const inflight = records.map((r) => r['max-inflight']);
+  return {
+    paused: paused.length > 0 ? 1 : 0,
+    'paused-until': paused.length > 0 && ends.every((e) => e != null) ? Math.max(...ends) : null,
+    rate,
+    'max-inflight': inflight.every((n) => n != null) ? inflight.reduce((a, b) => a + b, 0) : null,
+  };
+}
+
+const FLOW_FIELDS = ['paused', 'paused-until', 'rate', 'max-inflight'];
 
 /** A queue spread over `shards` dq queues (docs/sharding.md). */
 class ShardedQueue {
@@ -152,18 +213,23 @@ class ShardedQueue {
     return basis != null ? [this.shardFor(basis)] : this.shards;
   }
 
-  /** The shards' DQ.STATS summed (oldest-ready-age-ms: the oldest; next-due-at: the earliest). */
+  /**
+   * The shards' DQ.STATS summed (oldest-ready-age-ms: the oldest;
+   * next-due-at: the earliest; paused while any shard is; rate and
+   * max-inflight: the whole queue's, the shards' limits summed).
+   */
   async stats() {
     const all = await Promise.all(this.shards.map((s) => s.stats()));
     const sum = {};
     for (const s of all) {
       for (const [k, v] of Object.entries(s)) {
+        if (FLOW_FIELDS.includes(k)) continue;
         if (k === 'oldest-ready-age-ms') sum[k] = v == null ? sum[k] ?? null : Math.max(sum[k] ?? 0, v);
         else if (k === 'next-due-at') sum[k] = v == null ? sum[k] ?? null : Math.min(sum[k] ?? Infinity, v);
         else sum[k] = (sum[k] || 0) + (v || 0);
       }
     }
-    return sum;
+    return 'paused' in all[0] ? { ...sum, ...mergeFlow(all) } : sum;
   }
 
   /** DQ.GET where the id is: the shard of `group`/`shardKey` when given, else every shard. */
@@ -206,13 +272,85 @@ class ShardedQueue {
     return n;
   }
 
-  /** Shard 0's settings: configSet keeps every shard alike. */
-  config() {
-    return this.shards[0].config();
+  /**
+   * Shard 0's settings (configSet keeps every shard alike), with the flow
+   * fields of the whole queue: paused while any shard is, rate and
+   * max-inflight the shards' limits summed, throttled summed.
+   */
+  async config() {
+    const all = await Promise.all(this.shards.map((s) => s.config()));
+    if (!('paused' in all[0])) return all[0];
+    return { ...all[0], ...mergeFlow(all), throttled: all.reduce((n, r) => n + (r.throttled || 0), 0) };
   }
 
-  async configSet(settings) {
-    for (const shard of this.shards) await shard.configSet(settings);
+  /**
+   * DQ.CONFIG SET on every shard. A limit of the whole queue is split so
+   * that it still holds exactly: each of k shards gets floor(n / k) of
+   * `rate: 'n/d'` and of `maxInflight: n`, and n < k is refused (a shard
+   * would get 0, which removes its limit). Checked here before any shard
+   * is changed; shard 0 answers first, so a refusal by the server changes
+   * nothing either.
+   */
+  async configSet(settings = {}) {
+    c.configArgs(settings); // refuses what no shard would take
+    const k = this.shards.length;
+    const shardSettings = { ...settings };
+    if (settings.rate != null) {
+      const rate = c.splitRate(settings.rate);
+      if (rate != null) {
+        if (rate.n < k) throw new RangeError(`rate ${settings.rate} cannot be split over ${k} shards: each gets floor(n / ${k}) deliveries, so n must be at least ${k}`);
+        shardSettings.rate = `${Math.floor(rate.n / k)}/${rate.per}`;
+      }
+    }
+    if (settings.maxInflight != null && settings.maxInflight !== 'DEFAULT') {
+      const n = settings.maxInflight;
+      if (n > 0 && n < k) throw new RangeError(`maxInflight ${n} cannot be split over ${k} shards: each gets floor(n / ${k}), so n must be at least ${k} (or 0 to remove it)`);
+      shardSettings.maxInflight = Math.floor(n / k);
+    }
+    const [first, ...rest] = this.shards;
+    await first.configSet(shardSettings);
+    await Promise.all(rest.map((shard) => shard.configSet(shardSettings)));
+  }
+
+  /** The queue a schedule lives on: placed by its name, as a message by its basis. */
+  scheduleShard(name) {
+    return this.shardFor(c.bytesArg('name', name, 1007));
+  }
+
+  /** DQ.SCHEDULE on the schedule's shard (see scheduleShard). */
+  schedule(name, payload, options = {}) {
+    return this.scheduleShard(name).schedule(name, payload, options);
+  }
+
+  /** DQ.UNSCHEDULE of each name on its shard: how many were schedules. */
+  async unschedule(...names) {
+    if (names.length === 0) throw new TypeError('unschedule needs at least one name');
+    const byShard = new Map();
+    for (const name of names) {
+      const shard = this.scheduleShard(name);
+      if (!byShard.has(shard)) byShard.set(shard, []);
+      byShard.get(shard).push(name);
+    }
+    const counts = await Promise.all([...byShard].map(([shard, some]) => shard.unschedule(...some)));
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  /** Every shard's schedules, by name, each with `shard`. */
+  async schedules() {
+    const all = await Promise.all(this.shards.map(async (s) => (await s.schedules()).map((r) => ({ ...r, shard: s.name }))));
+    return all.flat().sort((a, b) => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name)));
+  }
+
+  /** DQ.PAUSE on every shard. */
+  async pause(options = {}) {
+    const [first, ...rest] = this.shards;
+    await first.pause(options);
+    await Promise.all(rest.map((shard) => shard.pause(options)));
+  }
+
+  /** DQ.RESUME on every shard: whether any was paused. */
+  async resume() {
+    return (await Promise.all(this.shards.map((s) => s.resume()))).some(Boolean);
   }
 }
 

@@ -1,9 +1,11 @@
 'use strict';
 // The Worker: one poller per queue (per shard), each on a connection of its
-// own, sharing `concurrency` permits first come, first served; a heartbeat
-// TOUCH per running handler; the ACKs of the deliveries that finished since
-// the last round trip in one DQ.ACK per queue, a NACK per failure; a stop
-// that lets running handlers finish and settles them.
+// own, sharing `concurrency` permits first come, first served — or, for
+// several queues one DQ.MPOP can serve, one poller over all of them in
+// their order; a heartbeat TOUCH per running handler, which also learns
+// that a message was cancelled under it; the ACKs of the deliveries that
+// finished since the last round trip in one DQ.ACK per queue, a NACK per
+// failure; a stop that lets running handlers finish and settles them.
 
 const c = require('./commands');
 const { Queue, ShardedQueue } = require('./queue');
@@ -102,6 +104,18 @@ class Acker {
 
 const SILENT = { info() {}, warn() {}, error: (...a) => console.error(...a) };
 
+/**
+ * Whether one DQ.MPOP can serve all of `list`: plain queues (a ShardedQueue
+ * spreads over slots by design) of one client, on a standalone server or
+ * all in one hash slot of a cluster.
+ */
+function oneMpop(list) {
+  if (list.length < 2 || !list.every((q) => q instanceof Queue && q.client === list[0].client)) return false;
+  if (!list[0].client.isCluster) return true;
+  const slot = keySlot(list[0].name);
+  return list.every((q) => keySlot(q.name) === slot);
+}
+
 class Worker {
   /**
    * @param queues a Queue, a ShardedQueue, or an array of them
@@ -115,6 +129,13 @@ class Worker {
       throw new TypeError('queues must be Queue or ShardedQueue objects');
     });
     if (this.parts.length === 0) throw new TypeError('a worker needs at least one queue');
+    const seen = new Map();
+    for (const part of this.parts) {
+      if (seen.get(part.name) === part.client) throw new TypeError(`queue '${part.name}' is given twice`);
+      seen.set(part.name, part.client);
+    }
+    // A poller: the queues one POP (or MPOP) takes from, in their order.
+    this.pollers = oneMpop(list) ? [{ parts: this.parts, byName: new Map(this.parts.map((p) => [p.name, p])) }] : this.parts.map((p) => ({ parts: [p], byName: null }));
     if (typeof handler !== 'function') throw new TypeError('handler must be a function');
     this.handler = handler;
     this.concurrency = c.intArg('concurrency', concurrency, 1, 100000);
@@ -126,7 +147,7 @@ class Worker {
     this.permits = new Permits(this.concurrency);
     // A poller takes at most its share of the free permits at once, so one
     // busy queue cannot starve the others.
-    this.share = Math.max(1, Math.floor(this.concurrency / this.parts.length));
+    this.share = Math.max(1, Math.floor(this.concurrency / this.pollers.length));
     this.stopping = false;
     this.active = 0; // deliveries taken and not yet settled
     this.drained = null;
@@ -134,6 +155,9 @@ class Worker {
     this.ackers = new Map(this.parts.map((part) => [part, new Acker(part, this.logger)]));
     // The running deliveries the heartbeat renews: delivery -> { part, due, touching }.
     this.beating = new Map();
+    // Deliveries a TOUCH found over, while the worker asks why: delivery ->
+    // a promise that resolves once it is marked lost or cancelled.
+    this.asking = new Map();
     this.touchEvery = Math.max(1, Math.floor(this.leaseMs / 3));
   }
 
@@ -150,8 +174,11 @@ class Worker {
     // per renewal period: a lease is renewed between a third of it and
     // five twelfths of it after the last renewal.
     const beat = setInterval(() => this._beat(), Math.max(1, Math.floor(this.touchEvery / 4)));
+    if (this.pollers.length === 1 && this.pollers[0].parts.length > 1) {
+      this.logger.info(`dq: one DQ.MPOP over ${this.parts.map((p) => p.name).join(', ')}, in that order`);
+    }
     try {
-      await Promise.all(this.parts.map((part) => this._poll(part)));
+      await Promise.all(this.pollers.map((poller) => this._poll(poller)));
       while (this.active > 0) await new Promise((resolve) => (this.drained = resolve));
     } finally {
       clearInterval(beat);
@@ -183,15 +210,25 @@ class Worker {
     return client.nodes()[0].duplicate({ ...client.options.redisOptions, host, port, maxRetriesPerRequest: null });
   }
 
-  async _pop(conn, part, count, blockMs) {
+  /** DQ.POP of the poller's queue, or DQ.MPOP of its queues: the deliveries (all of one queue). */
+  async _pop(conn, poller, count, blockMs) {
     const a = ['COUNT', count];
     if (blockMs != null) a.push('BLOCK', blockMs);
     a.push('LEASE', this.leaseMs);
-    const reply = await c.send(conn, 'DQ.POP', part.name, a);
-    return (reply || []).map((e) => c.delivery(e, part.name));
+    if (poller.byName === null) {
+      const name = poller.parts[0].name;
+      const reply = await c.send(conn, 'DQ.POP', name, a);
+      return (reply || []).map((e) => c.delivery(e, name));
+    }
+    const reply = await c.send(conn, 'DQ.MPOP', undefined, [poller.parts.length, ...poller.parts.map((p) => p.name), ...a]);
+    if (reply == null) return [];
+    const name = c.str(reply[0]);
+    return reply[1].map((e) => c.delivery(e, name));
   }
 
-  async _poll(part) {
+  async _poll(poller) {
+    const part = poller.parts[0]; // where a poller over several queues connects: they share a slot
+    const names = poller.parts.map((p) => p.name).join(', ');
     let conn = null;
     let address = null;
     let pause = 100;
@@ -213,24 +250,24 @@ class Worker {
         try {
           conn = conn || (await this._connect(part, address));
           // What is ready now, up to this poller's permits.
-          batch = await this._pop(conn, part, n);
+          batch = await this._pop(conn, poller, n);
           if (batch.length === 0 && !this.stopping) {
             // Nothing ready. The only poller keeps its permits and waits
             // for as many messages: a burst that falls due comes in one
             // reply. Among several, it gives them back (another queue may
             // have work) and waits for one message holding none; that one
             // then waits for a permit, its lease kept alive by the heartbeat.
-            if (this.parts.length > 1) {
+            if (this.pollers.length > 1) {
               this.permits.release(n);
               n = 0;
             }
-            batch = await this._pop(conn, part, Math.max(n, 1), this.blockMs);
+            batch = await this._pop(conn, poller, Math.max(n, 1), this.blockMs);
           }
         } catch (e) {
           this.permits.release(n);
           const moved = /^(MOVED|ASK) \d+ (\S+)/.exec((e && e.message) || '');
           if (moved) address = moved[2];
-          else this.logger.warn(`dq: POP from ${part.name} failed: ${e.message}; retrying in ${pause} ms`);
+          else this.logger.warn(`dq: POP from ${names} failed: ${e.message}; retrying in ${pause} ms`);
           if (conn) conn.disconnect();
           conn = null;
           if (!moved || moved[1] === 'ASK') {
@@ -241,8 +278,15 @@ class Worker {
         }
         pause = 100;
         if (batch.length < n) this.permits.release(n - batch.length);
+        if (batch.length === 0) continue;
+        const from = poller.byName === null ? part : poller.byName.get(batch[0].queue);
+        if (from === undefined) {
+          // Not one of the queues asked for: nothing this worker can settle.
+          this.logger.error(`dq: DQ.MPOP replied queue ${batch[0].queue}, not one of ${names}; its ${batch.length} message(s) come back after their lease`);
+          continue;
+        }
         // Deliveries taken after a stop request are handled all the same.
-        for (let i = 0; i < batch.length; i++) this._handle(part, batch[i], i < n);
+        for (let i = 0; i < batch.length; i++) this._handle(from, batch[i], i < n);
       }
     } finally {
       if (conn) conn.disconnect();
@@ -262,8 +306,9 @@ class Worker {
         (e) => {
           if (e instanceof c.StaleDelivery) {
             if (!this.beating.delete(d)) return; // settled meanwhile: its own ACK or NACK ended it
-            d._lose();
-            this.logger.warn(`dq: lost the lease of ${d.id} attempt ${d.attempt} in ${d.queue}`);
+            const asked = this._whyOver(b.part, d);
+            this.asking.set(d, asked);
+            asked.then(() => this.asking.delete(d));
           } else {
             this.logger.warn(`dq: TOUCH ${d.id} in ${d.queue} failed: ${e.message}`);
           }
@@ -272,6 +317,24 @@ class Worker {
         b.touching = false;
       });
     }
+  }
+
+  /**
+   * A delivery a fenced TOUCH found over: if the message is gone, it was
+   * cancelled or purged (or, after a lost lease, finished by another
+   * consumer): 'cancelled'; if it is still there, the lease ran out and
+   * someone else may hold it: 'lost'. Then the handler is told (signal).
+   */
+  async _whyOver(part, d) {
+    let reason = 'lost';
+    try {
+      if ((await part.get(d.id)) === null) reason = 'cancelled';
+    } catch (e) {
+      this.logger.warn(`dq: DQ.GET ${d.id} in ${d.queue} failed: ${e.message}; taking the delivery as lost`);
+    }
+    d._lose(reason);
+    if (reason === 'cancelled') this.logger.warn(`dq: ${d.id} in ${d.queue} was cancelled while attempt ${d.attempt} ran`);
+    else this.logger.warn(`dq: lost the lease of ${d.id} attempt ${d.attempt} in ${d.queue}`);
   }
 
   /**
@@ -314,6 +377,12 @@ class Worker {
     // The handler is done: its permit goes to the next POP while the ACK
     // or NACK is on its way.
     if (permitted) this.permits.release(1);
+    if (this.asking.size > 0 && this.asking.has(d)) {
+      // Settled once the worker knows whether it was cancelled (then
+      // nothing is sent) or lost.
+      this.asking.get(d).then(() => this._settle(part, d, failed, failure)).then((outcome) => this._settled(d, outcome));
+      return;
+    }
     if (!failed && !d.lost) {
       this.ackers.get(part).add(d, (state, e) => this._settled(d, e ? { action: 'ack', state, error: null, failure: e } : { action: 'ack', state, error: null }));
       return;
@@ -351,7 +420,9 @@ class Worker {
    * { action, state, error[, failure] }. action: 'ack', 'nack' or 'dead'
    * (what the handler asked for); state: 'acked', 'acked-late', the NACK's
    * new state ('delayed', 'ready', 'dead'), 'stale' (the delivery was over:
-   * nothing changed) or 'unsettled' (the call failed; `failure` says why).
+   * nothing changed), 'cancelled' (the message was cancelled or purged
+   * while the handler ran: nothing is sent) or 'unsettled' (the call
+   * failed; `failure` says why).
    */
   async _settle(part, d, failed, failure) {
     let action = 'ack';
@@ -365,9 +436,10 @@ class Worker {
     } else if (failed) {
       action = 'nack';
       options = { ...options, error: `${(failure && failure.name) || 'Error'}: ${(failure && failure.message) || failure}` };
-      this.logger.warn(`dq: handler failed on ${d.id} attempt ${d.attempt} in ${d.queue}: ${options.error}`);
+      if (!d.cancelled) this.logger.warn(`dq: handler failed on ${d.id} attempt ${d.attempt} in ${d.queue}: ${options.error}`);
     }
     const error = options.error ?? null;
+    if (d.cancelled) return { action, state: 'cancelled', error };
     try {
       // ACK is not fenced: a late one is proof the work was done. A
       // delivery known to be lost goes alone, so its count is its own.

@@ -34,6 +34,28 @@ async function main(): Promise<void> {
     if (e instanceof dq.StaleDelivery || e instanceof dq.UnknownMessage || e instanceof dq.DqError) return;
   }
   const all: string[] = await dq.queues(client);
-  void [id, names, n, payload, all];
+  const next: number | null = await q.schedule('digest', '{}', { cron: '0 8 * * *', tz: 'Europe/Berlin', start: new Date(), missed: 'skip', overlap: 'skip', nx: true, maxAttempts: 3, ttlMs: 60000 });
+  await sharded.schedule('tick', 'x', { every: '5m', limit: 10 });
+  const removed: number = await q.unschedule('digest', 'tick');
+  const schedules: dq.Schedule[] = await sharded.schedules();
+  const nextRun: number | null = schedules[0].nextRun;
+  const home: dq.Queue = sharded.scheduleShard('tick');
+  await q.pause({ forMs: 5000 });
+  await sharded.pause();
+  const wasPaused: boolean = await q.resume();
+  await sharded.configSet({ rate: '100/1s', maxInflight: 20 });
+  await q.configSet({ rate: 0, maxInflight: 'DEFAULT' });
+  const cfg: dq.QueueConfig = await q.config();
+  const limits: [string | null, number | null, number] = [cfg.rate, cfg['max-inflight'], stats.throttled];
+  const polled = new dq.Worker([new dq.Queue(client, '{jobs}urgent'), new dq.Queue(client, '{jobs}bulk')], async (d) => {
+    d.signal?.addEventListener('abort', () => {
+      const why: 'lost' | 'cancelled' | null = d.lostReason;
+      const cancelled: boolean = d.cancelled;
+      void [why, cancelled];
+    });
+  }, { onSettled: (_d, o) => {
+    if (o.state === 'cancelled') return;
+  } });
+  void [id, names, n, payload, all, next, removed, nextRun, home, wasPaused, limits, polled];
 }
 void main;

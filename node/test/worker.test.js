@@ -128,6 +128,9 @@ test('a lost lease marks the delivery and it is not NACKed', async () => {
       assert.ok(await eventually(() => seen && seen.lost));
     });
     assert.ok(seen.signal.aborted);
+    // The message is still there (delayed by the takeover): lost, not cancelled.
+    assert.strictEqual(seen.lostReason, 'lost');
+    assert.strictEqual(seen.cancelled, false);
     const s = await q.stats();
     assert.strictEqual(s.nacked, 1); // only the takeover's
   } finally {
@@ -215,9 +218,90 @@ test('a stopped worker with handleSignals leaves nothing open but the caller\'s 
   }
 });
 
+/** Waits until `signal` aborts (or a minute passes: then the test fails on what it checks). */
+const aborted = (signal) => new Promise((resolve) => {
+  const timer = setTimeout(resolve, 60000);
+  signal.addEventListener('abort', () => {
+    clearTimeout(timer);
+    resolve();
+  });
+});
+
+for (const how of ['cancel', 'purge']) {
+  test(`a handler learns through its signal that its message was removed by DQ.${how.toUpperCase()}; nothing is sent for it`, async () => {
+    const client = redis();
+    try {
+      const q = new dq.Queue(client, unique(how));
+      await q.add('x', { id: 'c' });
+      let running = null;
+      let sawAtAbort = null;
+      let outcome;
+      // A short lease, so the heartbeat (a third of it) comes soon.
+      await withWorker(q, async (d) => {
+        running = d;
+        await aborted(d.signal);
+        sawAtAbort = { cancelled: d.cancelled, lostReason: d.lostReason, lost: d.lost };
+        // One handler gives up with the abort's error, the other returns.
+        if (how === 'cancel') throw d.signal.reason;
+      }, { leaseMs: 1500, onSettled: (d, o) => (outcome = o) }, async () => {
+        assert.ok(await eventually(() => running !== null, 60000), 'the handler never ran');
+        if (how === 'cancel') assert.strictEqual(await q.cancel('c'), 1);
+        else assert.strictEqual(await q.purge(), 1);
+        assert.ok(await eventually(() => outcome !== undefined, 60000), 'never settled');
+      });
+      assert.deepStrictEqual(sawAtAbort, { cancelled: true, lostReason: 'cancelled', lost: true });
+      assert.strictEqual(running.signal.aborted, true);
+      assert.deepStrictEqual({ action: outcome.action, state: outcome.state }, { action: how === 'cancel' ? 'nack' : 'ack', state: 'cancelled' });
+      const s = await q.stats();
+      // Neither an ACK nor a NACK reached the server.
+      assert.deepStrictEqual([s.acked, s.nacked, s[how === 'cancel' ? 'cancelled' : 'purged']], [0, 0, 1]);
+    } finally {
+      client.disconnect();
+    }
+  });
+}
+
+test('several queues of one server: one DQ.MPOP takes from them in their order, ACKs go to each', async () => {
+  const client = redis();
+  const monitor = redis();
+  try {
+    const names = ['urgent', 'normal', 'bulk'].map(unique);
+    const [urgent, normal, bulk] = names.map((n) => new dq.Queue(client, n));
+    // Added last, taken first: the order is the worker's, not the queues' age.
+    for (let i = 0; i < 4; i++) await bulk.add('b', { id: `b${i}` });
+    for (let i = 0; i < 4; i++) await normal.add('n', { id: `n${i}` });
+    for (let i = 0; i < 4; i++) await urgent.add('u', { id: `u${i}` });
+    const seen = [];
+    const m = await monitor.monitor();
+    m.on('monitor', (_time, args) => {
+      if (args.some((a) => names.includes(a))) seen.push(args);
+    });
+    const order = [];
+    const settled = [];
+    await withWorker([urgent, normal, bulk], async (d) => {
+      order.push(d.queue);
+    }, { concurrency: 1, onSettled: (d, o) => settled.push(o.state) }, async () => {
+      assert.ok(await eventually(() => settled.length === 12));
+    });
+    m.disconnect();
+    assert.deepStrictEqual(order, [...Array(4).fill(names[0]), ...Array(4).fill(names[1]), ...Array(4).fill(names[2])]);
+    assert.deepStrictEqual([...new Set(settled)], ['acked']);
+    for (const q of [urgent, normal, bulk]) assert.strictEqual((await q.stats()).acked, 4, q.name);
+    const verbs = new Set(seen.map((a) => a[0].toUpperCase()));
+    assert.ok(!verbs.has('DQ.POP'), 'a DQ.POP was sent');
+    const mpops = seen.filter((a) => a[0].toUpperCase() === 'DQ.MPOP');
+    assert.ok(mpops.length >= 12, `${mpops.length} DQ.MPOPs`);
+    for (const a of mpops) assert.deepStrictEqual(a.slice(1, 5), ['3', ...names]);
+  } finally {
+    client.disconnect();
+    monitor.disconnect();
+  }
+});
+
 test('bad worker options are refused', () => {
   const client = { sendCommand() {} };
   const q = new dq.Queue(client, 'q');
+  assert.throws(() => new dq.Worker([q, new dq.Queue(client, 'q')], () => {}), /queue 'q' is given twice/);
   assert.throws(() => new dq.Worker(q, 'not a function'), TypeError);
   assert.throws(() => new dq.Worker(q, () => {}, { concurrency: 0 }), RangeError);
   assert.throws(() => new dq.Worker([], () => {}), TypeError);

@@ -4,8 +4,8 @@
 //! dq module loaded, calls each message's URL, and records the outcome:
 //! ACK on 2xx, NACK (retry after the message's backoff, or the
 //! receiver's Retry-After) on 408, 429, 5xx and transport failures, dead
-//! at once on any other 4xx or a URL outside the allow-list. See the
-//! README's "HTTP delivery" section.
+//! at once on any other 4xx or a URL outside the allow-list. See
+//! docs/relay.md.
 
 mod allow;
 mod envelope;

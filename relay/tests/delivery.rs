@@ -1137,3 +1137,155 @@ fn calls_of_one_queue_respect_its_concurrency() {
         receiver.most_at_once()
     );
 }
+
+/// `field` of a queue's DQ.STATS, as an integer.
+fn stat(con: &mut redis::Connection, queue: &str, name: &str) -> i64 {
+    int(&field(&cmd(con, &format!("DQ.STATS {queue}")), name))
+}
+
+#[test]
+fn schedule_runs_are_delivered_as_recurring_webhooks() {
+    let server = Server::start();
+    let receiver = Receiver::start(|_| Reply::status(200));
+    let _relay = relay(&server, &[]);
+    let mut con = server.conn();
+    let payload =
+        serde_json::json!({ "url": receiver.url("/report"), "body": { "report": "hourly" } })
+            .to_string();
+    // Three runs a second apart, the first at once; the reply is its time.
+    let first = int(&run(
+        &mut con,
+        &[
+            b"DQ.SCHEDULE",
+            b"hooks",
+            b"report",
+            payload.as_bytes(),
+            b"EVERY",
+            b"1s",
+            b"LIMIT",
+            b"3",
+        ],
+    )
+    .expect("DQ.SCHEDULE"));
+    let runs: Vec<String> = (0..3)
+        .map(|k| format!("report@{}", first + k * 1000))
+        .collect();
+
+    let requests = receiver.wait_for(3, LONG);
+    // Each run is its own message, and its id — the receiver's key to
+    // deduplicate on — says which run it is. Two runs that fell due while
+    // the machine was busy may arrive in either order.
+    let mut ids: Vec<String> = requests
+        .iter()
+        .map(|r| r.header("x-dq-id").unwrap_or("(none)").to_string())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, runs);
+    for r in &requests {
+        assert_eq!(r.path, "/report");
+        assert_eq!(r.body, br#"{"report":"hourly"}"#);
+        assert_eq!(r.header("x-dq-queue"), Some("hooks"));
+        assert_eq!(r.header("x-dq-attempt"), Some("1"));
+        let signature = r.header("x-dq-signature").expect("a signature header");
+        assert!(verify(SECRET, signature, &r.body), "{signature}");
+    }
+    for id in &runs {
+        wait_gone(&mut con, "hooks", id);
+    }
+    assert_eq!(stat(&mut con, "hooks", "acked"), 3);
+    // The schedule is done (LIMIT 3): nothing more will come.
+    let schedule = list(&cmd(&mut con, "DQ.SCHEDULES hooks")).remove(0);
+    assert_eq!(int(&field(&schedule, "runs")), 3);
+    assert_eq!(field(&schedule, "next-run"), Value::Nil);
+    assert_eq!(receiver.count(), 3);
+}
+
+/// Two relays on one queue, each with its own --concurrency 4: together
+/// they could take 8 at once. The queue's RATE is the server's, across
+/// both: of 20 messages under RATE 5/1h, exactly 5 are called.
+#[test]
+fn two_relays_keep_to_the_queue_rate_together() {
+    let server = Server::start();
+    let receiver = Receiver::start(|_| Reply::status(200));
+    let mut con = server.conn();
+    assert_eq!(cmd(&mut con, "DQ.CONFIG hooks SET RATE 5/1h"), Value::Okay);
+    // All ready before the relays start, so that the first POP asks for
+    // more than the rate lets through whatever the order of events.
+    for i in 0..20 {
+        add(
+            &mut con,
+            "hooks",
+            &format!("m{i}"),
+            &envelope(&receiver.url("/rated")),
+            &[],
+        );
+    }
+    let _relays = [
+        relay(&server, &["--concurrency", "4"]),
+        relay(&server, &["--concurrency", "4"]),
+    ];
+
+    receiver.wait_for(5, LONG);
+    let settled = wait_until(LONG, || {
+        stat(&mut con, "hooks", "acked") >= 5 && stat(&mut con, "hooks", "inflight") == 0
+    });
+    assert!(settled, "{:?}", cmd(&mut con, "DQ.STATS hooks"));
+    assert_eq!(stat(&mut con, "hooks", "acked"), 5);
+    // Each POP held back by the rate is counted; two more after the five
+    // were acknowledged mean the relays asked again and got nothing.
+    let throttled = stat(&mut con, "hooks", "throttled");
+    assert!(throttled > 0);
+    assert!(wait_until(LONG, || {
+        stat(&mut con, "hooks", "throttled") >= throttled + 2
+    }));
+    assert_eq!(stat(&mut con, "hooks", "ready"), 15);
+    assert_eq!(receiver.count(), 5);
+    let mut ids: Vec<String> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.header("x-dq-id").unwrap_or("(none)").to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 5, "{ids:?}");
+}
+
+/// The same with MAXINFLIGHT 2: the receiver, which holds each call open
+/// a while, never has more than 2 of the relays' calls at once, though
+/// each relay alone may make 4.
+#[test]
+fn two_relays_keep_to_the_queue_maxinflight_together() {
+    let server = Server::start();
+    let receiver = Receiver::start(|_| Reply::status(200).after(Duration::from_millis(200)));
+    let mut con = server.conn();
+    assert_eq!(
+        cmd(&mut con, "DQ.CONFIG hooks SET MAXINFLIGHT 2"),
+        Value::Okay
+    );
+    for i in 0..8 {
+        add(
+            &mut con,
+            "hooks",
+            &format!("m{i}"),
+            &envelope(&receiver.url("/held")),
+            &[],
+        );
+    }
+    let _relays = [
+        relay(&server, &["--concurrency", "4"]),
+        relay(&server, &["--concurrency", "4"]),
+    ];
+
+    for i in 0..8 {
+        wait_gone(&mut con, "hooks", &format!("m{i}"));
+    }
+    assert_eq!(receiver.count(), 8);
+    assert!(
+        receiver.most_at_once() <= 2,
+        "{} at once",
+        receiver.most_at_once()
+    );
+    // The first POP asked for 4 of the 8 ready and got 2: the server, not
+    // the relays' own limits, held the rest back.
+    assert!(stat(&mut con, "hooks", "throttled") > 0);
+}
