@@ -287,3 +287,35 @@ fn limits_and_their_state_replicate_persist_and_survive_a_failover() {
     assert_eq!(int(&stat(&mut r, "forever", "paused")), 1);
     assert_eq!(int(&stat(&mut r, "p", "paused")), 1);
 }
+
+#[test]
+fn limits_with_nobody_waiting_cost_no_wakeup() {
+    let server = Server::start();
+    let mut c = server.conn();
+    // A queue at its RATE, one at its MAXINFLIGHT and one paused for an
+    // hour, each with ready messages, and no consumer waiting.
+    cmd(&mut c, "DQ.CONFIG rated SET RATE 1/1h");
+    add(&mut c, "rated", 3);
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP rated COUNT 3")).len(), 1);
+    cmd(&mut c, "DQ.CONFIG capped SET MAXINFLIGHT 1");
+    add(&mut c, "capped", 3);
+    assert_eq!(
+        entries(&cmd(&mut c, "DQ.POP capped COUNT 3 LEASE 3600000")).len(),
+        1
+    );
+    cmd(&mut c, "DQ.PAUSE paused FOR 3600000");
+    add(&mut c, "paused", 3);
+    assert_eq!(cmd(&mut c, "DQ.POP paused"), Value::Nil);
+    // Non-blocking POPs that the limits held back arm nothing either.
+    assert_eq!(cmd(&mut c, "DQ.POP rated"), Value::Nil);
+    assert_eq!(cmd(&mut c, "DQ.POP capped"), Value::Nil);
+    let ticks = info_field(&mut c, "dq_timer_ticks");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        info_field(&mut c, "dq_timer_ticks"),
+        ticks,
+        "woke up with nobody waiting"
+    );
+    // (A waiting consumer is woken when the window moves on: see
+    // rate_delivers_what_the_window_allows_and_wakes_waiters_when_it_moves_on.)
+}

@@ -392,3 +392,56 @@ fn a_promoted_replica_goes_on_running_schedules() {
         }
     }
 }
+
+#[test]
+fn rename_and_migrate_carry_schedules_which_run_where_they_went() {
+    let server = Server::start();
+    let other = Server::start();
+    let mut c = server.conn();
+    let mut o = other.conn();
+    ok(&mut c, "DQ.SCHEDULE q s x EVERY 1s");
+    assert!(wait_until(LONG, || !run_times(&mut c, "q", "s").is_empty()));
+    cmd(&mut c, "RENAME q renamed");
+    let renamed_at = now_ms();
+    assert_eq!(int(&cmd(&mut c, "EXISTS q")), 0);
+    // The timer follows the new name: runs after the rename land there.
+    assert!(wait_until(LONG, || {
+        run_times(&mut c, "renamed", "s")
+            .iter()
+            .any(|&t| t > renamed_at)
+    }));
+    assert_eq!(
+        int(&cmd(&mut c, "EXISTS q")),
+        0,
+        "a run went to the old name"
+    );
+    let port = other.port.to_string();
+    let migrated = run(
+        &mut c,
+        &[
+            b"MIGRATE",
+            b"127.0.0.1",
+            port.as_bytes(),
+            b"renamed",
+            b"0",
+            b"5000",
+        ],
+    )
+    .unwrap();
+    assert_eq!(text(&migrated), "OK");
+    let migrated_at = now_ms();
+    assert_eq!(int(&cmd(&mut c, "EXISTS renamed")), 0);
+    assert_eq!(
+        list(&cmd(&mut o, "DQ.SCHEDULES renamed")).len(),
+        1,
+        "the schedule travelled"
+    );
+    assert!(wait_until(LONG, || {
+        run_times(&mut o, "renamed", "s")
+            .iter()
+            .any(|&t| t > migrated_at)
+    }));
+    // Nothing is left behind to run on the source.
+    assert_eq!(int(&cmd(&mut c, "DBSIZE")), 0);
+    assert_eq!(info_field(&mut c, "dq_timer_armed"), 0);
+}
