@@ -13,9 +13,11 @@ from __future__ import annotations
 import binascii
 import functools
 import os
+import re
+import threading
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import (
     Any,
     Callable,
@@ -42,6 +44,7 @@ __all__ = [
     "Retry",
     "Delivery",
     "Entry",
+    "Schedule",
 ]
 
 SLOTS = 16384
@@ -138,19 +141,70 @@ class Entry(NamedTuple):
     last_error: Optional[str]
 
 
+_EVENT_LOCK = threading.Lock()
+
+
 @dataclass(eq=False)
 class Delivery:
     """One delivery of a message, as DQ.POP handed it out.
 
-    `lost` becomes True when the worker's heartbeat learns (a STALE reply
-    to TOUCH) that the lease ran out and another consumer may hold the
-    message: a handler doing long work can check it and give up."""
+    When a Worker's heartbeat learns that the delivery is over (its fenced
+    DQ.TOUCH replies STALE) it sets `lost_reason` — "cancelled" when the
+    message is gone (DQ.CANCEL, DQ.PURGE), "lost" when the lease ran out
+    and another consumer may hold it — then `lost` (True either way), then
+    the `cancelled` event: a handler doing long work checks `lost` or waits
+    on `cancelled`, and gives up."""
 
     id: str
     payload: bytes
     attempt: int
     queue: str
     lost: bool = field(default=False)
+    lost_reason: Optional[str] = field(default=None)
+    # Made on first use: most deliveries never need one, and a Worker
+    # handles tens of thousands a second.
+    _cancelled: Optional[threading.Event] = field(default=None, init=False, repr=False)
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the worker learns that this delivery is over (see
+        `lost_reason`): stop working on it."""
+        event = self._cancelled
+        if event is None:
+            with _EVENT_LOCK:
+                event = self._cancelled
+                if event is None:
+                    event = self._cancelled = threading.Event()
+        return event
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One recurring schedule as DQ.SCHEDULES shows it; None where the
+    server says nil. Times are Unix ms; `spec` reads `every 5m` or
+    `cron 0 8 * * *`."""
+
+    name: str
+    spec: str
+    tz: str
+    next_run: Optional[int]  # None: no run is left (END passed, LIMIT reached)
+    last_run: Optional[int]  # None: before the first run
+    runs: int
+    skipped: int  # runs skipped by OVERLAP SKIP
+    limit: Optional[int]
+    start: int
+    end: Optional[int]
+    missed: str  # "skip", "one" or "all"
+    overlap: str  # "allow" or "skip"
+    payload: bytes
+    priority: int
+    max_attempts: Optional[int]
+    backoff: Optional[str]
+    group: Optional[str]
+    ttl: Optional[int]  # ms, counted from each run
+
+
+_SCHEDULE_FIELDS = tuple(f.name for f in fields(Schedule))
 
 
 @dataclass(frozen=True)
@@ -230,6 +284,81 @@ def _backoff_arg(what: str, value: Any) -> bytes:
     return value.encode()
 
 
+def _message_options(priority: Any, max_attempts: Any, backoff: Any, group: Any, ttl_ms: Any) -> List[Any]:
+    """The options DQ.ADD and DQ.SCHEDULE share, checked."""
+    args: List[Any] = []
+    if priority is not None:
+        args += [b"PRIORITY", _int_arg("priority", priority, INT32_MIN, INT32_MAX)]
+    if max_attempts is not None:
+        args += [b"MAXATTEMPTS", _int_arg("max_attempts", max_attempts, 1, INT32_MAX)]
+    if backoff is not None:
+        args += [b"BACKOFF", _backoff_arg("backoff", backoff)]
+    if group is not None:
+        args += [b"GROUP", _bytes_arg("group", group, allow_empty=False, limit=MAX_ID_BYTES)]
+    if ttl_ms is not None:
+        args += [b"TTL", _int_arg("ttl_ms", ttl_ms, 1, MAX_TIME)]
+    return args
+
+
+MAX_SCHEDULE_NAME_BYTES = 1007  # a run's id is `name@T`: 1024 bytes at most
+MISSED = ("skip", "one", "all")
+OVERLAP = ("allow", "skip")
+UINT64_MAX = 2**64 - 1
+
+
+def schedule_name_arg(name: Any) -> bytes:
+    return _bytes_arg("schedule name", name, allow_empty=False, limit=MAX_SCHEDULE_NAME_BYTES)
+
+
+def _choice_arg(what: str, value: Any, choices: Tuple[str, ...]) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    if value.lower() not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(choices)}; got {value!r}")
+    return value.upper().encode()
+
+
+def _duration_arg(what: str, value: Any) -> bytes:
+    """A duration as the server reads it: a str such as '5m' (the server
+    checks its grammar) or int milliseconds."""
+    if isinstance(value, str):
+        if not value:
+            raise ValueError(f"{what} must not be empty")
+        return value.encode()
+    return b"%d" % _int_arg(what, value, 1, MAX_TIME)
+
+
+_RATE = re.compile(r"^([0-9]+)/(\S+)$")
+
+
+def rate_arg(value: Any) -> Tuple[bytes, Optional[Tuple[int, str]]]:
+    """RATE's value and, for `n/duration`, (n, duration); `0` and 'DEFAULT'
+    remove the limit (None)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"rate must be a str such as '100/1s' (or 0 to remove it), got {type(value).__name__}")
+    if isinstance(value, int):
+        if value != 0:
+            raise ValueError(f"rate must be a str such as '100/1s', or 0 to remove it; got {value}")
+        return b"0", None
+    if value in ("0", "DEFAULT"):
+        return value.encode(), None
+    m = _RATE.match(value)
+    if m is None:
+        raise ValueError(f"rate must be n/duration, such as '100/1s' or '5000/1h' (or 0 to remove it); got {value!r}")
+    n = int(m.group(1))
+    return value.encode(), (None if n == 0 else (n, m.group(2)))
+
+
+def max_inflight_arg(value: Any) -> Tuple[bytes, Optional[int]]:
+    """MAXINFLIGHT's value and n; `0` and 'DEFAULT' remove the limit (None)."""
+    if value == "DEFAULT":
+        return b"DEFAULT", None
+    if isinstance(value, str):
+        raise ValueError(f"max_inflight must be an int or 'DEFAULT', got {value!r}")
+    n = _int_arg("max_inflight", value, 0, UINT32_MAX)
+    return b"%d" % n, (n or None)
+
+
 def truncate_error(text: Any) -> Optional[bytes]:
     """ERROR text for NACK: UTF-8, at most 4096 bytes cut on a character
     boundary; None (no ERROR) when empty."""
@@ -265,9 +394,15 @@ def _record(reply: Any) -> Optional[Dict[str, Any]]:
     return {_text(items[i]): items[i + 1] for i in range(0, len(items), 2)}  # type: ignore[misc]
 
 
-def parse_stats(reply: Any) -> Dict[str, Optional[int]]:
+# The record fields that are text; every other field of DQ.STATS and of
+# DQ.CONFIG's flow-control part is an integer or nil.
+_STATS_TEXT = {"rate"}
+_CONFIG_TEXT = {"lease-ms-from", "max-attempts-from", "backoff", "backoff-from", "rate"}
+
+
+def parse_stats(reply: Any) -> Dict[str, Any]:
     record = _record(reply) or {}
-    return {k: _int(v) for k, v in record.items()}
+    return {k: (_text(v) if k in _STATS_TEXT else _int(v)) for k, v in record.items()}
 
 
 _GET_TEXT = {"id", "state", "max-attempts-from", "backoff", "backoff-from", "dead-reason", "group",
@@ -293,7 +428,30 @@ def parse_get(reply: Any) -> Optional[Dict[str, Any]]:
 
 def parse_config(reply: Any) -> Dict[str, Any]:
     record = _record(reply) or {}
-    return {k: (int(v) if k in ("lease-ms", "max-attempts") else _text(v)) for k, v in record.items()}
+    return {k: (_text(v) if k in _CONFIG_TEXT else _int(v)) for k, v in record.items()}
+
+
+_SCHEDULE_TEXT = {"name", "spec", "tz", "missed", "overlap", "backoff", "group"}
+
+
+def parse_schedules(reply: Any) -> List[Schedule]:
+    out = []
+    for item in reply or []:
+        record = _record(item) or {}
+        values: Dict[str, Any] = {}
+        for k, v in record.items():
+            if v is None:
+                values[k] = None
+            elif k == "payload":
+                values[k] = _bytes(v)
+            elif k in _SCHEDULE_TEXT:
+                values[k] = _text(v)
+            else:
+                values[k] = int(v)
+        # Fields a later server may add are left out, not an error.
+        kwargs: Dict[str, Any] = {f: values.get(f.replace("_", "-")) for f in _SCHEDULE_FIELDS}
+        out.append(Schedule(**kwargs))
+    return out
 
 
 def _entry(item: Any) -> Entry:
@@ -376,16 +534,7 @@ class QueueCore:
             args.append(b"NX")
         if xx:
             args.append(b"XX")
-        if priority is not None:
-            args += [b"PRIORITY", _int_arg("priority", priority, INT32_MIN, INT32_MAX)]
-        if max_attempts is not None:
-            args += [b"MAXATTEMPTS", _int_arg("max_attempts", max_attempts, 1, INT32_MAX)]
-        if backoff is not None:
-            args += [b"BACKOFF", _backoff_arg("backoff", backoff)]
-        if group is not None:
-            args += [b"GROUP", _bytes_arg("group", group, allow_empty=False, limit=MAX_ID_BYTES)]
-        if ttl_ms is not None:
-            args += [b"TTL", _int_arg("ttl_ms", ttl_ms, 1, MAX_TIME)]
+        args += _message_options(priority, max_attempts, backoff, group, ttl_ms)
         return Call(tuple(args), _text)
 
     def pop_call(self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None) -> Call:
@@ -509,7 +658,10 @@ class QueueCore:
     def config_call(self) -> Call:
         return Call(("DQ.CONFIG", self.key), parse_config)
 
-    def config_set_call(self, lease_ms: Any = None, max_attempts: Any = None, backoff: Any = None) -> Call:
+    def config_set_call(
+        self, lease_ms: Any = None, max_attempts: Any = None, backoff: Any = None, rate: Any = None,
+        max_inflight: Any = None,
+    ) -> Call:
         args: List[Any] = ["DQ.CONFIG", self.key, b"SET"]
         for field_name, value, low, high in (
             ("LEASE", lease_ms, 1, MAX_TIME),
@@ -526,9 +678,84 @@ class QueueCore:
                 args += [field_name.encode(), _int_arg(what, value, low, high)]
         if backoff is not None:
             args += [b"BACKOFF", _backoff_arg("backoff", backoff)]
+        if rate is not None:
+            args += [b"RATE", rate_arg(rate)[0]]
+        if max_inflight is not None:
+            args += [b"MAXINFLIGHT", max_inflight_arg(max_inflight)[0]]
         if len(args) == 3:
-            raise ValueError("config_set needs at least one of lease_ms, max_attempts, backoff")
+            raise ValueError("config_set needs at least one of lease_ms, max_attempts, backoff, rate, max_inflight")
         return Call(tuple(args), _ok)
+
+    def schedule_call(
+        self,
+        name: Any,
+        payload: Any,
+        *,
+        every: Any = None,
+        cron: Any = None,
+        tz: Any = None,
+        start: Any = None,
+        end: Any = None,
+        limit: Any = None,
+        missed: Any = None,
+        overlap: Any = None,
+        nx: bool = False,
+        priority: Any = None,
+        max_attempts: Any = None,
+        backoff: Any = None,
+        group: Any = None,
+        ttl_ms: Any = None,
+    ) -> Call:
+        args: List[Any] = ["DQ.SCHEDULE", self.key, schedule_name_arg(name), _bytes_arg("payload", payload)]
+        if (every is None) == (cron is None):
+            raise ValueError("a schedule needs exactly one of every (a duration such as '5m', or ms) and cron")
+        if every is not None:
+            args += [b"EVERY", _duration_arg("every", every)]
+        else:
+            if not isinstance(cron, str):
+                raise TypeError(f"cron must be a str such as '0 8 * * *', got {type(cron).__name__}")
+            if not cron.strip():
+                raise ValueError("cron must not be empty")
+            args += [b"CRON", cron.encode()]
+        if tz is not None:
+            if cron is None:
+                raise ValueError("tz needs cron: an interval (every) has no time zone")
+            args += [b"TZ", _bytes_arg("tz", tz, allow_empty=False)]
+        if start is not None:
+            args += [b"START", _int_arg("start", start, 0, MAX_TIME)]
+        if end is not None:
+            args += [b"END", _int_arg("end", end, 0, MAX_TIME)]
+        if start is not None and end is not None and start > end:
+            raise ValueError(f"start must not be after end ({start} > {end})")
+        if limit is not None:
+            args += [b"LIMIT", _int_arg("limit", limit, 1, UINT64_MAX)]
+        if missed is not None:
+            args += [b"MISSED", _choice_arg("missed", missed, MISSED)]
+        if overlap is not None:
+            args += [b"OVERLAP", _choice_arg("overlap", overlap, OVERLAP)]
+        if not isinstance(nx, bool):
+            raise TypeError(f"nx must be a bool, got {type(nx).__name__}")
+        if nx:
+            args.append(b"NX")
+        args += _message_options(priority, max_attempts, backoff, group, ttl_ms)
+        return Call(tuple(args), _int)
+
+    def unschedule_call(self, names: Sequence[Any]) -> Call:
+        if not names:
+            raise ValueError("unschedule needs at least one name")
+        return Call(("DQ.UNSCHEDULE", self.key, *[schedule_name_arg(n) for n in names]), int)
+
+    def schedules_call(self) -> Call:
+        return Call(("DQ.SCHEDULES", self.key), parse_schedules)
+
+    def pause_call(self, for_ms: Any = None) -> Call:
+        args: List[Any] = ["DQ.PAUSE", self.key]
+        if for_ms is not None:
+            args += [b"FOR", _int_arg("for_ms", for_ms, 1, MAX_TIME)]
+        return Call(tuple(args), _ok)
+
+    def resume_call(self) -> Call:
+        return Call(("DQ.RESUME", self.key), lambda reply: bool(int(reply)))
 
     # Plans, so that Queue and ShardedQueue share one driver.
     def add(self, payload: Any, **options: Any) -> Plan:
@@ -570,9 +797,45 @@ class QueueCore:
     def config_set(self, **options: Any) -> Plan:
         return one(self.config_set_call(**options))
 
+    def schedule(self, name: Any, payload: Any, **options: Any) -> Plan:
+        return one(self.schedule_call(name, payload, **options))
+
+    def unschedule(self, names: Sequence[Any]) -> Plan:
+        return one(self.unschedule_call(names))
+
+    def schedules(self) -> Plan:
+        return one(self.schedules_call())
+
+    def pause(self, for_ms: Any = None) -> Plan:
+        return one(self.pause_call(for_ms))
+
+    def resume(self) -> Plan:
+        return one(self.resume_call())
+
     @property
     def parts(self) -> List["QueueCore"]:
         return [self]
+
+
+def mpop_call(cores: Sequence[QueueCore], count: int = 1, block_ms: Optional[int] = None,
+              lease_ms: Optional[int] = None) -> Call:
+    """DQ.MPOP over the queues in this order: (the queue it took from or
+    None, its deliveries)."""
+    if not cores:
+        raise ValueError("mpop needs at least one queue")
+    args: List[Any] = ["DQ.MPOP", len(cores), *[core.key for core in cores], b"COUNT", _int_arg("count", count, 1, 10000)]
+    if block_ms is not None:
+        args += [b"BLOCK", _int_arg("block_ms", block_ms, 0, MAX_TIME)]
+    if lease_ms is not None:
+        args += [b"LEASE", _int_arg("lease_ms", lease_ms, 1, MAX_TIME)]
+
+    def parse(reply: Any) -> Tuple[Optional[str], List[Delivery]]:
+        if not reply:
+            return None, []
+        name = _text(reply[0]) or ""
+        return name, [Delivery(_text(i[0]) or "", _bytes(i[1]), int(i[2]), name) for i in reply[1] or []]
+
+    return Call(tuple(args), parse)
 
 
 def _id_list(ids: Any) -> List[Any]:
@@ -632,12 +895,46 @@ def random_id() -> str:
 
 _STAT_MAX = {"oldest-ready-age-ms"}
 _STAT_MIN = {"next-due-at"}
+_FLOW = {"paused", "paused-until", "rate", "max-inflight"}
 
 
-def merge_stats(records: Iterable[Dict[str, Optional[int]]]) -> Dict[str, Optional[int]]:
-    out: Dict[str, Optional[int]] = {}
+def merge_flow(records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The whole queue's flow-control fields from its shards' (as
+    ShardedQueue.config_set leaves them): `paused` 1 when any shard is
+    paused, `paused-until` the latest end of those pauses (None when one
+    of them lasts until DQ.RESUME); `max-inflight` the shards' limits
+    summed; `rate` the shards' limits summed over their common window
+    (`n/d`), or — shards set apart, with different windows or some without
+    a rate — the shards' rates joined with ','; None when no shard has one."""
+    out: Dict[str, Any] = {}
+    if not records or "paused" not in records[0]:
+        return out
+    paused = [r for r in records if r.get("paused")]
+    out["paused"] = 1 if paused else 0
+    untils = [r.get("paused-until") for r in paused]
+    out["paused-until"] = None if not untils or None in untils else max(u for u in untils if u is not None)
+    limits = [r.get("max-inflight") for r in records]
+    out["max-inflight"] = None if all(n is None for n in limits) else sum(n or 0 for n in limits)
+    rates = [r.get("rate") for r in records]
+    if all(x is None for x in rates):
+        out["rate"] = None
+    else:
+        parsed = [_RATE.match(x) if x is not None else None for x in rates]
+        windows = {m.group(2) for m in parsed if m is not None}
+        if all(m is not None for m in parsed) and len(windows) == 1:
+            out["rate"] = f"{sum(int(m.group(1)) for m in parsed if m is not None)}/{windows.pop()}"
+        else:
+            out["rate"] = ",".join(x or "none" for x in rates)
+    return out
+
+
+def merge_stats(records: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
+    records = list(records)
+    out: Dict[str, Any] = {}
     for record in records:
         for k, v in record.items():
+            if k in _FLOW:
+                continue
             have = out.get(k)
             if k not in out or have is None:
                 out[k] = v
@@ -649,7 +946,34 @@ def merge_stats(records: Iterable[Dict[str, Optional[int]]]) -> Dict[str, Option
                 out[k] = min(have, v)
             else:
                 out[k] = have + v
+    out.update(merge_flow(records))
     return out
+
+
+def merge_config(records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Shard 0's defaults (config_set keeps the shards alike), the whole
+    queue's flow control (merge_flow) and `throttled` summed."""
+    if not records:
+        return {}
+    flow = merge_flow(records)
+    out = dict(records[0])
+    for k in out:
+        if k in flow:
+            out[k] = flow[k]
+        elif k == "throttled":
+            out[k] = sum(r.get(k) or 0 for r in records)
+    return out
+
+
+def split_limit(what: str, n: int, shards: int) -> int:
+    """A shard's part of a whole-queue limit n: floor(n / shards), so that
+    the shards together never allow more than n."""
+    if n < shards:
+        raise ValueError(
+            f"{what} {n} cannot be split over {shards} shards: each shard gets floor(n / {shards}), "
+            f"which would be 0 (no limit); give at least {shards}, or 0 to remove the limit"
+        )
+    return n // shards
 
 
 class ShardedCore:
@@ -800,10 +1124,58 @@ class ShardedCore:
         return self._sum([c.purge_call(state) for c in self.cores])
 
     def config(self) -> Plan:
-        return one(self.cores[0].config_call())
+        return self._merge_config([c.config_call() for c in self.cores])
 
-    def config_set(self, **options: Any) -> Plan:
-        return self._all_ok([c.config_set_call(**options) for c in self.cores])
+    def _merge_config(self, calls: List[Call]) -> Plan:
+        results = yield from gather(calls)
+        return merge_config(results)
+
+    def config_set(self, *, rate: Any = None, max_inflight: Any = None, **options: Any) -> Plan:
+        # The whole queue's limits, split: each shard gets floor(n / shards).
+        if rate is not None:
+            parsed = rate_arg(rate)[1]
+            if parsed is not None:
+                n, window = parsed
+                rate = f"{split_limit('rate', n, self.shards)}/{window}"
+        if max_inflight is not None:
+            n_inflight = max_inflight_arg(max_inflight)[1]
+            if n_inflight is not None:
+                max_inflight = split_limit("max_inflight", n_inflight, self.shards)
+        calls = [c.config_set_call(rate=rate, max_inflight=max_inflight, **options) for c in self.cores]
+        return self._all_ok(calls)
+
+    def schedule_core(self, name: Any) -> QueueCore:
+        """The shard that holds schedule `name`: placed by its name as a
+        message is by its basis."""
+        return self.cores[shard_of(schedule_name_arg(name), self.shards)]
+
+    def schedule(self, name: Any, payload: Any, **options: Any) -> Plan:
+        return one(self.schedule_core(name).schedule_call(name, payload, **options))
+
+    def unschedule(self, names: Sequence[Any]) -> Plan:
+        if not names:
+            raise ValueError("unschedule needs at least one name")
+        per: Dict[str, List[Any]] = {}
+        for n in names:
+            per.setdefault(self.schedule_core(n).name, []).append(n)
+        return self._sum([self._by_name[shard].unschedule_call(v) for shard, v in per.items()])
+
+    def schedules(self) -> Plan:
+        return self._merge_schedules([c.schedules_call() for c in self.cores])
+
+    def _merge_schedules(self, calls: List[Call]) -> Plan:
+        results = yield from gather(calls)
+        return sorted((s for r in results for s in r), key=lambda s: s.name.encode("utf-8", "surrogateescape"))
+
+    def pause(self, for_ms: Any = None) -> Plan:
+        return self._all_ok([c.pause_call(for_ms) for c in self.cores])
+
+    def resume(self) -> Plan:
+        return self._any([c.resume_call() for c in self.cores])
+
+    def _any(self, calls: List[Call]) -> Plan:
+        results = yield from gather(calls)
+        return any(results)
 
     def _all_ok(self, calls: List[Call]) -> Plan:
         yield from gather(calls)
@@ -841,21 +1213,54 @@ def settle_call(core: QueueCore, delivery: Delivery, failure: Optional[BaseExcep
     A Worker sends the ACKs of deliveries that are not lost in batches
     (ack_batch_state); a lost one's ACK goes alone, so its count is its own
     (ACK is unfenced: a late one is proof the work was done). The call is
-    None when the lease was lost and the handler failed: nothing is sent."""
+    None when the lease was lost and the handler failed, and whatever the
+    handler did when the message was cancelled: nothing is sent."""
     if failure is None:
-        return "ack", core.ack_call([delivery.id]), None
-    if isinstance(failure, Permanent):
-        text = str(failure) or "Permanent"
-        call = None if delivery.lost else core.nack_call(delivery.id, dead=True, attempt=delivery.attempt, error=text)
-        return "dead", call, text
-    if isinstance(failure, Retry):
-        retry_text = failure.error or None
-        if delivery.lost:
-            return "nack", None, retry_text
-        call = core.nack_call(delivery.id, delay_ms=failure.delay_ms, attempt=delivery.attempt, error=retry_text)
-        return "nack", call, retry_text
-    text = f"{type(failure).__name__}: {failure}"
-    return "nack", None if delivery.lost else core.nack_call(delivery.id, attempt=delivery.attempt, error=text), text
+        action, text = "ack", None
+    elif isinstance(failure, Permanent):
+        action, text = "dead", str(failure) or "Permanent"
+    elif isinstance(failure, Retry):
+        action, text = "nack", failure.error or None
+    else:
+        action, text = "nack", f"{type(failure).__name__}: {failure}"
+    if delivery.lost_reason == "cancelled":
+        return action, None, text
+    if action == "ack":
+        return action, core.ack_call([delivery.id]), None
+    if delivery.lost:
+        return action, None, text
+    if action == "dead":
+        return action, core.nack_call(delivery.id, dead=True, attempt=delivery.attempt, error=text), text
+    delay_ms = failure.delay_ms if isinstance(failure, Retry) else None
+    return action, core.nack_call(delivery.id, delay_ms=delay_ms, attempt=delivery.attempt, error=text), text
+
+
+def mark_over(delivery: Delivery, reason: str) -> None:
+    """Tells the handler its delivery is over ("cancelled" or "lost"): the
+    reason first, then `lost`, then the event, so that whoever sees one
+    sees the others."""
+    delivery.lost_reason = reason
+    delivery.lost = True
+    delivery.cancelled.set()
+
+
+def over_reason(record: Any) -> str:
+    """Why a delivery's TOUCH was STALE, from DQ.GET of its id: "cancelled"
+    when the message is gone (DQ.CANCEL, DQ.PURGE; or, rarely, another
+    consumer took it after the lease ran out and acknowledged it already),
+    else "lost" (the lease ran out: another consumer may hold it)."""
+    return "cancelled" if record is None else "lost"
+
+
+OVER_LOG = {
+    "cancelled": "dq: %s attempt %d in %s was cancelled or purged while its handler ran",
+    "lost": "dq: lost the lease of %s attempt %d in %s: another consumer may have it",
+}
+
+
+def unsent_state(delivery: Delivery) -> str:
+    """The state of a delivery settle_call sends nothing for."""
+    return "cancelled" if delivery.lost_reason == "cancelled" else "stale"
 
 
 def settle_state(action: str, reply: Any) -> str:
@@ -876,21 +1281,54 @@ def check_worker_args(concurrency: Any, lease_ms: Any, block_ms: Any) -> None:
     _int_arg("block_ms", block_ms, 1, MAX_TIME)
 
 
-def worker_parts(queues: Any, kinds: Tuple[type, ...]) -> List[Any]:
-    """The single queues a worker polls: Queue(s) and the shards of ShardedQueue(s)."""
+def hash_slot(key: bytes) -> int:
+    """The cluster slot of a key, hash tags included: the part between the
+    first '{' and the next '}' when it is not empty."""
+    left = key.find(b"{")
+    if left >= 0:
+        right = key.find(b"}", left + 1)
+        if right > left + 1:
+            key = key[left + 1 : right]
+    return crc16(key) % SLOTS
+
+
+def is_cluster(client: Any) -> bool:
+    return hasattr(client, "get_primaries")
+
+
+def worker_groups(queues: Any, queue_kind: type, sharded_kind: type) -> List[List[Any]]:
+    """The worker's pollers, each the single queues it polls: one DQ.MPOP
+    over all of them, in the order given, when they are plain Queues on one
+    client that one MPOP can serve (a standalone server, or a cluster where
+    every name is in one hash slot); else one per queue, a ShardedQueue
+    counting as its shards."""
     items = list(queues) if isinstance(queues, (list, tuple)) else [queues]
     if not items:
         raise ValueError("a worker needs at least one queue")
-    out: List[Any] = []
+    parts: List[Any] = []
     for item in items:
-        if not isinstance(item, kinds):
-            kind_names = " or ".join(k.__name__ for k in kinds)
-            raise TypeError(f"a worker takes {kind_names} (or a list of them), got {type(item).__name__}")
-        out += getattr(item, "shards") if hasattr(item, "shard_names") else [item]
-    names = [q.name for q in out]
+        if not isinstance(item, (queue_kind, sharded_kind)):
+            raise TypeError(
+                f"a worker takes {queue_kind.__name__} or {sharded_kind.__name__} (or a list of them), "
+                f"got {type(item).__name__}"
+            )
+        parts += getattr(item, "shards") if isinstance(item, sharded_kind) else [item]
+    names = [q.name for q in parts]
     if len(set(names)) != len(names):
         raise ValueError("a worker was given the same queue twice")
-    return out
+    if len(items) > 1 and not any(isinstance(item, sharded_kind) for item in items) and mpop_serves(items):
+        return [parts]
+    return [[part] for part in parts]
+
+
+def mpop_serves(queues: Sequence[Any]) -> bool:
+    """Whether one DQ.MPOP can take from all these queues."""
+    client = queues[0].client
+    if any(q.client is not client for q in queues):
+        return False
+    if not is_cluster(client):
+        return True
+    return len({hash_slot(q._core.key) for q in queues}) == 1
 
 
 def _pool_kwargs(client: Any) -> List[Dict[str, Any]]:

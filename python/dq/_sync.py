@@ -9,7 +9,7 @@ import redis
 import redis.exceptions
 
 from . import _commands as c
-from ._commands import Call, Delivery, Entry, Plan
+from ._commands import Call, Delivery, Entry, Plan, Schedule
 
 Client = Any  # redis.Redis or redis.cluster.RedisCluster
 Id = Union[str, bytes, Delivery]
@@ -79,8 +79,9 @@ class _Base:
         """DQ.ACK: how many of the ids were in flight and are now gone."""
         return self._run(self._core.ack(ids))
 
-    def stats(self) -> Dict[str, Optional[int]]:
-        """DQ.STATS as a dict: field names as the server gives them."""
+    def stats(self) -> Dict[str, Any]:
+        """DQ.STATS as a dict: field names as the server gives them, values
+        int or None (`rate` a str such as "100/1s")."""
         return self._run(self._core.stats())
 
     def peek(self, state: str, count: int = 10) -> List[Entry]:
@@ -120,9 +121,66 @@ class _Base:
         lease_ms: Union[int, str, None] = None,
         max_attempts: Union[int, str, None] = None,
         backoff: Optional[str] = None,
+        rate: Union[str, int, None] = None,
+        max_inflight: Union[int, str, None] = None,
     ) -> None:
-        """DQ.CONFIG SET; "DEFAULT" removes the queue's own value."""
-        return self._run(self._core.config_set(lease_ms=lease_ms, max_attempts=max_attempts, backoff=backoff))
+        """DQ.CONFIG SET; "DEFAULT" removes the queue's own value. `rate`
+        ("100/1s": at most 100 deliveries in any second) and `max_inflight`
+        (at most n in flight at once) limit the queue across all its
+        consumers; 0 removes either. A ShardedQueue splits them: each shard
+        gets floor(n / shards)."""
+        return self._run(self._core.config_set(lease_ms=lease_ms, max_attempts=max_attempts, backoff=backoff,
+                                               rate=rate, max_inflight=max_inflight))
+
+    def schedule(
+        self,
+        name: Union[str, bytes],
+        payload: Union[bytes, str],
+        *,
+        every: Union[str, int, None] = None,
+        cron: Optional[str] = None,
+        tz: Optional[str] = None,
+        start: Optional[int] = None,
+        end: Optional[int] = None,
+        limit: Optional[int] = None,
+        missed: Optional[str] = None,
+        overlap: Optional[str] = None,
+        nx: bool = False,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[str] = None,
+        group: Optional[Union[str, bytes]] = None,
+        ttl_ms: Optional[int] = None,
+    ) -> Optional[int]:
+        """DQ.SCHEDULE: creates or replaces the recurring schedule `name`,
+        `every` a duration ("5m", or int ms) or `cron` a five-field
+        expression (in `tz`, default UTC). Each run adds a message with id
+        `name@T`, due at T, with this payload and options. Returns the next
+        run time (Unix ms), or None when no run is left or `nx` found the
+        schedule. On a ShardedQueue the schedule lives on shard_for(name)."""
+        return self._run(
+            self._core.schedule(
+                name, payload, every=every, cron=cron, tz=tz, start=start, end=end, limit=limit, missed=missed,
+                overlap=overlap, nx=nx, priority=priority, max_attempts=max_attempts, backoff=backoff, group=group,
+                ttl_ms=ttl_ms,
+            )
+        )
+
+    def unschedule(self, *names: Union[str, bytes]) -> int:
+        """DQ.UNSCHEDULE: how many of the schedules existed (their runs' messages stay)."""
+        return self._run(self._core.unschedule(names))
+
+    def schedules(self) -> List[Schedule]:
+        """DQ.SCHEDULES: every schedule, by name (a ShardedQueue's merged)."""
+        return self._run(self._core.schedules())
+
+    def pause(self, for_ms: Optional[int] = None) -> None:
+        """DQ.PAUSE: POP delivers nothing until resume(), or for `for_ms`."""
+        return self._run(self._core.pause(for_ms))
+
+    def resume(self) -> bool:
+        """DQ.RESUME: whether the queue was paused (a ShardedQueue: any shard)."""
+        return self._run(self._core.resume())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

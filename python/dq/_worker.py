@@ -201,9 +201,9 @@ class _Heartbeat(threading.Thread):
             with self._lock:
                 if self._items.pop(key, None) is None:
                     return  # settled meanwhile: the STALE is our own ACK/NACK's doing
-            delivery.lost = True
-            log.warning("dq: lost the lease of %s attempt %d in %s: another consumer may have it",
-                        delivery.id, delivery.attempt, delivery.queue)
+            reason = why_over(part, delivery)
+            c.mark_over(delivery, reason)
+            log.warning(c.OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
             return
         except Exception as e:  # connection trouble: try again at the next look
             log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
@@ -212,6 +212,16 @@ class _Heartbeat(threading.Thread):
             item = self._items.get(key)
             if item is not None:
                 item[2] = time.monotonic() + self._every
+
+
+def why_over(part: Queue, delivery: Delivery) -> str:
+    """Why a delivery's TOUCH was STALE (c.over_reason), by DQ.GET."""
+    try:
+        record = execute(part.client, part._core.get_call(delivery.id))
+    except Exception as e:
+        log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
+        return "lost"
+    return c.over_reason(record)
 
 
 class _Acker(threading.Thread):
@@ -305,9 +315,10 @@ class Worker:
         if not isinstance(handle_signals, bool):
             raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
         c.check_worker_args(concurrency, lease_ms, block_ms)
-        self._parts: List[Queue] = c.worker_parts(queues, (Queue, ShardedQueue))
+        self._groups: List[List[Queue]] = c.worker_groups(queues, Queue, ShardedQueue)
+        self._parts: List[Queue] = [part for group in self._groups for part in group]
         for part in self._parts:
-            c.check_pool(part.client, len(self._parts) + concurrency + 2, block_ms)
+            c.check_pool(part.client, len(self._groups) + concurrency + 2, block_ms)
         self.handler = handler
         self.concurrency = concurrency
         self.lease_ms = lease_ms
@@ -318,7 +329,7 @@ class Worker:
         self._permits = _Permits(concurrency)
         # A poller takes at most its share of the free permits at once, so
         # that one poller blocked on an empty queue does not hold them all.
-        self._share = max(1, concurrency // len(self._parts))
+        self._share = max(1, concurrency // len(self._groups))
         self._started = False
         self._lock = threading.Lock()
 
@@ -326,6 +337,12 @@ class Worker:
     def queue_names(self) -> List[str]:
         """The (shard) queues this worker polls."""
         return [p.name for p in self._parts]
+
+    @property
+    def pollers(self) -> List[List[str]]:
+        """The queues each poller takes from: one list of several names when
+        one DQ.MPOP serves them all (in that order), else one per queue."""
+        return [[p.name for p in group] for group in self._groups]
 
     def stop(self) -> None:
         """Asks the worker to stop (from any thread or a signal handler): no
@@ -354,9 +371,9 @@ class Worker:
         acker = _Acker(self._settled)
         acker.start()
         pollers = [
-            threading.Thread(target=self._poll, args=(part, handlers, heartbeat, acker), name=f"dq-poll-{part.name}",
-                             daemon=True)
-            for part in self._parts
+            threading.Thread(target=self._poll, args=(group, handlers, heartbeat, acker),
+                             name=f"dq-poll-{'+'.join(part.name for part in group)}", daemon=True)
+            for group in self._groups
         ]
         log.info("dq: worker started on %d queue(s), concurrency %d", len(pollers), self.concurrency)
         try:
@@ -376,8 +393,31 @@ class Worker:
                 signal.signal(sig, handler)
         log.info("dq: worker stopped")
 
-    def _poll(self, part: Queue, handlers: _Handlers, heartbeat: _Heartbeat, acker: _Acker) -> None:
-        core: c.QueueCore = part._core
+    def _taker(self, group: List[Queue]) -> Callable[[int, Optional[int]], Tuple[Queue, List[Delivery]]]:
+        """take(count, block_ms) -> (the queue taken from, its deliveries):
+        DQ.POP for one queue, DQ.MPOP (in the group's order) for several."""
+        lease_ms = self.lease_ms
+        if len(group) == 1:
+            part = group[0]
+            core: c.QueueCore = part._core
+
+            def pop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
+                return part, execute(part.client, core.pop_call(count, block_ms, lease_ms))
+
+            return pop
+        client = group[0].client
+        cores = [p._core for p in group]
+        by_name = {p.name: p for p in group}
+
+        def mpop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
+            name, batch = execute(client, c.mpop_call(cores, count, block_ms, lease_ms))
+            return (by_name[name] if name is not None else group[0]), batch
+
+        return mpop
+
+    def _poll(self, group: List[Queue], handlers: _Handlers, heartbeat: _Heartbeat, acker: _Acker) -> None:
+        take = self._taker(group)
+        where = "+".join(p.name for p in group)
         pause = 0.1
         while not self._stop.is_set():
             n = self._permits.acquire(self._share)
@@ -393,7 +433,7 @@ class Worker:
                 break
             try:
                 # What is ready now, up to this poller's permits.
-                batch = execute(part.client, core.pop_call(n, None, self.lease_ms))
+                part, batch = take(n, None)
                 if not batch and not self._stop.is_set():
                     # Nothing ready. The only poller keeps its permits and
                     # waits for as many messages: a burst that falls due
@@ -401,13 +441,13 @@ class Worker:
                     # (another queue may have work) and waits for one message
                     # holding none; that one then waits for a permit, its
                     # lease kept alive by the heartbeat.
-                    if len(self._parts) > 1:
+                    if len(self._groups) > 1:
                         self._permits.release(n)
                         n = 0
-                    batch = execute(part.client, core.pop_call(max(n, 1), self.block_ms, self.lease_ms))
+                    part, batch = take(max(n, 1), self.block_ms)
             except Exception as e:
                 self._permits.release(n)
-                log.error("dq: POP from %s failed: %s (retrying in %.1f s)", part.name, e, pause)
+                log.error("dq: POP from %s failed: %s (retrying in %.1f s)", where, e, pause)
                 self._stop.wait(pause)
                 pause = min(pause * 2, 5.0)
                 continue
@@ -456,9 +496,9 @@ class Worker:
     def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
         action, call, error = c.settle_call(part._core, delivery, failure)
         if call is None:
-            log.warning("dq: not settling %s attempt %d in %s: its lease was lost", delivery.id, delivery.attempt,
-                        delivery.queue)
-            return Outcome(action, "stale", error, failure)
+            log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
+                        "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
+            return Outcome(action, c.unsent_state(delivery), error, failure)
         try:
             reply = execute(part.client, call)
         except c.StaleDelivery as e:

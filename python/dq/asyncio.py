@@ -19,7 +19,7 @@ import logging
 import signal
 import threading
 from collections import deque
-from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import redis.exceptions
 
@@ -34,6 +34,7 @@ from ._commands import (
     Permanent,
     Plan,
     Retry,
+    Schedule,
     StaleDelivery,
     UnknownMessage,
     WrongType,
@@ -48,6 +49,7 @@ __all__ = [
     "Permanent",
     "Queue",
     "Retry",
+    "Schedule",
     "ShardedQueue",
     "StaleDelivery",
     "UnknownMessage",
@@ -134,7 +136,7 @@ class _Base:
         """DQ.ACK: how many of the ids were in flight and are now gone."""
         return await self._run(self._core.ack(ids))
 
-    async def stats(self) -> Dict[str, Optional[int]]:
+    async def stats(self) -> Dict[str, Any]:
         """DQ.STATS as a dict."""
         return await self._run(self._core.stats())
 
@@ -176,9 +178,57 @@ class _Base:
         lease_ms: Union[int, str, None] = None,
         max_attempts: Union[int, str, None] = None,
         backoff: Optional[str] = None,
+        rate: Union[str, int, None] = None,
+        max_inflight: Union[int, str, None] = None,
     ) -> None:
-        """DQ.CONFIG SET; "DEFAULT" removes the queue's own value."""
-        return await self._run(self._core.config_set(lease_ms=lease_ms, max_attempts=max_attempts, backoff=backoff))
+        """DQ.CONFIG SET, as dq.Queue.config_set (a ShardedQueue splits the limits)."""
+        return await self._run(self._core.config_set(lease_ms=lease_ms, max_attempts=max_attempts, backoff=backoff,
+                                                     rate=rate, max_inflight=max_inflight))
+
+    async def schedule(
+        self,
+        name: Union[str, bytes],
+        payload: Union[bytes, str],
+        *,
+        every: Union[str, int, None] = None,
+        cron: Optional[str] = None,
+        tz: Optional[str] = None,
+        start: Optional[int] = None,
+        end: Optional[int] = None,
+        limit: Optional[int] = None,
+        missed: Optional[str] = None,
+        overlap: Optional[str] = None,
+        nx: bool = False,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[str] = None,
+        group: Optional[Union[str, bytes]] = None,
+        ttl_ms: Optional[int] = None,
+    ) -> Optional[int]:
+        """DQ.SCHEDULE, as dq.Queue.schedule: the next run time, or None."""
+        return await self._run(
+            self._core.schedule(
+                name, payload, every=every, cron=cron, tz=tz, start=start, end=end, limit=limit, missed=missed,
+                overlap=overlap, nx=nx, priority=priority, max_attempts=max_attempts, backoff=backoff, group=group,
+                ttl_ms=ttl_ms,
+            )
+        )
+
+    async def unschedule(self, *names: Union[str, bytes]) -> int:
+        """DQ.UNSCHEDULE: how many of the schedules existed."""
+        return await self._run(self._core.unschedule(names))
+
+    async def schedules(self) -> List[Schedule]:
+        """DQ.SCHEDULES: every schedule, by name."""
+        return await self._run(self._core.schedules())
+
+    async def pause(self, for_ms: Optional[int] = None) -> None:
+        """DQ.PAUSE."""
+        return await self._run(self._core.pause(for_ms))
+
+    async def resume(self) -> bool:
+        """DQ.RESUME: whether the queue was paused."""
+        return await self._run(self._core.resume())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -476,9 +526,10 @@ class Worker:
         if not isinstance(handle_signals, bool):
             raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
         c.check_worker_args(concurrency, lease_ms, block_ms)
-        self._parts: List[Queue] = c.worker_parts(queues, (Queue, ShardedQueue))
+        self._groups: List[List[Queue]] = c.worker_groups(queues, Queue, ShardedQueue)
+        self._parts: List[Queue] = [part for group in self._groups for part in group]
         for part in self._parts:
-            c.check_pool(part.client, len(self._parts) + concurrency + 2, block_ms)
+            c.check_pool(part.client, len(self._groups) + concurrency + 2, block_ms)
         self.handler = handler
         self._async_handler = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)
@@ -490,7 +541,7 @@ class Worker:
         self.on_settled = on_settled
         self._stopping = False
         self._permits = _Permits(concurrency)
-        self._share = max(1, concurrency // len(self._parts))  # see dq.Worker
+        self._share = max(1, concurrency // len(self._groups))  # see dq.Worker
         self._tasks: Set["asyncio.Task[None]"] = set()
         self._started = False
         self._wake: Optional[asyncio.Event] = None
@@ -503,6 +554,11 @@ class Worker:
     @property
     def queue_names(self) -> List[str]:
         return [p.name for p in self._parts]
+
+    @property
+    def pollers(self) -> List[List[str]]:
+        """The queues each poller takes from (see dq.Worker.pollers)."""
+        return [[p.name for p in group] for group in self._groups]
 
     @property
     def stopping(self) -> bool:
@@ -551,7 +607,7 @@ class Worker:
         log.info("dq: worker started on %d queue(s), concurrency %d", len(self._parts), self.concurrency)
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
-            await asyncio.gather(*[self._poll(part) for part in self._parts])
+            await asyncio.gather(*[self._poll(group) for group in self._groups])
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
             for acker in self._ackers.values():
@@ -576,8 +632,31 @@ class Worker:
         except asyncio.TimeoutError:
             pass
 
-    async def _poll(self, part: Queue) -> None:
-        core: c.QueueCore = part._core
+    def _taker(self, group: List[Queue]) -> Callable[[int, Optional[int]], Awaitable[Tuple[Queue, List[Delivery]]]]:
+        """take(count, block_ms) -> (the queue taken from, its deliveries):
+        DQ.POP for one queue, DQ.MPOP (in the group's order) for several."""
+        lease_ms = self.lease_ms
+        if len(group) == 1:
+            part = group[0]
+            core: c.QueueCore = part._core
+
+            async def pop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
+                return part, await execute(part.client, core.pop_call(count, block_ms, lease_ms))
+
+            return pop
+        client = group[0].client
+        cores = [p._core for p in group]
+        by_name = {p.name: p for p in group}
+
+        async def mpop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
+            name, batch = await execute(client, c.mpop_call(cores, count, block_ms, lease_ms))
+            return (by_name[name] if name is not None else group[0]), batch
+
+        return mpop
+
+    async def _poll(self, group: List[Queue]) -> None:
+        take = self._taker(group)
+        where = "+".join(p.name for p in group)
         pause = 0.1
         while not self._stopping:
             n = await self._permits.acquire(self._share)
@@ -593,7 +672,7 @@ class Worker:
                 break
             try:
                 # What is ready now, up to this poller's permits.
-                batch = await execute(part.client, core.pop_call(n, None, self.lease_ms))
+                part, batch = await take(n, None)
                 if not batch and not self._stopping:
                     # Nothing ready. The only poller keeps its permits and
                     # waits for as many messages: a burst that falls due
@@ -601,13 +680,13 @@ class Worker:
                     # (another queue may have work) and waits for one message
                     # holding none; that one then waits for a permit, its
                     # lease kept alive by the heartbeat.
-                    if len(self._parts) > 1:
+                    if len(self._groups) > 1:
                         self._permits.release(n)
                         n = 0
-                    batch = await execute(part.client, core.pop_call(max(n, 1), self.block_ms, self.lease_ms))
+                    part, batch = await take(max(n, 1), self.block_ms)
             except Exception as e:
                 self._permits.release(n)
-                log.error("dq: POP from %s failed: %s (retrying in %.1f s)", part.name, e, pause)
+                log.error("dq: POP from %s failed: %s (retrying in %.1f s)", where, e, pause)
                 await self._pause(pause)
                 pause = min(pause * 2, 5.0)
                 continue
@@ -644,9 +723,19 @@ class Worker:
         except StaleDelivery:
             if self._beating.pop(key, None) is None:
                 return  # settled meanwhile: the STALE is our own ACK/NACK's doing
-            delivery.lost = True
-            log.warning("dq: lost the lease of %s attempt %d in %s: another consumer may have it",
-                        delivery.id, delivery.attempt, delivery.queue)
+            try:
+                reason = c.over_reason(await execute(part.client, part._core.get_call(delivery.id)))
+            except Exception as e:
+                log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
+                reason = "lost"
+            c.mark_over(delivery, reason)
+            log.warning(c.OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
+            # A coroutine handler is cancelled where it waits (item[4]: it
+            # runs now). A function in a thread cannot be: it has the event.
+            task = item[3]
+            if item[4] and not task.done():
+                item[5] = True
+                task.cancel()
             return
         except Exception as e:
             log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
@@ -654,19 +743,25 @@ class Worker:
 
     async def _handle(self, part: Queue, delivery: Delivery, permitted: bool = True) -> None:
         key = id(delivery)
-        self._beating[key] = [delivery, part, asyncio.get_running_loop().time() + self.lease_ms / 3000]
+        # [delivery, part, next touch, this task, a coroutine handler runs, the heartbeat cancelled it]
+        item = [delivery, part, asyncio.get_running_loop().time() + self.lease_ms / 3000, asyncio.current_task(),
+                False, False]
+        self._beating[key] = item
         failure: Optional[BaseException] = None
         try:
             if not permitted:
                 # Taken by a blocking POP without a permit: wait for one
                 # (0 once stopping: leased to us, it is handled anyway).
                 permitted = await self._permits.acquire(1) > 0
-            if self._async_handler:
-                await self.handler(delivery)
+            if delivery.lost:
+                # Over while it waited for a permit: not started at all.
+                failure = asyncio.CancelledError()
+            elif self._async_handler:
+                failure = await self._run_cancellable(item, self.handler(delivery))
             else:
                 result = await asyncio.to_thread(self.handler, delivery)
                 if inspect.isawaitable(result):
-                    await result
+                    failure = await self._run_cancellable(item, result)
         except Exception as e:
             failure = e
             if not isinstance(e, (Permanent, Retry)):
@@ -683,6 +778,25 @@ class Worker:
             return
         await self._settled(delivery, await self._settle(part, delivery, failure))
 
+    async def _run_cancellable(self, item: List[Any], handler: Awaitable[Any]) -> Optional[BaseException]:
+        """Awaits a handler that the heartbeat may cancel (when its delivery
+        is over); that cancellation is returned as its failure, any other
+        goes on."""
+        item[4] = True
+        try:
+            await handler
+        except asyncio.CancelledError as e:
+            if not item[5]:
+                raise
+            return e
+        finally:
+            item[4] = False
+            if item[5]:
+                uncancel = getattr(item[3], "uncancel", None)  # Python 3.11+
+                if uncancel is not None:
+                    uncancel()
+        return None
+
     async def _settled(self, delivery: Delivery, outcome: Outcome) -> None:
         if self.on_settled is None:
             return
@@ -696,9 +810,9 @@ class Worker:
     async def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
         action, call, error = c.settle_call(part._core, delivery, failure)
         if call is None:
-            log.warning("dq: not settling %s attempt %d in %s: its lease was lost", delivery.id, delivery.attempt,
-                        delivery.queue)
-            return Outcome(action, "stale", error, failure)
+            log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
+                        "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
+            return Outcome(action, c.unsent_state(delivery), error, failure)
         try:
             reply = await execute(part.client, call)
         except StaleDelivery as e:

@@ -202,3 +202,96 @@ async def test_stop_from_another_thread(ar, name):
     threading.Thread(target=w.stop).start()
     await asyncio.wait_for(task, 5)
     assert w.stopping and (await q.stats())["inflight"] == 0
+
+
+async def test_worker_takes_queues_in_order_with_one_mpop(ar, name):
+    a, b = dqa.Queue(ar, name + "a"), dqa.Queue(ar, name + "b")
+    for i in range(10):
+        await b.add("y", id=f"b{i}")
+        await a.add("x", id=f"a{i}")
+    seen: List[str] = []
+
+    async def handler(d: dqa.Delivery) -> None:
+        seen.append(d.queue)
+
+    w = dqa.Worker([a, b], handler, concurrency=1, block_ms=200)
+    assert w.pollers == [[a.name, b.name]]
+
+    async def all_acked() -> bool:
+        return (await a.stats())["acked"] + (await b.stats())["acked"] == 20
+
+    await run_until(w, all_acked, "20 acks")
+    assert seen == [a.name] * 10 + [b.name] * 10
+    other = redis.asyncio.Redis.from_url(redis_url())
+    try:
+        # Queues of two clients: a poller each.
+        assert dqa.Worker([a, dqa.Queue(other, name + "c")], handler).pollers == [[a.name], [name + "c"]]
+    finally:
+        await other.aclose()
+
+
+@pytest.mark.parametrize("how", ["cancel", "purge"])
+async def test_a_cancelled_message_cancels_its_handler_task(ar, name, how):
+    q = dqa.Queue(ar, name)
+    await q.add("long job", id="job")
+    seen: List[Any] = []
+    outcomes: List[dqa.Outcome] = []
+
+    async def handler(d: dqa.Delivery) -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append((d.cancelled.is_set(), d.lost, d.lost_reason))
+            raise
+
+    async def started() -> bool:
+        return (await q.stats())["inflight"] == 1
+
+    async def settled() -> bool:
+        return bool(outcomes)
+
+    # A lease of 3 s: the heartbeat's TOUCH comes within a second.
+    w = dqa.Worker(q, handler, lease_ms=3000, block_ms=200, on_settled=lambda d, o: outcomes.append(o))
+    task = asyncio.ensure_future(w.run())
+    try:
+        await await_for(started, what="the handler to start")
+        if how == "cancel":
+            assert await q.cancel("job") == 1
+        else:
+            assert await q.purge() == 1
+        await await_for(settled, timeout=60, what="the settlement")
+    finally:
+        w.stop()
+        await asyncio.wait_for(task, 15)
+    assert seen == [(True, True, "cancelled")]
+    assert (outcomes[0].action, outcomes[0].state) == ("nack", "cancelled")
+    assert isinstance(outcomes[0].exception, asyncio.CancelledError)
+    stats = await q.stats()
+    assert (stats["acked"], stats["nacked"], stats["inflight"]) == (0, 0, 0)
+
+
+async def test_a_lost_lease_cancels_the_handler_task(ar, name):
+    q = dqa.Queue(ar, name)
+    await q.add("x", id="x", backoff="fixed:1h")
+    seen: List[Any] = []
+    outcomes: List[dqa.Outcome] = []
+
+    async def handler(d: dqa.Delivery) -> None:
+        if d.attempt > 1:
+            return  # the next delivery, after the lost lease, is acknowledged
+        # Another consumer takes the message meanwhile: the lease is cut short.
+        try:
+            await q.touch(d, lease_ms=1)
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append((d.lost, d.lost_reason))
+            raise
+
+    async def settled() -> bool:
+        return bool(outcomes)
+
+    await run_until(dqa.Worker(q, handler, lease_ms=3000, block_ms=200, on_settled=lambda d, o: outcomes.append(o)),
+                    settled, "the settlement", timeout=60)
+    assert seen == [(True, "lost")]
+    assert (outcomes[0].action, outcomes[0].state) == ("nack", "stale")
+    assert (await q.stats())["nacked"] == 0 and (await q.stats())["lease-expired"] >= 1

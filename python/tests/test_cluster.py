@@ -227,3 +227,107 @@ async def test_blocking_pops_do_not_share_a_connection_asyncio(cluster, name):
         await await_for(stopped, what="the worker to stop")
         await task
         await patient.aclose() if hasattr(patient, "aclose") else await patient.close()
+
+
+def test_sharded_schedules_on_the_cluster(cluster, name):
+    s = dq.ShardedQueue(cluster, name, shards=SHARDS)
+    names = [f"report-{i}" for i in range(24)]
+    for n in names:
+        s.schedule(n, n, cron="0 6 * * *", tz="Europe/Paris")
+    # Each schedule is in the key of its name's shard, on the master that owns that shard's slot.
+    for n in names:
+        shard_name = s.shard_names[s.shard_for(n)]
+        node = cluster.get_node_from_key(shard_name)
+        direct = redis.Redis(host=node.host, port=node.port)
+        try:
+            held = [x.name for x in dq.Queue(direct, shard_name).schedules()]
+        finally:
+            direct.close()
+        assert n in held, (n, shard_name)
+    assert len({s.shard_for(n) for n in names}) > 1
+    assert [x.name for x in s.schedules()] == sorted(names)
+    assert s.unschedule(*names) == len(names)
+    assert s.schedules() == []
+
+
+def blocked_on(cluster: Any, command: str) -> int:
+    n = 0
+    for node in cluster.get_primaries():
+        direct = redis.Redis(host=node.host, port=node.port)
+        try:
+            n += sum(1 for c in direct.client_list() if c.get("cmd") == command and "b" in c.get("flags", ""))
+        finally:
+            direct.close()
+    return n
+
+
+def test_queues_of_one_slot_share_one_mpop_on_the_cluster(cluster, name):
+    # A common {tag}: one DQ.MPOP over the three, in their order.
+    qs = [dq.Queue(cluster, f"{{{name}}}{p}") for p in ("urgent", "normal", "bulk")]
+    for q in reversed(qs):
+        for i in range(5):
+            q.add("x", id=f"{q.name}-{i}")
+    seen: List[str] = []
+    before = blocked_on(cluster, "dq.mpop")
+    worker = dq.Worker(qs, lambda d: seen.append(d.queue), concurrency=1, block_ms=200)
+    assert worker.pollers == [[q.name for q in qs]]
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        wait_for(lambda: sum(q.stats()["acked"] for q in qs) == 15, what="15 acks")
+        wait_for(lambda: blocked_on(cluster, "dq.mpop") - before == 1, what="one blocked DQ.MPOP")
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
+    assert seen == [q.name for q in qs for _ in range(5)]
+
+
+def test_queues_of_several_slots_get_a_poller_each_on_the_cluster(cluster, name):
+    qs = [dq.Queue(cluster, f"{name}-{p}") for p in ("a", "b", "c")]
+    assert len({cluster.keyslot(q.name) for q in qs}) == 3
+    before = blocked_on(cluster, "dq.pop")
+    worker = dq.Worker(qs, lambda d: None, concurrency=3, block_ms=200)
+    assert worker.pollers == [[q.name] for q in qs]
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        for q in qs:
+            q.add("x")
+        wait_for(lambda: sum(q.stats()["acked"] for q in qs) == 3, what="3 acks")
+        wait_for(lambda: blocked_on(cluster, "dq.pop") - before == 3, what="three blocked DQ.POPs")
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
+
+
+@pytest.mark.asyncio
+async def test_asyncio_mpop_and_schedules_on_the_cluster(acluster, cluster, name):
+    qs = [dqa.Queue(acluster, f"{{{name}}}{p}") for p in ("a", "b")]
+    for q in reversed(qs):
+        await q.add("x")
+    seen: List[str] = []
+
+    async def handler(d: dqa.Delivery) -> None:
+        seen.append(d.queue)
+
+    worker = dqa.Worker(qs, handler, concurrency=1, block_ms=200)
+    assert worker.pollers == [[q.name for q in qs]]
+    task = asyncio.ensure_future(worker.run())
+    try:
+        async def acked() -> bool:
+            return sum([(await q.stats())["acked"] for q in qs]) == 2
+
+        await await_for(acked, what="2 acks")
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)
+    assert seen == [q.name for q in qs]
+    assert dqa.Worker([dqa.Queue(acluster, name + "-a"), dqa.Queue(acluster, name + "-b")], handler).pollers == [
+        [name + "-a"], [name + "-b"]]
+
+    s = dqa.ShardedQueue(acluster, name, shards=SHARDS)
+    await s.schedule("weekly", "p", cron="@weekly")
+    assert [x.name for x in await s.shards[s.shard_for("weekly")].schedules()] == ["weekly"]
+    assert [x.name for x in await s.schedules()] == ["weekly"]

@@ -130,8 +130,10 @@ def test_lost_lease_is_not_nacked(r, name):
     q.add("x", id="x", backoff="fixed:1h")
     release = threading.Event()
     outcomes: List[dq.Outcome] = []
+    lost: List[dq.Delivery] = []
 
     def handler(d: dq.Delivery) -> None:
+        lost.append(d)
         # Another consumer takes the message meanwhile: the lease is cut short,
         # and again should a heartbeat have renewed it before it ran out.
         def cut() -> bool:
@@ -154,6 +156,38 @@ def test_lost_lease_is_not_nacked(r, name):
     assert (outcomes[0].action, outcomes[0].state) == ("nack", "stale")
     stats = q.stats()
     assert stats["nacked"] == 0 and q.get("x")["last-error"] is None
+    assert lost[0].lost_reason == "lost" and lost[0].cancelled.is_set()
+
+
+@pytest.mark.parametrize("how", ["cancel", "purge"])
+def test_a_cancelled_message_cancels_its_handler(r, name, how):
+    q = dq.Queue(r, name)
+    q.add("long job", id="job")
+    seen: List[Any] = []
+    outcomes: List[dq.Outcome] = []
+
+    def handler(d: dq.Delivery) -> None:
+        # Long work that watches the event: it ends as soon as the worker
+        # learns the message is gone.
+        got = d.cancelled.wait(60)
+        seen.append((got, d.lost, d.lost_reason))
+
+    # A lease of 3 s: the heartbeat's TOUCH comes within a second, and the
+    # lease is not lost to a loaded machine before the cancel.
+    running = Running(dq.Worker(q, handler, lease_ms=3000, block_ms=200,
+                                on_settled=lambda d, o: outcomes.append(o)))
+    wait_for(lambda: q.stats()["inflight"] == 1, what="the handler to start")
+    if how == "cancel":
+        assert q.cancel("job") == 1
+    else:
+        assert q.purge() == 1
+    wait_for(lambda: outcomes, timeout=60, what="the settlement")
+    running.stop()
+    assert seen == [(True, True, "cancelled")]
+    # Nothing is sent for it: no ACK, no NACK.
+    assert (outcomes[0].action, outcomes[0].state) == ("ack", "cancelled")
+    stats = q.stats()
+    assert (stats["acked"], stats["nacked"], stats["inflight"]) == (0, 0, 0)
 
 
 def test_acks_go_in_batches(r, name):
@@ -242,8 +276,43 @@ def test_sigterm_stops_run_in_the_main_thread(r, name):
     assert q.stats()["inflight"] == 0
 
 
-def test_several_queues_share_the_permits(r, name):
+def test_queues_on_one_server_are_taken_in_order_by_one_mpop(r, name):
     a, b = dq.Queue(r, name + "a"), dq.Queue(r, name + "b")
+    for i in range(20):
+        b.add("y", id=f"b{i}", backoff="fixed:1h")
+        a.add("x", id=f"a{i}")
+    seen: List[str] = []
+    outcomes: List[Any] = []
+
+    def handler(d: dq.Delivery) -> None:
+        seen.append(d.queue)
+        if d.queue == b.name:
+            raise dq.Retry(error="from b")
+
+    # One handler: each delivery is seen in the order it was taken.
+    worker = dq.Worker([a, b], handler, concurrency=1, block_ms=200, on_settled=lambda d, o: outcomes.append(o))
+    assert worker.pollers == [[a.name, b.name]]
+    running = Running(worker)
+    wait_for(lambda: len(outcomes) == 40, what="40 settlements")
+    # Idle, it waits in one DQ.MPOP over both queues.
+    wait_for(lambda: blocked(r, "dq.mpop") == 1, what="the blocked DQ.MPOP")
+    running.stop()
+    # Strict order: b only once a is empty.
+    assert seen == [a.name] * 20 + [b.name] * 20
+    # Each settled in its own queue.
+    assert a.stats()["acked"] == 20 and b.stats()["acked"] == 0
+    assert b.get("b3")["last-error"] == "from b" and b.stats()["delayed"] == 20
+
+
+def blocked(client: Any, command: str) -> int:
+    return sum(1 for c in client.client_list() if c.get("cmd") == command and "b" in c.get("flags", ""))
+
+
+def test_queues_of_several_clients_share_the_permits(r, name):
+    # Two clients: one DQ.MPOP cannot serve both, so each queue has its own
+    # poller, and they share the permits fairly.
+    other = redis.Redis.from_url(redis_url())
+    a, b = dq.Queue(r, name + "a"), dq.Queue(other, name + "b")
     for i in range(30):
         a.add("x")
         b.add("y")
@@ -255,10 +324,20 @@ def test_several_queues_share_the_permits(r, name):
         # starts late or is held up by a loaded machine still gets its turn.
         time.sleep(0.02)
 
-    running = Running(dq.Worker([a, b], handler, concurrency=2, block_ms=200))
+    worker = dq.Worker([a, b], handler, concurrency=2, block_ms=200)
+    assert worker.pollers == [[a.name], [b.name]]
+    running = Running(worker)
     wait_for(lambda: len(seen) == 60, what="60 deliveries")
+    wait_for(lambda: blocked(r, "dq.pop") >= 2, what="two blocked POPs")
     running.stop()
+    other.close()
     assert seen[:30].count(a.name) >= 8 and seen[:30].count(b.name) >= 8
+
+
+def test_a_sharded_queue_in_the_list_means_a_poller_per_queue(r, name):
+    a, s = dq.Queue(r, name + "a"), dq.ShardedQueue(r, name + "s", shards=2)
+    assert dq.Worker([a, s], print).pollers == [[a.name], [s.shard_names[0]], [s.shard_names[1]]]
+    assert dq.Worker(a, print).pollers == [[a.name]]
 
 
 def test_worker_arguments(r, name):
