@@ -16,6 +16,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use dq_client::admin;
 use dq_client::{InfoDq, Stats};
+
+use crate::calls::{self, QueueInfo};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
@@ -32,7 +34,7 @@ pub struct Server {
 /// What one server holds at one moment.
 pub struct ServerSnap {
     pub addr: String,
-    pub queues: Vec<(Vec<u8>, Stats)>,
+    pub queues: Vec<QueueInfo>,
     pub info: Option<InfoDq>,
     /// Why the server could not be read (then `queues` may be partial).
     pub error: Option<String>,
@@ -44,6 +46,18 @@ pub struct Backend {
     /// (same user, password, TLS).
     template: ConnectionInfo,
     servers: RwLock<Vec<Arc<Server>>>,
+    /// Cluster: which master serves each slot range, from the last
+    /// CLUSTER SLOTS: where a sharded queue's shards that no master lists
+    /// yet go (DQ.PAUSE makes them).
+    slots: RwLock<Vec<SlotRange>>,
+}
+
+/// Slots `first..=last` and the master (`host:port`) serving them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotRange {
+    pub first: u16,
+    pub last: u16,
+    pub master: String,
 }
 
 /// `host:port` of an address.
@@ -81,16 +95,21 @@ async fn connect(info: ConnectionInfo) -> anyhow::Result<Arc<Server>> {
     Ok(Arc::new(Server { addr, con }))
 }
 
-/// The masters of a CLUSTER SLOTS reply, as (host, port), in slot order,
-/// each once. An empty host means "the node you asked".
-pub fn slots_masters(reply: &Value, asked_host: &str) -> Vec<(String, u16)> {
-    let mut masters: Vec<(String, u16)> = Vec::new();
-    let Value::Array(ranges) = reply else {
-        return masters;
+/// The slot ranges of a CLUSTER SLOTS reply, each with its master as
+/// (host, port). An empty host means "the node you asked".
+pub fn slot_ranges(reply: &Value, asked_host: &str) -> Vec<(u16, u16, String, u16)> {
+    let mut ranges = Vec::new();
+    let Value::Array(items) = reply else {
+        return ranges;
     };
-    for range in ranges {
+    for range in items {
         let Value::Array(items) = range else { continue };
-        let Some(Value::Array(node)) = items.get(2) else {
+        let (Some(Value::Int(first)), Some(Value::Int(last)), Some(Value::Array(node))) =
+            (items.first(), items.get(1), items.get(2))
+        else {
+            continue;
+        };
+        let (Ok(first), Ok(last)) = (u16::try_from(*first), u16::try_from(*last)) else {
             continue;
         };
         let host = match node.first() {
@@ -109,6 +128,16 @@ pub fn slots_masters(reply: &Value, asked_host: &str) -> Vec<(String, u16)> {
         let Ok(port) = u16::try_from(*port) else {
             continue;
         };
+        ranges.push((first, last, host, port));
+    }
+    ranges
+}
+
+/// The masters of a CLUSTER SLOTS reply, as (host, port), in slot order,
+/// each once. An empty host means "the node you asked".
+pub fn slots_masters(reply: &Value, asked_host: &str) -> Vec<(String, u16)> {
+    let mut masters: Vec<(String, u16)> = Vec::new();
+    for (_, _, host, port) in slot_ranges(reply, asked_host) {
         if !masters.iter().any(|(h, p)| *h == host && *p == port) {
             masters.push((host, port));
         }
@@ -145,6 +174,7 @@ impl Backend {
             cluster: detected,
             template,
             servers: RwLock::new(servers),
+            slots: RwLock::new(Vec::new()),
         };
         if detected {
             backend
@@ -165,6 +195,22 @@ impl Backend {
 
     pub fn server(&self, addr: &str) -> Option<Arc<Server>> {
         self.servers().into_iter().find(|s| s.addr == addr)
+    }
+
+    /// Cluster: the master serving `key`'s slot, by the last CLUSTER
+    /// SLOTS; None when no known master serves it (or not a cluster).
+    pub fn master_of_key(&self, key: &[u8]) -> Option<Arc<Server>> {
+        if !self.cluster {
+            return None;
+        }
+        let slot = dq_client::key_slot(key);
+        let master = self.slots.read().ok().and_then(|ranges| {
+            ranges
+                .iter()
+                .find(|r| (r.first..=r.last).contains(&slot))
+                .map(|r| r.master.clone())
+        })?;
+        self.server(&master)
     }
 
     /// Cluster: asks CLUSTER SLOTS of the servers known (first that
@@ -192,6 +238,14 @@ impl Backend {
                 h.trim_matches(['[', ']']).to_string()
             });
             let masters = slots_masters(&reply, &asked);
+            let ranges: Vec<SlotRange> = slot_ranges(&reply, &asked)
+                .into_iter()
+                .map(|(first, last, host, port)| SlotRange {
+                    first,
+                    last,
+                    master: addr_name(dq_client::node_info(&self.template, &host, port).addr()),
+                })
+                .collect();
             if masters.is_empty() {
                 bail!(
                     "{}: CLUSTER SLOTS names no master (are all slots assigned?)",
@@ -219,6 +273,9 @@ impl Backend {
             if let Ok(mut servers) = self.servers.write() {
                 *servers = next;
             }
+            if let Ok(mut slots) = self.slots.write() {
+                *slots = ranges;
+            }
             return Ok(());
         }
         Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no server to ask")))
@@ -241,7 +298,7 @@ impl Backend {
                 return snap;
             }
         }
-        match admin::queues_with_stats(&mut con, pattern).await {
+        match calls::queues_with_stats(&mut con, pattern).await {
             Ok(queues) => snap.queues = queues,
             Err(e) => snap.error = Some(e.to_string()),
         }
@@ -437,7 +494,7 @@ impl History {
             let Some(rings) = self.queues.get_mut(&snap.addr) else {
                 continue;
             };
-            for (name, stats) in &snap.queues {
+            for QueueInfo { name, stats, .. } in &snap.queues {
                 let p = Point::of(at_ms, stats);
                 total.add(&p);
                 match rings.get_mut(name.as_slice()) {
@@ -534,15 +591,14 @@ mod tests {
             addr: addr.into(),
             queues: queues
                 .iter()
-                .map(|(n, ready, added)| {
-                    (
-                        n.as_bytes().to_vec(),
-                        Stats {
-                            ready: *ready,
-                            added: *added,
-                            ..Stats::default()
-                        },
-                    )
+                .map(|(n, ready, added)| QueueInfo {
+                    name: n.as_bytes().to_vec(),
+                    stats: Stats {
+                        ready: *ready,
+                        added: *added,
+                        ..Stats::default()
+                    },
+                    ..QueueInfo::default()
                 })
                 .collect(),
             info: None,
@@ -642,6 +698,14 @@ mod tests {
         assert_eq!(
             slots_masters(&reply, "seed"),
             vec![("10.0.0.1".to_string(), 7000), ("seed".to_string(), 7001)]
+        );
+        assert_eq!(
+            slot_ranges(&reply, "seed"),
+            vec![
+                (0, 5460, "10.0.0.1".to_string(), 7000),
+                (5461, 10922, "seed".to_string(), 7001),
+                (10923, 16383, "10.0.0.1".to_string(), 7000),
+            ]
         );
         assert!(slots_masters(&Value::Nil, "x").is_empty());
     }

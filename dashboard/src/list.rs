@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 
 use dq_client::{admin, State, Stats};
 
+use crate::calls::Flow;
 use crate::render::url_part;
 
 /// Queues on one page unless `per` says otherwise: a page of 50 rows is
@@ -89,6 +90,8 @@ pub struct ListQuery {
     pub has: Option<Has>,
     /// With `has`: at least this many messages (1 unless given).
     pub min: u64,
+    /// Only paused queues (`paused=1`).
+    pub paused: bool,
     /// Only this server's queues (`host:port`).
     pub server: Option<String>,
     pub sort: Sort,
@@ -104,6 +107,7 @@ impl Default for ListQuery {
             name: Vec::new(),
             has: None,
             min: 1,
+            paused: false,
             server: None,
             sort: Sort::Name,
             desc: false,
@@ -166,6 +170,18 @@ impl ListQuery {
                     });
                 }
                 "min" => q.min = number(value, "min", 1, u64::MAX)?,
+                "paused" => {
+                    q.paused = match value.as_slice() {
+                        b"1" => true,
+                        b"0" => false,
+                        _ => {
+                            return Err((
+                                "Bad parameter",
+                                "paused must be 1 (only paused queues) or 0".to_string(),
+                            ))
+                        }
+                    }
+                }
                 "server" => q.server = Some(text(value, "server")?.to_string()),
                 "sort" => {
                     q.sort = Sort::parse(text(value, "sort")?).ok_or_else(|| {
@@ -212,15 +228,15 @@ impl ListQuery {
         Some(p)
     }
 
-    /// Whether a queue passes the state filter (the name filter is the
-    /// server's, through MATCH).
-    pub fn keeps(&self, s: &Stats) -> bool {
-        self.has.is_none_or(|h| h.count(s) >= self.min)
+    /// Whether a queue passes the state and pause filters (the name
+    /// filter is the server's, through MATCH).
+    pub fn keeps(&self, s: &Stats, flow: &Flow) -> bool {
+        self.has.is_none_or(|h| h.count(s) >= self.min) && (!self.paused || flow.paused)
     }
 
     /// Whether any filter narrows the list.
     pub fn filtered(&self) -> bool {
-        !self.name.is_empty() || self.has.is_some() || self.server.is_some()
+        !self.name.is_empty() || self.has.is_some() || self.paused || self.server.is_some()
     }
 
     /// The list's URL for this view: only what differs from the defaults.
@@ -234,6 +250,9 @@ impl ListQuery {
             if self.min != 1 {
                 parts.push(format!("min={}", self.min));
             }
+        }
+        if self.paused {
+            parts.push("paused=1".to_string());
         }
         if let Some(s) = &self.server {
             parts.push(format!("server={}", url_part(s.as_bytes())));
@@ -286,6 +305,7 @@ impl ListQuery {
             name: Vec::new(),
             has: None,
             min: 1,
+            paused: false,
             server: None,
             page: 1,
             ..self.clone()
@@ -298,6 +318,15 @@ impl ListQuery {
         ListQuery {
             has,
             min: 1,
+            page: 1,
+            ..self.clone()
+        }
+    }
+
+    /// The same view with the pause filter on or off, from page 1.
+    pub fn with_paused(&self, paused: bool) -> ListQuery {
+        ListQuery {
+            paused,
             page: 1,
             ..self.clone()
         }
@@ -325,6 +354,7 @@ pub struct Row<'a> {
     pub server: &'a str,
     pub name: &'a [u8],
     pub stats: &'a Stats,
+    pub flow: &'a Flow,
 }
 
 /// Sorts by `sort`, then by name and server ascending, so that ties keep
@@ -403,6 +433,8 @@ mod tests {
         );
         for href in [
             "/?q=orders%2A&has=dead&min=5&server=127.0.0.1%3A6379&sort=ready&dir=asc&per=100&page=3",
+            "/?has=any&paused=1",
+            "/?paused=1&sort=dead",
             "/?has=any",
             "/?dir=desc",
             "/?sort=dead",
@@ -430,6 +462,7 @@ mod tests {
             ("min=0", "min"),
             ("has=gone", "has"),
             ("server=%FF", "server"),
+            ("paused=yes", "paused"),
         ] {
             let (title, detail) = parse(query).unwrap_err();
             assert_eq!(title, "Bad parameter");
@@ -471,12 +504,14 @@ mod tests {
             ("c", "s1", stats(1, 1, Some(99))),
             ("a", "s1", stats(0, 0, None)),
         ];
+        let still = Flow::default();
         let rows = || -> Vec<Row> {
             all.iter()
                 .map(|(n, s, st)| Row {
                     server: s,
                     name: n.as_bytes(),
                     stats: st,
+                    flow: &still,
                 })
                 .collect()
         };
@@ -503,12 +538,34 @@ mod tests {
         assert_eq!(names(&r)[0], "a@s2");
 
         let q = parse("has=dead").unwrap();
-        let kept: Vec<Row> = rows().into_iter().filter(|r| q.keeps(r.stats)).collect();
+        let kept: Vec<Row> = rows()
+            .into_iter()
+            .filter(|r| q.keeps(r.stats, r.flow))
+            .collect();
         assert_eq!(names(&kept), ["a@s2", "c@s1"]);
         let q = parse("has=dead&min=2").unwrap();
-        assert_eq!(rows().iter().filter(|r| q.keeps(r.stats)).count(), 1);
+        assert_eq!(
+            rows().iter().filter(|r| q.keeps(r.stats, r.flow)).count(),
+            1
+        );
         let q = parse("has=any").unwrap();
-        assert_eq!(rows().iter().filter(|r| q.keeps(r.stats)).count(), 3);
+        assert_eq!(
+            rows().iter().filter(|r| q.keeps(r.stats, r.flow)).count(),
+            3
+        );
+        // The pause filter keeps paused queues only, with the state filter.
+        let paused = Flow {
+            paused: true,
+            ..Flow::default()
+        };
+        let q = parse("paused=1").unwrap();
+        assert!(q.filtered());
+        assert!(!q.keeps(&all[0].2, &still));
+        assert!(q.keeps(&all[0].2, &paused));
+        let q = parse("paused=1&has=dead").unwrap();
+        assert!(!q.keeps(&all[0].2, &paused), "b has no dead letter");
+        assert!(q.keeps(&all[1].2, &paused));
+        assert!(!parse("paused=0").unwrap().paused);
 
         let q = parse("per=2&page=9").unwrap();
         assert_eq!(q.pages(5), (3, 3), "past the end: the last page");
@@ -533,6 +590,15 @@ mod tests {
             "/?has=any&server=h%3A1"
         );
         assert_eq!(many.with_has(None).href(), "/?server=h%3A1");
+        assert_eq!(
+            many.with_paused(true).href(),
+            "/?has=dead&min=5&paused=1&server=h%3A1"
+        );
+        assert_eq!(
+            parse("paused=1&page=3").unwrap().cleared().href(),
+            "/",
+            "clearing drops the pause filter"
+        );
         assert_eq!(
             q.with_per(100).href(),
             "/?q=ord&has=dead&sort=ready&per=100"

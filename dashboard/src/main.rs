@@ -7,6 +7,7 @@
 //! confirmed POST. See dashboard/README.md.
 
 mod backend;
+mod calls;
 mod charts;
 mod glob;
 mod list;
@@ -14,6 +15,7 @@ mod metrics;
 mod pages;
 mod render;
 mod security;
+mod sharded;
 mod web;
 
 use std::net::SocketAddr;
@@ -180,7 +182,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if !bound.ip().is_loopback() && !auth.required() {
         tracing::warn!(addr = %bound, "listening beyond loopback without --token or --basic-auth: \
             anyone who can reach this address can read payloads{}",
-            if args.read_only { "" } else { " and redrive, cancel and purge" });
+            if args.read_only { "" } else { " and redrive, cancel, purge, pause and unschedule" });
     }
     let app = Arc::new(web::App {
         backend,
@@ -198,6 +200,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 .collect(),
             max_queues: args.metrics_max_queues,
         },
+        layouts: sharded::Layouts::default(),
     });
     tracing::info!(addr = %bound, read_only = args.read_only, auth = app.auth.required(),
         "dashboard at http://{bound}/");

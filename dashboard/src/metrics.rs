@@ -21,6 +21,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::backend::ServerSnap;
+use crate::calls::{rate_parts, QueueInfo};
 use crate::glob;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -69,8 +70,17 @@ fn gauge_value(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// A queue as a scrape sees it: its server, its name, its DQ.STATS.
-type QueueRef<'a> = (&'a str, &'a [u8], &'a Stats);
+/// A queue as a scrape sees it: its server, and its name and DQ.STATS.
+type QueueRef<'a> = (&'a str, &'a QueueInfo);
+
+/// DQ.STATS' lifetime counters as dq-client lists them, but `throttled`,
+/// which this file exports from the flow-control fields itself (should a
+/// newer dq-client list it too, it must not make two families of one name).
+fn lifetime_counters(s: &Stats) -> impl Iterator<Item = (&'static str, u64)> {
+    s.counters()
+        .into_iter()
+        .filter(|(name, _)| *name != "throttled")
+}
 
 /// The queues that get series of their own: those `selection` and the
 /// scrape's `scrape` globs (any of them; none given, all) choose, by name
@@ -86,19 +96,15 @@ fn chosen<'a>(
     };
     let mut queues: Vec<QueueRef> = snaps
         .iter()
-        .flat_map(|snap| {
-            snap.queues
-                .iter()
-                .map(move |(name, stats)| (snap.addr.as_str(), name.as_slice(), stats))
-        })
-        .filter(|(_, name, _)| picks(&selection.patterns, name) && picks(scrape, name))
+        .flat_map(|snap| snap.queues.iter().map(move |q| (snap.addr.as_str(), q)))
+        .filter(|(_, q)| picks(&selection.patterns, &q.name) && picks(scrape, &q.name))
         .collect();
     let mut omitted: HashMap<&str, u64> = HashMap::new();
     if queues.len() > selection.max_queues {
         // By name, so that the same queues keep their series from scrape
         // to scrape while the set of queues stays the same.
-        queues.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
-        for (server, _, _) in queues.drain(selection.max_queues..) {
+        queues.sort_unstable_by(|a, b| a.1.name.cmp(&b.1.name).then(a.0.cmp(b.0)));
+        for (server, _) in queues.drain(selection.max_queues..) {
             *omitted.entry(server).or_default() += 1;
         }
     }
@@ -116,18 +122,27 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
     let server_messages = Family::<ServerStateLabels, Gauge>::default();
     let server_oldest = Family::<ServerLabels, FGauge>::default();
     let omitted_family = Family::<ServerLabels, Gauge>::default();
-    let server_counters: Vec<(&'static str, Family<ServerLabels, Counter>)> = Stats::default()
-        .counters()
-        .iter()
-        .map(|(name, _)| (*name, Family::default()))
-        .collect();
+    let server_counters: Vec<(&'static str, Family<ServerLabels, Counter>)> =
+        lifetime_counters(&Stats::default())
+            .map(|(name, _)| (name, Family::default()))
+            .collect();
+    let server_paused = Family::<ServerLabels, Gauge>::default();
+    let server_throttled = Family::<ServerLabels, Counter>::default();
+    let server_schedules = Family::<ServerLabels, Gauge>::default();
+    let schedule_runs = Family::<ServerLabels, Counter>::default();
     let messages = Family::<StateLabels, Gauge>::default();
     let oldest = Family::<QueueLabels, FGauge>::default();
-    let counters: Vec<(&'static str, Family<QueueLabels, Counter>)> = Stats::default()
-        .counters()
-        .iter()
-        .map(|(name, _)| (*name, Family::default()))
-        .collect();
+    let counters: Vec<(&'static str, Family<QueueLabels, Counter>)> =
+        lifetime_counters(&Stats::default())
+            .map(|(name, _)| (name, Family::default()))
+            .collect();
+    let paused = Family::<QueueLabels, Gauge>::default();
+    let paused_until = Family::<QueueLabels, FGauge>::default();
+    let rate_deliveries = Family::<QueueLabels, Gauge>::default();
+    let rate_window = Family::<QueueLabels, FGauge>::default();
+    let max_inflight = Family::<QueueLabels, Gauge>::default();
+    let schedules = Family::<QueueLabels, Gauge>::default();
+    let throttled = Family::<QueueLabels, Counter>::default();
 
     let (queues, omitted) = chosen(snaps, selection, scrape);
     for snap in snaps {
@@ -149,6 +164,9 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
             if let Some(us) = info.int("longest_tick_us") {
                 longest.get_or_create(&server).set(us as f64 / 1e6);
             }
+            if let Some(n) = info.int("schedule_runs") {
+                schedule_runs.get_or_create(&server).inc_by(n);
+            }
         }
         // A server not read in full has no totals this scrape: a missing
         // series, rather than a sum that looks like a drop.
@@ -157,7 +175,11 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
         }
         let mut total = Stats::default();
         let mut max_age: u64 = 0;
-        for (_, s) in &snap.queues {
+        let (mut queues_paused, mut throttled_sum, mut schedules_sum) = (0u64, 0u64, 0u64);
+        for QueueInfo { stats: s, flow, .. } in &snap.queues {
+            queues_paused += u64::from(flow.paused);
+            throttled_sum = throttled_sum.saturating_add(flow.throttled);
+            schedules_sum = schedules_sum.saturating_add(flow.schedules);
             total.delayed += s.delayed;
             total.ready += s.ready;
             total.inflight += s.inflight;
@@ -196,14 +218,23 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
         server_oldest
             .get_or_create(&server)
             .set(max_age as f64 / 1000.0);
-        for ((_, value), (_, family)) in total.counters().iter().zip(&server_counters) {
-            family.get_or_create(&server).inc_by(*value);
+        for ((_, value), (_, family)) in lifetime_counters(&total).zip(&server_counters) {
+            family.get_or_create(&server).inc_by(value);
         }
+        server_paused
+            .get_or_create(&server)
+            .set(gauge_value(queues_paused));
+        server_throttled
+            .get_or_create(&server)
+            .inc_by(throttled_sum);
+        server_schedules
+            .get_or_create(&server)
+            .set(gauge_value(schedules_sum));
         omitted_family.get_or_create(&server).set(gauge_value(
             omitted.get(snap.addr.as_str()).copied().unwrap_or(0),
         ));
     }
-    for (addr, name, stats) in queues {
+    for (addr, QueueInfo { name, stats, flow }) in queues {
         let queue = String::from_utf8_lossy(name).into_owned();
         let q = QueueLabels {
             server: addr.to_string(),
@@ -221,9 +252,25 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
         oldest
             .get_or_create(&q)
             .set(stats.oldest_ready_age_ms.unwrap_or(0) as f64 / 1000.0);
-        for ((_, value), (_, family)) in stats.counters().iter().zip(&counters) {
-            family.get_or_create(&q).inc_by(*value);
+        for ((_, value), (_, family)) in lifetime_counters(stats).zip(&counters) {
+            family.get_or_create(&q).inc_by(value);
         }
+        paused.get_or_create(&q).set(i64::from(flow.paused));
+        if let Some(until) = flow.paused_until {
+            paused_until.get_or_create(&q).set(until as f64 / 1000.0);
+        }
+        // A limit's series exist while it does: `dq_messages{state=
+        // "inflight"} >= on(server, queue) dq_max_inflight` then compares
+        // the limited queues only, with no "0 means none" to filter out.
+        if let Some((n, window_ms)) = flow.rate.as_deref().and_then(rate_parts) {
+            rate_deliveries.get_or_create(&q).set(gauge_value(n));
+            rate_window.get_or_create(&q).set(window_ms as f64 / 1000.0);
+        }
+        if let Some(m) = flow.max_inflight {
+            max_inflight.get_or_create(&q).set(gauge_value(m));
+        }
+        schedules.get_or_create(&q).set(gauge_value(flow.schedules));
+        throttled.get_or_create(&q).inc_by(flow.throttled);
     }
 
     registry.register(
@@ -276,6 +323,27 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
         );
     }
     registry.register(
+        "dq_server_queues_paused",
+        "Queues of the server paused now (DQ.PAUSE)",
+        server_paused,
+    );
+    registry.register(
+        "dq_server_throttled",
+        "DQ.STATS throttled, summed over the server's queues: POPs that delivered fewer \
+         than they asked (and than were ready) because of a pause, RATE or MAXINFLIGHT",
+        server_throttled,
+    );
+    registry.register(
+        "dq_server_schedules",
+        "Recurring schedules of the server's queues (DQ.STATS schedules, summed)",
+        server_schedules,
+    );
+    registry.register(
+        "dq_schedule_runs",
+        "Schedule runs made since the module loaded (INFO dq: dq_schedule_runs)",
+        schedule_runs,
+    );
+    registry.register(
         "dq_metrics_queues_omitted",
         "Queues chosen for series of their own (--metrics-queues, ?queue=) but left out by \
          --metrics-max-queues",
@@ -299,6 +367,44 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
             family,
         );
     }
+    registry.register(
+        "dq_throttled",
+        "DQ.STATS throttled: POPs that delivered fewer than they asked (and than were ready) \
+         because of a pause, RATE or MAXINFLIGHT",
+        throttled,
+    );
+    registry.register(
+        "dq_paused",
+        "1 while DQ.PAUSE holds the queue, else 0",
+        paused,
+    );
+    registry.register(
+        "dq_paused_until_timestamp_seconds",
+        "When the queue's DQ.PAUSE FOR ends (Unix time); no series when paused until \
+         DQ.RESUME or not paused",
+        paused_until,
+    );
+    registry.register(
+        "dq_rate_limit_deliveries",
+        "The queue's RATE n/window: n, the most deliveries in any window; no series without \
+         a RATE (deliveries per second: dq_rate_limit_deliveries / dq_rate_limit_window_seconds)",
+        rate_deliveries,
+    );
+    registry.register(
+        "dq_rate_limit_window_seconds",
+        "The queue's RATE n/window: the window; no series without a RATE",
+        rate_window,
+    );
+    registry.register(
+        "dq_max_inflight",
+        "The queue's MAXINFLIGHT: the most messages in flight at once; no series without one",
+        max_inflight,
+    );
+    registry.register(
+        "dq_schedules",
+        "Recurring schedules the queue holds (DQ.STATS schedules)",
+        schedules,
+    );
     let mut text = String::new();
     // Writing to a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
@@ -308,15 +414,16 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calls::Flow;
     use dq_client::{InfoDq, Stats};
 
     #[test]
     fn queues_and_servers_are_rendered() {
         let snaps = vec![ServerSnap {
             addr: "127.0.0.1:6379".into(),
-            queues: vec![(
-                b"orders\"x".to_vec(),
-                Stats {
+            queues: vec![QueueInfo {
+                name: b"orders\"x".to_vec(),
+                stats: Stats {
                     ready: 3,
                     dead: 1,
                     added: 10,
@@ -324,7 +431,8 @@ mod tests {
                     oldest_ready_age_ms: Some(1500),
                     ..Stats::default()
                 },
-            )],
+                flow: Flow::default(),
+            }],
             info: Some(dq_client::admin::parse_info_dq(
                 "dq_timer_ticks:42\r\ndq_lateness_ms:250\r\n",
             )),
@@ -359,16 +467,15 @@ mod tests {
             addr: addr.into(),
             queues: queues
                 .iter()
-                .map(|(n, ready, acked)| {
-                    (
-                        n.as_bytes().to_vec(),
-                        Stats {
-                            ready: *ready,
-                            acked: *acked,
-                            oldest_ready_age_ms: (*ready > 0).then_some(*ready * 1000),
-                            ..Stats::default()
-                        },
-                    )
+                .map(|(n, ready, acked)| QueueInfo {
+                    name: n.as_bytes().to_vec(),
+                    stats: Stats {
+                        ready: *ready,
+                        acked: *acked,
+                        oldest_ready_age_ms: (*ready > 0).then_some(*ready * 1000),
+                        ..Stats::default()
+                    },
+                    flow: Flow::default(),
                 })
                 .collect(),
             info: None,
@@ -449,6 +556,69 @@ mod tests {
         assert!(!text.contains("dq_added_total{"));
         assert!(text.contains(r#"dq_metrics_queues_omitted{server="a:1"} 3"#));
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn flow_control_and_schedules_per_queue_and_per_server() {
+        let mut a = server(
+            "a:1",
+            &[("orders", 3, 0), ("emails", 1, 0), ("plain", 0, 0)],
+        );
+        a.queues[0].flow = Flow {
+            paused: true,
+            paused_until: Some(1_795_621_457_079),
+            rate: Some("5000/1h".into()),
+            max_inflight: Some(20),
+            throttled: 7,
+            schedules: 2,
+        };
+        a.queues[1].flow = Flow {
+            paused: true,
+            rate: Some("100/1s".into()),
+            throttled: 5,
+            schedules: 1,
+            ..Flow::default()
+        };
+        a.info = Some(dq_client::admin::parse_info_dq("dq_schedule_runs:12\r\n"));
+        let text = render(&[a], &every(), &[]);
+        for line in [
+            r#"dq_paused{server="a:1",queue="orders"} 1"#,
+            r#"dq_paused{server="a:1",queue="emails"} 1"#,
+            r#"dq_paused{server="a:1",queue="plain"} 0"#,
+            r#"dq_paused_until_timestamp_seconds{server="a:1",queue="orders"} 1795621457.079"#,
+            r#"dq_rate_limit_deliveries{server="a:1",queue="orders"} 5000"#,
+            r#"dq_rate_limit_window_seconds{server="a:1",queue="orders"} 3600.0"#,
+            r#"dq_rate_limit_deliveries{server="a:1",queue="emails"} 100"#,
+            r#"dq_rate_limit_window_seconds{server="a:1",queue="emails"} 1.0"#,
+            r#"dq_max_inflight{server="a:1",queue="orders"} 20"#,
+            r#"dq_schedules{server="a:1",queue="orders"} 2"#,
+            r#"dq_schedules{server="a:1",queue="plain"} 0"#,
+            r#"dq_throttled_total{server="a:1",queue="orders"} 7"#,
+            r#"dq_throttled_total{server="a:1",queue="plain"} 0"#,
+            r#"dq_server_queues_paused{server="a:1"} 2"#,
+            r#"dq_server_throttled_total{server="a:1"} 12"#,
+            r#"dq_server_schedules{server="a:1"} 3"#,
+            r#"dq_schedule_runs_total{server="a:1"} 12"#,
+            "# TYPE dq_paused gauge",
+            "# TYPE dq_throttled counter",
+            "# TYPE dq_server_throttled counter",
+            "# TYPE dq_rate_limit_window_seconds gauge",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+        }
+        // A limit that is not there has no series, rather than a 0 that
+        // reads as "nothing may be delivered".
+        for absent in [
+            r#"dq_paused_until_timestamp_seconds{server="a:1",queue="emails"}"#,
+            r#"dq_max_inflight{server="a:1",queue="emails"}"#,
+            r#"dq_rate_limit_deliveries{server="a:1",queue="plain"}"#,
+            r#"dq_max_inflight{server="a:1",queue="plain"}"#,
+        ] {
+            assert!(!text.contains(absent), "{absent} in\n{text}");
+        }
+        // Each family once, whatever dq-client's counter list holds.
+        assert_eq!(text.matches("# TYPE dq_throttled counter").count(), 1);
+        assert_eq!(text.matches("# HELP dq_paused ").count(), 1);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use dq_client::{Entry, Message, QueueConfig, State, Stats};
 use maud::{html, Markup, DOCTYPE};
 
 use crate::backend::{rates, recent_rate, Point};
+use crate::calls::{rate_parts, Flow, Schedule};
 use crate::charts::{chart, spark, Series};
 use crate::list::{page_links, Has, ListQuery, Sort, MAX_PER_PAGE, PER_PAGE};
 use crate::render::{self, count, label, lossy, relative, time, url_part, Payload};
@@ -66,7 +67,7 @@ pub fn layout(title: &str, crumbs: &[(String, String)], refresh: bool, body: Mar
                     }
                 }
                 main { (body) }
-                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, CONFIG · " a href="/metrics" { "/metrics" } }
+                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, CONFIG, SCHEDULES · " a href="/metrics" { "/metrics" } }
             }
         }
     }
@@ -91,6 +92,7 @@ pub struct QueueRow<'a> {
     pub server: &'a str,
     pub name: &'a [u8],
     pub stats: &'a Stats,
+    pub flow: &'a Flow,
     pub history: Vec<Point>,
 }
 
@@ -170,6 +172,8 @@ pub struct ListView<'a> {
     /// Messages per state (delayed, ready, inflight, dead) summed over
     /// the matched queues.
     pub sums: [u64; 4],
+    /// Paused queues among the matched ones.
+    pub paused: usize,
     /// The sampler's totals of every queue, for the charts.
     pub total: &'a [Point],
     pub servers: &'a [ServerNote],
@@ -233,6 +237,7 @@ fn filter_form(q: &ListQuery) -> Markup {
     let clear = q.cleared();
     let dead = q.with_has(Some(Has::State(State::Dead)));
     let has_dead = q.has == Some(Has::State(State::Dead));
+    let paused = q.with_paused(!q.paused);
     html! {
         form.filters id="filters" method="get" action="/" {
             label {
@@ -254,6 +259,9 @@ fn filter_form(q: &ListQuery) -> Markup {
                 span.k { "at least" }
                 input type="number" name="min" id="filter-min" min="1" value=(q.min);
             }
+            @if q.paused {
+                input type="hidden" name="paused" value="1";
+            }
             @if let Some(s) = &q.server {
                 input type="hidden" name="server" value=(s);
             }
@@ -271,6 +279,7 @@ fn filter_form(q: &ListQuery) -> Markup {
                 a.btn.ghost id="filter-clear" href=(clear.href()) { "Clear" }
             }
             a.chip.active[has_dead] id="has-dead" href=(dead.href()) { "has dead letters" }
+            a.chip.chip-paused.active[q.paused] id="only-paused" href=(paused.href()) { "paused" }
         }
     }
 }
@@ -286,6 +295,7 @@ pub fn queue_list(ctx: &Ctx, v: &ListView) -> Markup {
             div.tile.t-inflight { span.k { "in flight" } span.v id="total-inflight" { (count(inflight)) } }
             div.tile.t-dead { span.k { "dead" } span.v id="total-dead" { (count(dead)) } }
             div.tile { span.k { (if q.filtered() { "queues matching" } else { "queues" }) } span.v id="total-queues" { (count(v.matched as u64)) } }
+            a.tile.t-paused href=(q.with_paused(true).href()) title="show the paused queues" { span.k { "paused" } span.v id="total-paused" { (count(v.paused as u64)) } }
             div.tile { span.k { (if ctx.cluster { "masters" } else { "servers" }) } span.v { (v.servers.len()) } }
         }
         section.charts {
@@ -328,13 +338,17 @@ pub fn queue_list(ctx: &Ctx, v: &ListView) -> Markup {
                         (sort_header(q, Sort::State(State::Dead), "dead", true))
                         th.num { "added/s" } th.num { "acked/s" } th.num { "dead/s" }
                         (sort_header(q, Sort::Oldest, "oldest ready", true))
+                        th title="RATE and MAXINFLIGHT (DQ.CONFIG)" { "limits" }
                         th { "backlog" }
                     } }
                     tbody {
                         @for r in &v.rows {
                             @let (added, acked, dead) = rate_cells(&r.history, v.rate_span_ms);
                             tr data-queue=(lossy(r.name)) {
-                                td.name { a href=(queue_url(r.server, r.name)) { (label(r.name, 80)) } }
+                                td.name {
+                                    a href=(queue_url(r.server, r.name)) { (label(r.name, 80)) }
+                                    (flow_badges(r.flow, ctx.now))
+                                }
                                 @if v.many_servers { td.server { (r.server) } }
                                 td.num.c-delayed data-state="delayed" { (count(r.stats.delayed)) }
                                 td.num.c-ready data-state="ready" { (count(r.stats.ready)) }
@@ -344,6 +358,7 @@ pub fn queue_list(ctx: &Ctx, v: &ListView) -> Markup {
                                 td.num { (render::rate(acked)) }
                                 td.num.hot[dead > 0.0] { (render::rate(dead)) }
                                 td.num { (r.stats.oldest_ready_age_ms.map_or("—".to_string(), render::age)) }
+                                td.limits { (limits_cell(r.flow)) }
                                 td.spark { (spark(&state_series(&r.history)[..3])) }
                             }
                         }
@@ -372,6 +387,11 @@ pub struct QueuePage<'a> {
     pub server: &'a str,
     pub name: &'a [u8],
     pub stats: &'a Stats,
+    pub flow: &'a Flow,
+    /// Its schedules; of every shard, for a shard of a sharded queue.
+    pub schedules: &'a [ScheduleRow<'a>],
+    /// Set when the queue is a shard of a sharded queue.
+    pub sharding: Option<&'a Sharding>,
     pub config: &'a QueueConfig,
     pub history: Vec<Point>,
     pub state: Option<State>,
@@ -382,6 +402,275 @@ pub struct QueuePage<'a> {
     pub next_order: bool,
     pub entries: &'a [Entry],
     pub window: &'a str,
+}
+
+/// A schedule and the queue that holds it (another shard's, on a shard
+/// of a sharded queue).
+pub struct ScheduleRow<'a> {
+    pub server: &'a str,
+    pub queue: &'a [u8],
+    pub schedule: &'a Schedule,
+}
+
+/// A sharded queue's flow control over all its shards, for a shard's page.
+pub struct Sharding {
+    pub base: String,
+    /// This page's shard.
+    pub index: u32,
+    pub count: u32,
+    /// Shards that exist (a master lists them).
+    pub present: usize,
+    pub paused: usize,
+    /// The ends of the paused shards' pauses (None: until DQ.RESUME).
+    pub paused_until: Vec<Option<u64>>,
+    pub throttled: u64,
+    /// Each RATE in force and on how many shards.
+    pub rates: Vec<(String, usize)>,
+    /// Each MAXINFLIGHT in force and on how many shards.
+    pub max_inflights: Vec<(u64, usize)>,
+    /// Masters that could not be read, and why.
+    pub unreadable: Vec<(String, String)>,
+}
+
+impl Sharding {
+    /// One RATE on every shard: the whole queue's, `n·count/window`.
+    fn whole_rate(&self) -> Option<String> {
+        match self.rates.as_slice() {
+            [(rate, n)] if *n == self.count as usize => {
+                let (each, _) = rate_parts(rate)?;
+                let (_, window) = rate.split_once('/')?;
+                Some(format!(
+                    "{}/{window}",
+                    each.checked_mul(u64::from(self.count))?
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// One MAXINFLIGHT on every shard: the whole queue's.
+    fn whole_max_inflight(&self) -> Option<u64> {
+        match self.max_inflights.as_slice() {
+            [(m, n)] if *n == self.count as usize => m.checked_mul(u64::from(self.count)),
+            _ => None,
+        }
+    }
+}
+
+/// `each of the 4 shards`, `3 shards`, `1 shard`.
+fn on_shards(n: usize, count: u32) -> String {
+    match n {
+        n if n == count as usize && n > 1 => format!("each of the {n} shards"),
+        1 => "1 shard".to_string(),
+        n => format!("{n} shards"),
+    }
+}
+
+/// The list's markers beside a queue's name: paused, schedules.
+fn flow_badges(flow: &Flow, now: u64) -> Markup {
+    let until = match flow.paused_until {
+        Some(t) => format!("paused until {} ({})", time(t), relative(t, now)),
+        None => "paused until DQ.RESUME".to_string(),
+    };
+    html! {
+        @if flow.paused {
+            " " span.badge.st-paused title=(until) { "paused" }
+        }
+        @if flow.schedules > 0 {
+            " " span.badge.st-sched title="recurring schedules (DQ.SCHEDULES)" {
+                (flow.schedules) (if flow.schedules == 1 { " schedule" } else { " schedules" })
+            }
+        }
+    }
+}
+
+/// RATE and MAXINFLIGHT, short, for the list.
+fn limits_cell(flow: &Flow) -> Markup {
+    html! {
+        @if let Some(r) = &flow.rate {
+            span.limit title=(rate_words(r)) { (r) }
+        }
+        @if let Some(m) = flow.max_inflight {
+            span.limit title=(format!("at most {m} in flight at once (MAXINFLIGHT)")) { "≤" (count(m)) " in flight" }
+        }
+        @if flow.rate.is_none() && flow.max_inflight.is_none() {
+            span.muted { "—" }
+        }
+    }
+}
+
+/// `at most 100 deliveries in any 1s (RATE)`.
+fn rate_words(rate: &str) -> String {
+    match rate_parts(rate) {
+        Some((n, _)) => format!(
+            "at most {} deliveries in any {} (RATE)",
+            count(n),
+            rate.split_once('/').map_or("", |(_, w)| w)
+        ),
+        None => format!("RATE {rate}"),
+    }
+}
+
+fn pause_state(flow: &Flow, now: u64) -> Markup {
+    html! {
+        @if flow.paused {
+            span.badge.st-paused { "paused" }
+            @match flow.paused_until {
+                Some(t) => { " until " (time(t)) " " span.muted { "(" (relative(t, now)) ")" } },
+                None => { " until resumed" },
+            }
+        } @else {
+            "no"
+        }
+    }
+}
+
+fn flow_card(ctx: &Ctx, p: &QueuePage) -> Markup {
+    let f = p.flow;
+    html! {
+        section.card.flow id="flow" {
+            h2 { "Flow control" }
+            @match p.sharding {
+                None => {
+                    dl {
+                        dt { "paused" } dd id="paused" { (pause_state(f, ctx.now)) }
+                        dt { "rate" } dd id="rate" {
+                            @match &f.rate {
+                                Some(r) => { code { (r) } " " span.muted { (rate_words(r)) } },
+                                None => span.muted { "none" },
+                            }
+                        }
+                        dt { "max in flight" } dd id="max-inflight" {
+                            @match f.max_inflight {
+                                Some(m) => { (count(m)) " " span.muted { "(" (count(p.stats.inflight)) " in flight now)" } },
+                                None => span.muted { "none" },
+                            }
+                        }
+                        dt { "throttled" } dd id="throttled" { (count(f.throttled)) " " span.muted { "POPs that delivered less because of a limit" } }
+                    }
+                }
+                Some(sh) => {
+                    p.muted.shard-note id="shard-note" {
+                        "Shard " (sh.index) " of the " (sh.count) " shards of sharded queue "
+                        b { (label(sh.base.as_bytes(), 80)) }
+                        ": what follows is of all its shards, and pause and resume act on every one."
+                    }
+                    @for (addr, e) in &sh.unreadable {
+                        p.alert { "Master " (addr) " could not be read: " (e) }
+                    }
+                    dl {
+                        dt { "shards" } dd id="shards" { (sh.present) " of " (sh.count) " exist" @if sh.present < sh.count as usize { " " span.muted { "(a shard appears with its first message)" } } }
+                        dt { "paused" } dd id="paused" {
+                            @if sh.paused == 0 { "none of " (sh.count) } @else {
+                                span.badge.st-paused { "paused" } " " (sh.paused) " of " (sh.count) " shards"
+                                @if sh.paused_until.iter().any(Option::is_none) {
+                                    " until resumed"
+                                } @else if let Some(t) = sh.paused_until.iter().flatten().max() {
+                                    " until " (time(*t)) " " span.muted { "(" (relative(*t, ctx.now)) ")" }
+                                }
+                            }
+                        }
+                        dt { "rate" } dd id="rate" {
+                            @if sh.rates.is_empty() { span.muted { "none" } }
+                            @for (i, (r, n)) in sh.rates.iter().enumerate() {
+                                @if i > 0 { "; " }
+                                code { (r) } " on " (on_shards(*n, sh.count))
+                            }
+                            @if let Some(all) = sh.whole_rate() { " " span.muted { "(" (all) " in all)" } }
+                        }
+                        dt { "max in flight" } dd id="max-inflight" {
+                            @if sh.max_inflights.is_empty() { span.muted { "none" } }
+                            @for (i, (m, n)) in sh.max_inflights.iter().enumerate() {
+                                @if i > 0 { "; " }
+                                (count(*m)) " on " (on_shards(*n, sh.count))
+                            }
+                            @if let Some(all) = sh.whole_max_inflight() { " " span.muted { "(" (count(all)) " in all)" } }
+                        }
+                        dt { "throttled" } dd id="throttled" { (count(sh.throttled)) " " span.muted { "in all shards" } }
+                    }
+                }
+            }
+            @if !ctx.read_only {
+                @let (pause, resume, paused) = match p.sharding {
+                    Some(sh) => (format!("Pause all {} shards", sh.count), format!("Resume all {} shards", sh.count), sh.paused > 0),
+                    None => ("Pause".to_string(), "Resume".to_string(), f.paused),
+                };
+                div.actions.flow-actions {
+                    form.action.pause-form method="post" action=(action_url(p.server, p.name)) {
+                        input type="hidden" name="csrf" value=(ctx.csrf);
+                        input type="hidden" name="op" value="pause";
+                        label.pause-for {
+                            span.k { "for" }
+                            input type="text" name="for" id="pause-for" size="14"
+                                placeholder="until resumed" title="empty: until resumed; or 90s, 10m, 1h 30m, 2d, or milliseconds";
+                        }
+                        button.btn.danger type="submit" id="pause-button" { (pause) }
+                    }
+                    @if paused {
+                        (action_form(ctx, p.server, p.name, &[("op", b"resume")], &resume, false))
+                    }
+                }
+                p.muted.hint { "Each asks for confirmation first." }
+            }
+        }
+    }
+}
+
+fn limit_end(s: &Schedule, now: u64) -> Markup {
+    html! {
+        @if let Some(l) = s.limit { (count(s.runs)) " of " (count(l)) " runs" }
+        @if s.limit.is_some() && s.end.is_some() { br; }
+        @if let Some(e) = s.end { span title=(time(e)) { (if e > now { "ends " } else { "ended " }) (relative(e, now)) } }
+        @if s.limit.is_none() && s.end.is_none() { span.muted { "—" } }
+    }
+}
+
+fn schedules_card(ctx: &Ctx, p: &QueuePage) -> Markup {
+    let sharded = p.sharding.is_some();
+    html! {
+        section.card.schedules-card id="schedules" {
+            h2 { "Schedules " span.muted { "(" (p.schedules.len()) ")" } }
+            @if p.schedules.is_empty() {
+                p.muted id="no-schedules" {
+                    @if sharded { "No shard of this queue has a schedule." } @else { "No schedules: DQ.SCHEDULE makes one." }
+                }
+            } @else {
+                table.schedules id="schedule-table" {
+                    thead { tr {
+                        th { "name" } th { "spec" } th { "zone" } th { "next run" } th { "last run" }
+                        th.num { "runs" } th.num { "skipped" } th { "limit / end" }
+                        @if sharded { th { "shard" } }
+                        @if !ctx.read_only { th {} }
+                    } }
+                    tbody {
+                        @for row in p.schedules {
+                            @let s = row.schedule;
+                            tr data-schedule=(lossy(&s.name)) {
+                                td.sched-name { code title=(format!("payload: {}", label(&s.payload, 200))) { (label(&s.name, 60)) } }
+                                td.spec { code { (s.spec) } }
+                                td.tz { (s.tz) }
+                                td.time.next-run title=(s.next_run.map(time).unwrap_or_default()) {
+                                    @match s.next_run { Some(t) => (relative(t, ctx.now)), None => span.muted { "none left" } }
+                                }
+                                td.time.last-run title=(s.last_run.map(time).unwrap_or_default()) {
+                                    @match s.last_run { Some(t) => (relative(t, ctx.now)), None => span.muted { "never" } }
+                                }
+                                td.num.runs { (count(s.runs)) }
+                                td.num.skipped { (count(s.skipped)) }
+                                td.limit-end { (limit_end(s, ctx.now)) }
+                                @if sharded {
+                                    td.shard { a href=(queue_url(row.server, row.queue)) { (label(row.queue, 40)) } }
+                                }
+                                @if !ctx.read_only {
+                                    td { (action_form(ctx, row.server, row.queue, &[("op", b"unschedule"), ("schedule", &s.name)], "Remove", true)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn action_form(
@@ -449,11 +738,12 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
             section.card.counters {
                 h2 { "Lifetime counters" }
                 dl.grid {
-                    @for (k, v) in p.stats.counters() {
+                    @for (k, v) in crate::calls::counters(p.stats, p.flow) {
                         dt { (k) } dd { (count(v)) }
                     }
                 }
             }
+            (flow_card(ctx, p))
             @if !ctx.read_only {
                 section.card.actions-card {
                     h2 { "Actions" }
@@ -471,6 +761,7 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                 }
             }
         }
+        (schedules_card(ctx, p))
         section.card {
             nav.tabs {
                 a.active[p.state.is_none()] href=(tab(None)) { "all" }
@@ -632,10 +923,12 @@ pub struct Pending<'a> {
     pub server: &'a str,
     pub queue: &'a [u8],
     pub op: &'a str,
-    pub id: Option<&'a [u8]>,
-    pub state: Option<State>,
+    /// The form's other fields (id, state, schedule, for), as they travel.
+    pub fields: Vec<(&'static str, String)>,
     pub description: String,
-    pub button: &'a str,
+    pub button: String,
+    /// It deletes or stops something: a red button.
+    pub danger: bool,
     pub back: String,
 }
 
@@ -648,11 +941,10 @@ pub fn confirm_page(ctx: &Ctx, p: &Pending) -> Markup {
             form method="post" action=(action_url(p.server, p.queue)) {
                 input type="hidden" name="csrf" value=(ctx.csrf);
                 input type="hidden" name="op" value=(p.op);
-                @if let Some(id) = p.id { input type="hidden" name="id" value=(url_part(id)); }
-                @if let Some(st) = p.state { input type="hidden" name="state" value=(st.as_str()); }
+                @for (k, v) in &p.fields { input type="hidden" name=(k) value=(v); }
                 input type="hidden" name="confirm" value="yes";
                 div.actions {
-                    button.btn.danger[p.op != "redrive" && p.op != "redrive-all"].primary type="submit" id="confirm" { (p.button) }
+                    button.btn.danger[p.danger].primary type="submit" id="confirm" { (p.button) }
                     a.btn.ghost href=(p.back) { "Back, do nothing" }
                 }
             }
@@ -731,6 +1023,32 @@ mod tests {
         assert!(!message_page(&c, "h:1", b"q", &m)
             .into_string()
             .contains("<form"));
+    }
+
+    #[test]
+    fn a_sharded_queues_limits_add_up_when_every_shard_has_the_same() {
+        let mut sh = Sharding {
+            base: "jobs".into(),
+            index: 0,
+            count: 4,
+            present: 4,
+            paused: 0,
+            paused_until: Vec::new(),
+            throttled: 0,
+            rates: vec![("25/1s".into(), 4)],
+            max_inflights: vec![(5, 4)],
+            unreadable: Vec::new(),
+        };
+        assert_eq!(sh.whole_rate().as_deref(), Some("100/1s"));
+        assert_eq!(sh.whole_max_inflight(), Some(20));
+        assert_eq!(on_shards(4, 4), "each of the 4 shards");
+        assert_eq!(on_shards(1, 4), "1 shard");
+        assert_eq!(on_shards(3, 4), "3 shards");
+        // Shards that differ, or lack the limit: no sum claimed.
+        sh.rates = vec![("25/1s".into(), 3), ("10/1s".into(), 1)];
+        sh.max_inflights = vec![(5, 3)];
+        assert_eq!(sh.whole_rate(), None);
+        assert_eq!(sh.whole_max_inflight(), None);
     }
 
     #[test]

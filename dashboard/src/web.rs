@@ -12,11 +12,13 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use maud::Markup;
 
-use crate::backend::{Backend, History, ServerSnap};
+use crate::backend::{Backend, History, Server, ServerSnap};
+use crate::calls::{self, QueueInfo, Schedule};
 use crate::list::{self, ListQuery};
 use crate::pages::{self, Ctx, Pending};
 use crate::render::{decode_part, form_value, now_ms, parse_form};
 use crate::security::{self, Auth, Csrf};
+use crate::sharded::{self, Layouts, ShardName};
 
 const STYLE: &str = include_str!("../assets/style.css");
 const SCRIPT: &str = include_str!("../assets/app.js");
@@ -35,6 +37,8 @@ pub struct App {
     pub window: String,
     /// Which queues `/metrics` gives series of their own.
     pub metrics: crate::metrics::Selection,
+    /// The shard names of the sharded queues met so far.
+    pub layouts: Layouts,
 }
 
 type Resp = Response<Full<Bytes>>;
@@ -289,7 +293,7 @@ async fn queue_exists(
         .is_some_and(|snaps| {
             snaps
                 .iter()
-                .any(|s| s.addr == server.addr && s.queues.iter().any(|(n, _)| n == queue))
+                .any(|s| s.addr == server.addr && s.queues.iter().any(|q| q.name == queue))
         });
     if known {
         return Ok(true);
@@ -318,13 +322,14 @@ async fn list(app: &App, ctx: &Ctx, query: &[(String, Vec<u8>)]) -> Result<Resp,
     let mut rows: Vec<list::Row> = snaps
         .iter()
         .flat_map(|snap| {
-            snap.queues.iter().map(|(name, stats)| list::Row {
+            snap.queues.iter().map(|q| list::Row {
                 server: &snap.addr,
-                name,
-                stats,
+                name: &q.name,
+                stats: &q.stats,
+                flow: &q.flow,
             })
         })
-        .filter(|r| view.keeps(r.stats))
+        .filter(|r| view.keeps(r.stats, r.flow))
         .collect();
     let mut sums = [0u64; 4];
     for r in &rows {
@@ -332,6 +337,7 @@ async fn list(app: &App, ctx: &Ctx, query: &[(String, Vec<u8>)]) -> Result<Resp,
             *sum = sum.saturating_add(r.stats.count(st));
         }
     }
+    let paused = rows.iter().filter(|r| r.flow.paused).count();
     let notes: Vec<pages::ServerNote> = snaps
         .iter()
         .map(|snap| pages::ServerNote {
@@ -355,6 +361,7 @@ async fn list(app: &App, ctx: &Ctx, query: &[(String, Vec<u8>)]) -> Result<Resp,
                 server: r.server,
                 name: r.name,
                 stats: r.stats,
+                flow: r.flow,
                 history: history
                     .as_ref()
                     .map(|h| h.queue(r.server, r.name))
@@ -372,6 +379,7 @@ async fn list(app: &App, ctx: &Ctx, query: &[(String, Vec<u8>)]) -> Result<Resp,
         page,
         pages: pages_n,
         sums,
+        paused,
         total: &total,
         servers: &notes,
         many_servers,
@@ -437,8 +445,10 @@ async fn queue_page(
         ));
     }
     let mut con = server.con.clone();
-    let stats = admin::stats(&mut con, queue).await.map_err(redis_fail)?;
+    let (stats, flow) = calls::stats(&mut con, queue).await.map_err(redis_fail)?;
     let config = admin::config(&mut con, queue).await.map_err(redis_fail)?;
+    let shards = find_shards(app, &server, queue).await;
+    let schedules = schedules_of(&server, queue, &flow, shards.as_ref()).await?;
     // A SCAN reply may hold fewer entries than asked, even none, before
     // the end: a few calls fill the page.
     let mut entries = Vec::new();
@@ -475,10 +485,22 @@ async fn queue_page(
         .lock()
         .map(|h| h.queue(&server.addr, queue))
         .unwrap_or_default();
+    let schedule_rows: Vec<pages::ScheduleRow> = schedules
+        .iter()
+        .map(|s| pages::ScheduleRow {
+            server: &s.server,
+            queue: &s.queue,
+            schedule: &s.schedule,
+        })
+        .collect();
+    let sharding = shards.as_ref().map(ShardSet::view);
     let page = pages::QueuePage {
         server: &server.addr,
         name: queue,
         stats: &stats,
+        flow: &flow,
+        schedules: &schedule_rows,
+        sharding: sharding.as_ref(),
         config: &config,
         history,
         state,
@@ -489,6 +511,214 @@ async fn queue_page(
         window: &app.window,
     };
     Ok(html(StatusCode::OK, pages::queue_page(ctx, &page)))
+}
+
+/// A sharded queue as its masters hold it now (see sharded.rs).
+struct ShardSet {
+    name: ShardName,
+    shards: Vec<ShardAt>,
+    /// Masters that could not be read, with why: their shards are unknown.
+    unreadable: Vec<(String, String)>,
+}
+
+/// A queue (a shard) to send a command to, and the server to send it to.
+type Target<'a> = (&'a [u8], Arc<Server>);
+
+/// One shard: where it lives and what DQ.QUEUES WITHSTATS said of it.
+struct ShardAt {
+    name: Vec<u8>,
+    /// The master that lists it; for a shard no master lists (never used
+    /// yet), the one that would hold it. None: no known master serves its
+    /// slot (the cluster is changing).
+    server: Option<Arc<Server>>,
+    info: Option<QueueInfo>,
+}
+
+impl ShardSet {
+    fn view(&self) -> pages::Sharding {
+        let infos = || self.shards.iter().filter_map(|s| s.info.as_ref());
+        let mut rates: Vec<(String, usize)> = Vec::new();
+        let mut max_inflights: Vec<(u64, usize)> = Vec::new();
+        for info in infos() {
+            if let Some(r) = &info.flow.rate {
+                match rates.iter_mut().find(|(t, _)| t == r) {
+                    Some((_, n)) => *n += 1,
+                    None => rates.push((r.clone(), 1)),
+                }
+            }
+            if let Some(m) = info.flow.max_inflight {
+                match max_inflights.iter_mut().find(|(v, _)| *v == m) {
+                    Some((_, n)) => *n += 1,
+                    None => max_inflights.push((m, 1)),
+                }
+            }
+        }
+        pages::Sharding {
+            base: self.name.base.clone(),
+            index: self.name.index,
+            count: self.name.count,
+            present: infos().count(),
+            paused: infos().filter(|i| i.flow.paused).count(),
+            paused_until: infos()
+                .filter(|i| i.flow.paused)
+                .map(|i| i.flow.paused_until)
+                .collect(),
+            throttled: infos().map(|i| i.flow.throttled).sum(),
+            rates,
+            max_inflights,
+            unreadable: self.unreadable.clone(),
+        }
+    }
+
+    /// Every shard with the master to send it a command, or why not:
+    /// acting on some shards only would leave the queue half paused.
+    fn targets(&self) -> Result<Vec<Target<'_>>, Fail> {
+        if let Some((addr, e)) = self.unreadable.first() {
+            return Err(fail(
+                StatusCode::BAD_GATEWAY,
+                "The server could not answer",
+                format!(
+                    "Master {addr} could not be read ({e}), so the shards of {} it holds are \
+                     unknown. Nothing was done.",
+                    self.name.base
+                ),
+            ));
+        }
+        self.shards
+            .iter()
+            .map(|s| match &s.server {
+                Some(server) => Ok((s.name.as_slice(), server.clone())),
+                None => Err(fail(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Cluster changing",
+                    format!(
+                        "No known master serves the slot of shard {}. Nothing was done; \
+                         try again once the cluster has settled.",
+                        crate::render::label(&s.name, 200)
+                    ),
+                )),
+            })
+            .collect()
+    }
+}
+
+/// When `queue` is a shard of a sharded queue: every shard of it, read
+/// with one DQ.QUEUES MATCH WITHSTATS per master (on the queue's own
+/// server only, outside a cluster, where a sharded queue lives on one).
+async fn find_shards(app: &App, server: &Arc<Server>, queue: &[u8]) -> Option<ShardSet> {
+    let (name, layout) = app.layouts.shard(queue).await?;
+    let cluster = app.backend.is_cluster();
+    let servers = if cluster {
+        app.backend.servers()
+    } else {
+        vec![server.clone()]
+    };
+    let pattern = sharded::pattern(&name.base, name.count);
+    let mut reads = tokio::task::JoinSet::new();
+    for s in servers {
+        let pattern = pattern.clone();
+        reads.spawn(async move {
+            let mut con = s.con.clone();
+            let got = calls::queues_with_stats(&mut con, Some(&pattern)).await;
+            (s, got)
+        });
+    }
+    let mut listed: std::collections::HashMap<Vec<u8>, (Arc<Server>, QueueInfo)> =
+        std::collections::HashMap::new();
+    let mut unreadable = Vec::new();
+    while let Some(done) = reads.join_next().await {
+        match done {
+            Ok((s, Ok(queues))) => {
+                for q in queues {
+                    listed.insert(q.name.clone(), (s.clone(), q));
+                }
+            }
+            Ok((s, Err(e))) => unreadable.push((s.addr.clone(), e.to_string())),
+            Err(e) => unreadable.push(("?".to_string(), e.to_string())),
+        }
+    }
+    unreadable.sort();
+    let shards = layout
+        .names()
+        .iter()
+        .map(|n| {
+            let n = n.as_bytes();
+            match listed.remove(n) {
+                Some((s, info)) => ShardAt {
+                    name: n.to_vec(),
+                    server: Some(s),
+                    info: Some(info),
+                },
+                None => ShardAt {
+                    name: n.to_vec(),
+                    server: if cluster {
+                        app.backend.master_of_key(n)
+                    } else {
+                        Some(server.clone())
+                    },
+                    info: None,
+                },
+            }
+        })
+        .collect();
+    Some(ShardSet {
+        name,
+        shards,
+        unreadable,
+    })
+}
+
+/// A schedule and the queue (a shard, for a sharded queue) holding it.
+struct ScheduleAt {
+    server: String,
+    queue: Vec<u8>,
+    schedule: Schedule,
+}
+
+/// The schedules of the queue, or of every shard of a sharded queue: a
+/// DQ.SCHEDULES of each queue whose DQ.STATS counts any, by name.
+async fn schedules_of(
+    server: &Arc<Server>,
+    queue: &[u8],
+    flow: &calls::Flow,
+    shards: Option<&ShardSet>,
+) -> Result<Vec<ScheduleAt>, Fail> {
+    let holders: Vec<(Arc<Server>, Vec<u8>)> = match shards {
+        None if flow.schedules > 0 => vec![(server.clone(), queue.to_vec())],
+        None => Vec::new(),
+        Some(set) => set
+            .shards
+            .iter()
+            .filter(|s| s.info.as_ref().is_some_and(|i| i.flow.schedules > 0))
+            .filter_map(|s| Some((s.server.clone()?, s.name.clone())))
+            .collect(),
+    };
+    let mut reads = tokio::task::JoinSet::new();
+    for (s, q) in holders {
+        reads.spawn(async move {
+            let mut con = s.con.clone();
+            let got = calls::schedules(&mut con, &q).await;
+            (s.addr.clone(), q, got)
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(done) = reads.join_next().await {
+        let Ok((addr, q, got)) = done else { continue };
+        for schedule in got.map_err(redis_fail)? {
+            all.push(ScheduleAt {
+                server: addr.clone(),
+                queue: q.clone(),
+                schedule,
+            });
+        }
+    }
+    all.sort_by(|a, b| {
+        a.schedule
+            .name
+            .cmp(&b.schedule.name)
+            .then_with(|| a.queue.cmp(&b.queue))
+    });
+    Ok(all)
 }
 
 async fn message_page(
@@ -528,6 +758,189 @@ fn check_id(id: &[u8]) -> Result<(), Fail> {
         ));
     }
     Ok(())
+}
+
+/// The longest a schedule name may be (DQ.SCHEDULE refuses longer).
+const MAX_SCHEDULE_NAME: usize = 1007;
+
+/// What an action POST asks for, its fields checked.
+enum Op {
+    Redrive(Vec<u8>),
+    RedriveAll,
+    Cancel(Vec<u8>),
+    Purge(State),
+    Unschedule(Vec<u8>),
+    /// `for_ms` None: until DQ.RESUME. `text` is the length as typed.
+    Pause {
+        for_ms: Option<u64>,
+        text: String,
+    },
+    Resume,
+}
+
+impl Op {
+    fn parse(form: &[(String, Vec<u8>)]) -> Result<Op, Fail> {
+        let bad_form = |detail: &str| fail(StatusCode::BAD_REQUEST, "Bad form", detail);
+        let op = utf8(form_value(form, "op").unwrap_or(b""), "op")?;
+        // Ids and schedule names travel percent-encoded, as in URLs: any
+        // bytes survive the form.
+        let encoded =
+            |name: &str| form_value(form, name).map(|v| decode_part(&String::from_utf8_lossy(v)));
+        let id = || -> Result<Vec<u8>, Fail> {
+            let id = encoded("id").ok_or_else(|| bad_form("This action needs an id."))?;
+            check_id(&id)?;
+            Ok(id)
+        };
+        Ok(match op.as_str() {
+            "redrive" => Op::Redrive(id()?),
+            "redrive-all" => Op::RedriveAll,
+            "cancel" => Op::Cancel(id()?),
+            "purge" => {
+                let st = form_value(form, "state").ok_or_else(|| {
+                    bad_form("Purge needs a state: delayed, ready, inflight or dead.")
+                })?;
+                Op::Purge(
+                    utf8(st, "state")?
+                        .parse::<State>()
+                        .map_err(|e| fail(StatusCode::BAD_REQUEST, "Bad state", e))?,
+                )
+            }
+            "unschedule" => {
+                let name = encoded("schedule")
+                    .filter(|n| !n.is_empty() && n.len() <= MAX_SCHEDULE_NAME)
+                    .ok_or_else(|| {
+                        bad_form("Removing a schedule needs its name (1 to 1007 bytes).")
+                    })?;
+                Op::Unschedule(name)
+            }
+            "pause" => {
+                let text = utf8(form_value(form, "for").unwrap_or(b""), "for")?
+                    .trim()
+                    .to_string();
+                let for_ms = pause_length(&text, now_ms())
+                    .map_err(|e| fail(StatusCode::BAD_REQUEST, "Bad pause length", e))?;
+                Op::Pause { for_ms, text }
+            }
+            "resume" => Op::Resume,
+            _ => {
+                return Err(fail(
+                    StatusCode::BAD_REQUEST,
+                    "Unknown action",
+                    "The action must be redrive, redrive-all, cancel, purge, unschedule, \
+                     pause or resume.",
+                ))
+            }
+        })
+    }
+
+    fn key(&self) -> &'static str {
+        match self {
+            Op::Redrive(_) => "redrive",
+            Op::RedriveAll => "redrive-all",
+            Op::Cancel(_) => "cancel",
+            Op::Purge(_) => "purge",
+            Op::Unschedule(_) => "unschedule",
+            Op::Pause { .. } => "pause",
+            Op::Resume => "resume",
+        }
+    }
+
+    /// The confirmation form's fields besides op, csrf and confirm.
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Op::Redrive(id) | Op::Cancel(id) => vec![("id", crate::render::url_part(id))],
+            Op::Purge(st) => vec![("state", st.as_str().to_string())],
+            Op::Unschedule(name) => vec![("schedule", crate::render::url_part(name))],
+            Op::Pause { text, .. } if !text.is_empty() => vec![("for", text.clone())],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether it deletes or stops something (a red button).
+    fn danger(&self) -> bool {
+        !matches!(self, Op::Redrive(_) | Op::RedriveAll | Op::Resume)
+    }
+}
+
+/// The length of a pause as typed: empty for until DQ.RESUME; else a
+/// duration (`90s`, `10m`, `1h 30m`, `2d`) or a whole number of
+/// milliseconds, as DQ.PAUSE FOR takes, from 1 ms to what the server's
+/// clock can hold.
+pub fn pause_length(text: &str, now: u64) -> Result<Option<u64>, String> {
+    const MAX_TIME_MS: u64 = (1 << 53) - 1;
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let ms = if text.bytes().all(|b| b.is_ascii_digit()) {
+        text.parse::<u64>().ok()
+    } else {
+        humantime::parse_duration(text)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_millis()).ok())
+    };
+    match ms {
+        Some(ms) if ms >= 1 && ms <= MAX_TIME_MS.saturating_sub(now) => Ok(Some(ms)),
+        Some(_) => Err(format!(
+            "'{text}': a pause lasts at least 1 ms and ends before the year 287,000"
+        )),
+        None => Err(format!(
+            "'{text}' is not a length: give a duration such as 90s, 10m, 1h 30m or 2d, a \
+             number of milliseconds, or nothing to pause until resumed"
+        )),
+    }
+}
+
+/// A pause's length for a sentence: `until resumed`, `for 10m`.
+fn pause_words(for_ms: Option<u64>) -> String {
+    match for_ms {
+        None => "until resumed".to_string(),
+        Some(ms) => format!(
+            "for {}",
+            humantime::format_duration(std::time::Duration::from_millis(ms))
+        ),
+    }
+}
+
+/// A failure of DQ.PAUSE or DQ.RESUME on the `done`-th of `targets`: the
+/// server's own refusal is the form's fault (400); anything else a 502
+/// that says how far it got.
+fn flow_fail(
+    verb: &str,
+    done: usize,
+    targets: &[Target],
+    sharded: bool,
+    e: dq_client::Error,
+) -> Fail {
+    let refused = matches!(&e, dq_client::Error::Redis(r)
+        if r.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError));
+    let status = if refused {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    let title = if refused {
+        "Refused by the server"
+    } else {
+        "The server could not answer"
+    };
+    let (queue, server) = &targets[done.min(targets.len() - 1)];
+    let detail = if sharded {
+        format!(
+            "{verb} {done} of {} shards, then shard {} on {} answered: {e}. {}",
+            targets.len(),
+            crate::render::label(queue, 200),
+            server.addr,
+            if done == 0 {
+                "Nothing was changed."
+            } else {
+                "Do it again to reach every shard."
+            }
+        )
+    } else {
+        e.to_string()
+    };
+    fail(status, title, detail)
 }
 
 async fn action(
@@ -576,83 +989,10 @@ async fn action(
         ));
     }
     let server = server_of(app, server)?;
-    let op = utf8(form_value(&form, "op").unwrap_or(b""), "op")?;
-    let id = form_value(&form, "id").map(|v| decode_part(&String::from_utf8_lossy(v)));
-    let state = match form_value(&form, "state") {
-        None => None,
-        Some(s) => Some(
-            utf8(s, "state")?
-                .parse::<State>()
-                .map_err(|e| fail(StatusCode::BAD_REQUEST, "Bad state", e))?,
-        ),
-    };
+    let op = Op::parse(&form)?;
     let confirmed = form_value(&form, "confirm") == Some(b"yes");
     let qname = crate::render::label(queue, 200);
     let queue_back = pages::queue_url(&server.addr, queue);
-    let need_id = |id: &Option<Vec<u8>>| -> Result<Vec<u8>, Fail> {
-        let id = id.clone().ok_or_else(|| {
-            fail(
-                StatusCode::BAD_REQUEST,
-                "Bad form",
-                "This action needs an id.",
-            )
-        })?;
-        check_id(&id)?;
-        Ok(id)
-    };
-    let (description, button, back) = match op.as_str() {
-        "redrive" => {
-            let id = need_id(&id)?;
-            (
-                format!(
-                    "Redrive dead message {} of queue {qname}: back to ready now, with a fresh attempt budget?",
-                    crate::render::label(&id, 200)
-                ),
-                "Yes, redrive it",
-                pages::message_url(&server.addr, queue, &id),
-            )
-        }
-        "redrive-all" => (
-            format!("Redrive every dead message of queue {qname} back to ready now?"),
-            "Yes, redrive all",
-            queue_back.clone(),
-        ),
-        "cancel" => {
-            let id = need_id(&id)?;
-            (
-                format!(
-                    "Cancel message {} of queue {qname}: delete it, whatever its state? This cannot be undone.",
-                    crate::render::label(&id, 200)
-                ),
-                "Yes, cancel it",
-                pages::message_url(&server.addr, queue, &id),
-            )
-        }
-        "purge" => {
-            let st = state.ok_or_else(|| {
-                fail(
-                    StatusCode::BAD_REQUEST,
-                    "Bad form",
-                    "Purge needs a state: delayed, ready, inflight or dead.",
-                )
-            })?;
-            (
-                format!(
-                    "Purge queue {qname}: delete every {} message? This cannot be undone.",
-                    st.as_str()
-                ),
-                "Yes, purge",
-                queue_back.clone(),
-            )
-        }
-        _ => {
-            return Err(fail(
-                StatusCode::BAD_REQUEST,
-                "Unknown action",
-                "The action must be redrive, redrive-all, cancel or purge.",
-            ))
-        }
-    };
     if !queue_exists(app, &server, queue).await? {
         return Err(fail(
             StatusCode::NOT_FOUND,
@@ -660,24 +1000,130 @@ async fn action(
             format!("{} has no queue named {qname}.", server.addr),
         ));
     }
+    // Pause and resume act on every shard of a sharded queue.
+    let shards = match op {
+        Op::Pause { .. } | Op::Resume => find_shards(app, &server, queue).await,
+        _ => None,
+    };
+    let targets: Vec<Target> = match &shards {
+        Some(set) => set.targets()?,
+        None => vec![(queue, server.clone())],
+    };
+    let whole = match &shards {
+        Some(set) => format!(
+            "all {} shards of sharded queue {}",
+            set.shards.len(),
+            crate::render::label(set.name.base.as_bytes(), 200)
+        ),
+        None => format!("queue {qname}"),
+    };
+    let mut con = server.con.clone();
     if !confirmed {
+        let (description, button, back) = match &op {
+            Op::Redrive(id) => (
+                format!(
+                    "Redrive dead message {} of queue {qname}: back to ready now, with a fresh attempt budget?",
+                    crate::render::label(id, 200)
+                ),
+                "Yes, redrive it".to_string(),
+                pages::message_url(&server.addr, queue, id),
+            ),
+            Op::RedriveAll => (
+                format!("Redrive every dead message of queue {qname} back to ready now?"),
+                "Yes, redrive all".to_string(),
+                queue_back.clone(),
+            ),
+            Op::Cancel(id) => (
+                format!(
+                    "Cancel message {} of queue {qname}: delete it, whatever its state? This cannot be undone.",
+                    crate::render::label(id, 200)
+                ),
+                "Yes, cancel it".to_string(),
+                pages::message_url(&server.addr, queue, id),
+            ),
+            Op::Purge(st) => (
+                format!(
+                    "Purge queue {qname}: delete every {} message? This cannot be undone.",
+                    st.as_str()
+                ),
+                "Yes, purge".to_string(),
+                queue_back.clone(),
+            ),
+            Op::Unschedule(name) => {
+                let known = calls::schedules(&mut con, queue)
+                    .await
+                    .map_err(redis_fail)?
+                    .into_iter()
+                    .find(|s| s.name == *name)
+                    .ok_or_else(|| {
+                        fail(
+                            StatusCode::NOT_FOUND,
+                            "Unknown schedule",
+                            format!(
+                                "Queue {qname} on {} has no schedule named {}.",
+                                server.addr,
+                                crate::render::label(name, 200)
+                            ),
+                        )
+                    })?;
+                (
+                    format!(
+                        "Remove schedule {} ({}{}) of queue {qname}? It makes no more runs; the \
+                         messages its runs already made stay in the queue.",
+                        crate::render::label(name, 200),
+                        known.spec,
+                        if known.spec.starts_with("cron") {
+                            format!(", {}", known.tz)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    "Yes, remove it".to_string(),
+                    queue_back.clone(),
+                )
+            }
+            Op::Pause { for_ms, .. } => (
+                format!(
+                    "Pause {whole} {}? POP delivers nothing from {} until then; ADD, the timer, \
+                     leases and schedules go on.",
+                    pause_words(*for_ms),
+                    if shards.is_some() { "them" } else { "it" }
+                ),
+                if shards.is_some() {
+                    format!("Yes, pause all {}", targets.len())
+                } else {
+                    "Yes, pause it".to_string()
+                },
+                queue_back.clone(),
+            ),
+            Op::Resume => (
+                format!(
+                    "Resume {whole}? POP delivers from {} again at once, blocked POPs first.",
+                    if shards.is_some() { "them" } else { "it" }
+                ),
+                if shards.is_some() {
+                    format!("Yes, resume all {}", targets.len())
+                } else {
+                    "Yes, resume it".to_string()
+                },
+                queue_back.clone(),
+            ),
+        };
         let pending = Pending {
             server: &server.addr,
             queue,
-            op: &op,
-            id: id.as_deref(),
-            state,
+            op: op.key(),
+            fields: op.fields(),
             description,
             button,
+            danger: op.danger(),
             back,
         };
         return Ok(html(StatusCode::OK, pages::confirm_page(ctx, &pending)));
     }
-    let mut con = server.con.clone();
-    let (what, back) = match op.as_str() {
-        "redrive" => {
-            let id = need_id(&id)?;
-            let n = admin::redrive_ids(&mut con, queue, &[&id])
+    let (what, back) = match &op {
+        Op::Redrive(id) => {
+            let n = admin::redrive_ids(&mut con, queue, &[id])
                 .await
                 .map_err(redis_fail)?;
             (
@@ -690,10 +1136,10 @@ async fn action(
                         ""
                     }
                 ),
-                pages::message_url(&server.addr, queue, &id),
+                pages::message_url(&server.addr, queue, id),
             )
         }
-        "redrive-all" => {
+        Op::RedriveAll => {
             let n = admin::redrive_all(&mut con, queue)
                 .await
                 .map_err(redis_fail)?;
@@ -705,9 +1151,8 @@ async fn action(
                 queue_back,
             )
         }
-        "cancel" => {
-            let id = need_id(&id)?;
-            let n = admin::cancel(&mut con, queue, &[&id])
+        Op::Cancel(id) => {
+            let n = admin::cancel(&mut con, queue, &[id])
                 .await
                 .map_err(redis_fail)?;
             (
@@ -719,10 +1164,8 @@ async fn action(
                 queue_back,
             )
         }
-        _ => {
-            let st = state
-                .ok_or_else(|| fail(StatusCode::BAD_REQUEST, "Bad form", "Purge needs a state."))?;
-            let n = admin::purge(&mut con, queue, Some(st))
+        Op::Purge(st) => {
+            let n = admin::purge(&mut con, queue, Some(*st))
                 .await
                 .map_err(redis_fail)?;
             (
@@ -734,9 +1177,72 @@ async fn action(
                 queue_back,
             )
         }
+        Op::Unschedule(name) => {
+            let n = calls::unschedule(&mut con, queue, name)
+                .await
+                .map_err(redis_fail)?;
+            let name = crate::render::label(name, 200);
+            (
+                if n == 0 {
+                    format!(
+                        "Removed no schedule (DQ.UNSCHEDULE replied 0): {name} was already gone."
+                    )
+                } else {
+                    format!("Removed schedule {name} (DQ.UNSCHEDULE replied {n}).")
+                },
+                queue_back,
+            )
+        }
+        Op::Pause { for_ms, .. } => {
+            for (done, (q, s)) in targets.iter().enumerate() {
+                let mut con = s.con.clone();
+                if let Err(e) = calls::pause(&mut con, q, *for_ms).await {
+                    return Err(flow_fail("Paused", done, &targets, shards.is_some(), e));
+                }
+            }
+            let until = for_ms.map_or(String::new(), |ms| {
+                format!(
+                    ", until {}",
+                    crate::render::time(now_ms().saturating_add(ms))
+                )
+            });
+            let each = if shards.is_some() { " on each" } else { "" };
+            (
+                format!(
+                    "Paused {whole} {}{until} (DQ.PAUSE replied OK{each}).",
+                    pause_words(*for_ms)
+                ),
+                queue_back,
+            )
+        }
+        Op::Resume => {
+            let mut were_paused = 0u64;
+            for (done, (q, s)) in targets.iter().enumerate() {
+                let mut con = s.con.clone();
+                match calls::resume(&mut con, q).await {
+                    Ok(was) => were_paused += u64::from(was),
+                    Err(e) => {
+                        return Err(flow_fail("Resumed", done, &targets, shards.is_some(), e))
+                    }
+                }
+            }
+            let n = targets.len() as u64;
+            (
+                match (&shards, were_paused) {
+                    (Some(_), k) => format!(
+                        "Resumed {whole}: {k} {} paused (DQ.RESUME replied 1 on {k}, 0 on {}).",
+                        if k == 1 { "was" } else { "were" },
+                        n - k
+                    ),
+                    (None, 1) => format!("Resumed queue {qname} (DQ.RESUME replied 1)."),
+                    (None, _) => format!("Queue {qname} was not paused (DQ.RESUME replied 0)."),
+                },
+                queue_back,
+            )
+        }
     };
-    tracing::info!(server = %server.addr, queue = %String::from_utf8_lossy(queue), op = %op,
-        id = ?id.as_deref().map(String::from_utf8_lossy), result = %what, "action");
+    tracing::info!(server = %server.addr, queue = %String::from_utf8_lossy(queue), op = op.key(),
+        fields = ?op.fields(), result = %what, "action");
     Ok(html(
         StatusCode::OK,
         pages::done_page(&server.addr, queue, &what, &back),
