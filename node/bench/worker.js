@@ -9,7 +9,9 @@
 //   2,000) while the consumer waits: how long after its due time each job's
 //   handler starts, p50 and p99.
 //
-// Rounds alternate loop and Worker (5; quick: 1) and the median is kept.
+// The Worker is measured over one queue (DQ.POP), and over two queues of
+// one server (one DQ.MPOP; the jobs alternate between them). Rounds
+// alternate loop and Workers (5; quick: 1) and the median is kept.
 // Prints a table and writes target/bench/worker-node.md. Run by
 // scripts/bench-clients under scripts/with-servers (DQ_REDIS_URL).
 
@@ -30,19 +32,20 @@ const out = process.env.DQ_BENCH_OUT || path.join(__dirname, '..', '..', 'target
 let seq = 0;
 const qname = (what) => `bench-${what}-${process.pid}-${seq++}`;
 
-async function fill(client, name, n, dueAt) {
+/** The queues a way consumes: one, or two for the Worker over several (MPOP). */
+const queuesOf = (way, name) => (way === 'mpop' ? [`${name}-a`, `${name}-b`] : [name]);
+
+/** n jobs, job k in queue k mod queues. */
+async function fill(client, names, n) {
   for (let i = 0; i < n; i += 1000) {
     const p = client.pipeline();
-    for (let k = i; k < Math.min(n, i + 1000); k++) {
-      if (dueAt) p.call('DQ.ADD', name, `job ${k}`, 'AT', String(dueAt(k)), 'ID', `j${k}`);
-      else p.call('DQ.ADD', name, `job ${k}`, 'ID', `j${k}`);
-    }
+    for (let k = i; k < Math.min(n, i + 1000); k++) p.call('DQ.ADD', names[k % names.length], `job ${k}`, 'ID', `j${k}`);
     await p.exec();
   }
 }
 
 // The baseline: POP up to CONCURRENCY, run the handlers, one ACK for them all.
-async function plainLoop(client, name, n, handler) {
+async function plainLoop(client, [name], n, handler) {
   const q = new dq.Queue(client, name);
   let done = 0;
   while (done < n) {
@@ -54,11 +57,12 @@ async function plainLoop(client, name, n, handler) {
   }
 }
 
-async function viaWorker(client, name, n, handler) {
+async function viaWorker(client, names, n, handler) {
   let done = 0;
   let finish;
   const finished = new Promise((r) => (finish = r));
-  const worker = new dq.Worker(new dq.Queue(client, name), handler, {
+  const queues = names.map((name) => new dq.Queue(client, name));
+  const worker = new dq.Worker(queues.length === 1 ? queues[0] : queues, handler, {
     concurrency: CONCURRENCY,
     blockMs: 1000,
     onSettled: () => {
@@ -71,24 +75,27 @@ async function viaWorker(client, name, n, handler) {
   await run;
 }
 
-const ways = { loop: plainLoop, worker: viaWorker };
+const ways = { loop: plainLoop, worker: viaWorker, mpop: viaWorker };
+const WAYS = Object.keys(ways);
 
 async function throughput(client, way) {
-  const name = qname(`tp-${way}`);
-  await fill(client, name, JOBS);
+  const names = queuesOf(way, qname(`tp-${way}`));
+  await fill(client, names, JOBS);
   const start = process.hrtime.bigint();
-  await ways[way](client, name, JOBS, async () => {});
+  await ways[way](client, names, JOBS, async () => {});
   const secs = Number(process.hrtime.bigint() - start) / 1e9;
-  const stats = await new dq.Queue(client, name).stats();
-  if (stats.acked !== JOBS || stats.inflight !== 0) throw new Error(`${way}: ${JSON.stringify(stats)}`);
-  await client.del(name);
+  for (const name of names) {
+    const stats = await new dq.Queue(client, name).stats();
+    if (stats.acked !== JOBS / names.length || stats.inflight !== 0) throw new Error(`${way}: ${JSON.stringify(stats)}`);
+    await client.del(name);
+  }
   return JOBS / secs;
 }
 
 const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
 async function lateness(client, way) {
-  const name = qname(`late-${way}`);
+  const names = queuesOf(way, qname(`late-${way}`));
   const late = [];
   const handler = async (d) => {
     late.push(Date.now() - Number(d.payload.toString().split(' ')[1]));
@@ -98,19 +105,19 @@ async function lateness(client, way) {
   const first = Date.now() + 1500 + SPREAD_JOBS / 10;
   // A connection of its own: the loop's blocking POP would hold up the ADDs.
   const consumer = client.duplicate();
-  const run = ways[way](consumer, name, SPREAD_JOBS, handler);
+  const run = ways[way](consumer, names, SPREAD_JOBS, handler);
   for (let i = 0; i < SPREAD_JOBS; i += 1000) {
     const p = client.pipeline();
     for (let k = i; k < Math.min(SPREAD_JOBS, i + 1000); k++) {
       const due = first + Math.floor((k * 1000) / SPREAD_JOBS);
-      p.call('DQ.ADD', name, `due ${due}`, 'AT', String(due), 'ID', `j${k}`);
+      p.call('DQ.ADD', names[k % names.length], `due ${due}`, 'AT', String(due), 'ID', `j${k}`);
     }
     await p.exec();
   }
   if (Date.now() >= first) throw new Error('adding took longer than the head start');
   await run;
   consumer.disconnect();
-  await client.del(name);
+  for (const name of names) await client.del(name);
   late.sort((a, b) => a - b);
   return { p50: pct(late, 50), p99: pct(late, 99) };
 }
@@ -119,21 +126,26 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main() {
   const client = new Redis(url);
-  const tp = { loop: [], worker: [] };
-  const p50 = { loop: [], worker: [] };
-  const p99 = { loop: [], worker: [] };
+  const tp = { loop: [], worker: [], mpop: [] };
+  const p50 = { loop: [], worker: [], mpop: [] };
+  const p99 = { loop: [], worker: [], mpop: [] };
   for (let r = 0; r < ROUNDS; r++) {
-    if (process.env.DQ_BENCH_ONLY === 'lateness') for (const way of ['loop', 'worker']) tp[way].push(1);
-    else for (const way of ['loop', 'worker']) tp[way].push(await throughput(client, way));
-    for (const way of ['loop', 'worker']) {
+    if (process.env.DQ_BENCH_ONLY === 'lateness') for (const way of WAYS) tp[way].push(1);
+    else for (const way of WAYS) tp[way].push(await throughput(client, way));
+    for (const way of WAYS) {
       const l = await lateness(client, way);
       p50[way].push(l.p50);
       p99[way].push(l.p99);
     }
   }
-  const row = (way) => `| ${way === 'loop' ? 'plain loop (POP COUNT 50, one ACK per batch)' : 'dq.Worker, concurrency 50'} | ${Math.round(median(tp[way]))} | ${median(p50[way])} | ${median(p99[way])} |`;
-  const tpRatio = median(tp.worker) / median(tp.loop);
-  const lateRatio = median(p99.worker) / Math.max(1, median(p99.loop));
+  const label = {
+    loop: 'plain loop (POP COUNT 50, one ACK per batch)',
+    worker: 'dq.Worker, concurrency 50',
+    mpop: 'dq.Worker over 2 queues (one DQ.MPOP), concurrency 50',
+  };
+  const row = (way) => `| ${label[way]} | ${Math.round(median(tp[way]))} | ${median(p50[way])} | ${median(p99[way])} |`;
+  const tpRatio = (way) => (median(tp[way]) / median(tp.loop)).toFixed(2);
+  const lateRatio = (way) => (median(p99[way]) / Math.max(1, median(p99.loop))).toFixed(2);
   const text = [
     `# Node.js: Worker against a plain loop (ioredis ${require('ioredis/package.json').version}, Node ${process.version})`,
     '',
@@ -143,8 +155,10 @@ async function main() {
     '|---|---|---|---|',
     row('loop'),
     row('worker'),
+    row('mpop'),
     '',
-    `Worker/loop: throughput ${tpRatio.toFixed(2)}x, lateness p99 ${lateRatio.toFixed(2)}x (the aim: throughput at least 0.8x, p99 at most 2x).`,
+    `Worker/loop: throughput ${tpRatio('worker')}x, lateness p99 ${lateRatio('worker')}x (the aim: throughput at least 0.8x, p99 at most 2x).`,
+    `Worker over 2 queues (MPOP)/loop: throughput ${tpRatio('mpop')}x, lateness p99 ${lateRatio('mpop')}x.`,
     '',
   ].join('\n');
   process.stdout.write(text);
