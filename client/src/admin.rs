@@ -1,11 +1,12 @@
 //! Typed admin calls: the read and maintenance commands an operator's tool
 //! (the dashboard, a script) sends — DQ.QUEUES, STATS, GET, PEEK, SCAN,
-//! CONFIG, REDRIVE, CANCEL, PURGE — and `INFO dq`.
+//! CONFIG, REDRIVE, CANCEL, PURGE, PAUSE, RESUME, SCHEDULE, UNSCHEDULE,
+//! SCHEDULES — and `INFO dq`.
 //!
 //! Every function takes any async connection (`redis::aio::ConnectionLike`:
 //! a multiplexed connection, a `ConnectionManager`, a cluster connection)
 //! and the queue name as bytes (any byte string is a valid queue name).
-//! Records (DQ.GET, STATS, CONFIG) are read by field name from a RESP2 flat
+//! Records (DQ.GET, STATS, CONFIG, SCHEDULES) are read by field name from a RESP2 flat
 //! array or a RESP3 map, so fields a newer module adds are ignored.
 //! Replies are parsed by pure functions, tested without a server.
 
@@ -16,6 +17,7 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, Value};
 
 use crate::error::Error;
+use crate::schedule::{Schedule, ScheduleInfo};
 
 /// The state of a message, as DQ.PEEK, SCAN and PURGE name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,11 +87,24 @@ pub struct Stats {
     pub redriven: u64,
     pub cancelled: u64,
     pub purged: u64,
+    /// POPs that delivered fewer messages than they asked for (and than
+    /// were ready) because of a pause, RATE or MAXINFLIGHT.
+    pub throttled: u64,
     /// How long the earliest-due ready message has been due; None when
     /// nothing is ready.
     pub oldest_ready_age_ms: Option<u64>,
     /// When the earliest delayed message is due (Unix ms); None when none.
     pub next_due_at: Option<u64>,
+    /// Recurring schedules the queue holds (DQ.SCHEDULE).
+    pub schedules: u64,
+    /// Whether DQ.PAUSE holds the queue.
+    pub paused: bool,
+    /// Until when (Unix ms); None when not paused or paused until DQ.RESUME.
+    pub paused_until: Option<u64>,
+    /// The queue's RATE (`100/1s`); None when none.
+    pub rate: Option<String>,
+    /// The queue's MAXINFLIGHT; None when none.
+    pub max_inflight: Option<u64>,
 }
 
 impl Stats {
@@ -109,7 +124,7 @@ impl Stats {
     }
 
     /// The lifetime counters, by their DQ.STATS field names, in its order.
-    pub fn counters(&self) -> [(&'static str, u64); 11] {
+    pub fn counters(&self) -> [(&'static str, u64); 12] {
         [
             ("added", self.added),
             ("delivered", self.delivered),
@@ -122,6 +137,7 @@ impl Stats {
             ("redriven", self.redriven),
             ("cancelled", self.cancelled),
             ("purged", self.purged),
+            ("throttled", self.throttled),
         ]
     }
 }
@@ -173,7 +189,7 @@ pub struct Entry {
 }
 
 /// DQ.CONFIG: the queue's defaults in force and where each comes from
-/// (`queue` or `module`).
+/// (`queue` or `module`), and its flow control.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueConfig {
     pub lease_ms: u64,
@@ -182,6 +198,16 @@ pub struct QueueConfig {
     pub max_attempts_from: String,
     pub backoff: String,
     pub backoff_from: String,
+    /// `RATE` (`100/1s`); None when none.
+    pub rate: Option<String>,
+    /// `MAXINFLIGHT`; None when none.
+    pub max_inflight: Option<u64>,
+    /// Whether DQ.PAUSE holds the queue.
+    pub paused: bool,
+    /// Until when (Unix ms); None when not paused or paused until DQ.RESUME.
+    pub paused_until: Option<u64>,
+    /// POPs a limit made deliver less (as DQ.STATS's `throttled`).
+    pub throttled: u64,
 }
 
 /// `INFO dq`: the fields of the module's section, without the `dq_` prefix,
@@ -210,7 +236,13 @@ fn cmd(name: &str, queue: &[u8]) -> Cmd {
 }
 
 async fn query<C: ConnectionLike + ?Sized>(con: &mut C, c: &Cmd) -> Result<Value, Error> {
-    Ok(con.req_packed_command(c).await?)
+    // A connection may hand the server's refusal back as a value rather
+    // than an error (redis's ConnectionManager does): it is an error here,
+    // typed as every other (Error::WrongType, Error::Redis, ...).
+    match con.req_packed_command(c).await? {
+        Value::ServerError(e) => Err(Error::from(redis::RedisError::from(e))),
+        v => Ok(v),
+    }
 }
 
 /// DQ.QUEUES: the queues of the connection's database (on this node, in a
@@ -347,7 +379,9 @@ pub async fn redrive_all<C: ConnectionLike + ?Sized>(
 }
 
 /// DQ.CONFIG queue SET field value ...: the queue's own LEASE, MAXATTEMPTS
-/// or BACKOFF (value `DEFAULT` removes it); all pairs or none.
+/// or BACKOFF (value `DEFAULT` removes it), and its flow control: `RATE`
+/// (`100/1s`) and `MAXINFLIGHT` (`0` or `DEFAULT` removes either); all
+/// pairs or none.
 pub async fn config_set<C: ConnectionLike + ?Sized>(
     con: &mut C,
     queue: &[u8],
@@ -369,6 +403,73 @@ pub async fn config_set<C: ConnectionLike + ?Sized>(
             detail: format!("{other:?}"),
         }),
     }
+}
+
+/// DQ.PAUSE: POP delivers nothing from the queue until DQ.RESUME, or
+/// until `for_` has passed (rounded up to whole milliseconds). Pausing
+/// again replaces the pause's end; pausing a queue that does not exist
+/// makes it.
+pub async fn pause<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    for_: Option<std::time::Duration>,
+) -> Result<(), Error> {
+    let mut c = cmd("DQ.PAUSE", queue);
+    if let Some(d) = for_ {
+        // FOR 0 is refused, and a pause shorter than a millisecond means
+        // "a moment", not "until resumed".
+        let ms = u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
+        c.arg("FOR").arg(ms.max(1));
+    }
+    match query(con, &c).await? {
+        Value::Okay => Ok(()),
+        Value::SimpleString(s) if s == "OK" => Ok(()),
+        other => Err(bad("DQ.PAUSE", format!("{other:?}"))),
+    }
+}
+
+/// DQ.RESUME: whether the queue was paused.
+pub async fn resume<C: ConnectionLike + ?Sized>(con: &mut C, queue: &[u8]) -> Result<bool, Error> {
+    Ok(parse_count("DQ.RESUME", query(con, &cmd("DQ.RESUME", queue)).await?)? != 0)
+}
+
+/// DQ.SCHEDULE: creates or replaces the queue's schedule `name`. Returns
+/// the next run time (Unix ms), or `None` when the schedule has no run
+/// left — or when [`Schedule::nx`] left an existing one untouched.
+pub async fn schedule<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    name: &[u8],
+    payload: &[u8],
+    spec: &Schedule,
+) -> Result<Option<u64>, Error> {
+    let c = crate::schedule::schedule_cmd(queue, name, payload, spec);
+    crate::schedule::parse_next_run(query(con, &c).await?)
+}
+
+/// DQ.UNSCHEDULE: how many of `names` existed (a name given twice counts
+/// once). The messages their runs made stay.
+pub async fn unschedule<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    names: &[&[u8]],
+) -> Result<u64, Error> {
+    if names.is_empty() {
+        return Ok(0);
+    }
+    let mut c = cmd("DQ.UNSCHEDULE", queue);
+    for name in names {
+        c.arg(*name);
+    }
+    parse_count("DQ.UNSCHEDULE", query(con, &c).await?)
+}
+
+/// DQ.SCHEDULES: every schedule of the queue, by name.
+pub async fn schedules<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+) -> Result<Vec<ScheduleInfo>, Error> {
+    crate::schedule::parse_schedules(query(con, &cmd("DQ.SCHEDULES", queue)).await?)
 }
 
 /// DQ.REDRIVE ID ...: those of `ids` that are dead back to ready. Returns
@@ -446,18 +547,18 @@ fn bytes(command: &'static str, v: Value) -> Result<Vec<u8>, Error> {
     }
 }
 
-fn opt_bytes(command: &'static str, v: Value) -> Result<Option<Vec<u8>>, Error> {
+pub(crate) fn opt_bytes(command: &'static str, v: Value) -> Result<Option<Vec<u8>>, Error> {
     match v {
         Value::Nil => Ok(None),
         v => bytes(command, v).map(Some),
     }
 }
 
-fn text(command: &'static str, v: &Value) -> Result<String, Error> {
+pub(crate) fn text(command: &'static str, v: &Value) -> Result<String, Error> {
     bytes(command, v.clone()).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-fn int(command: &'static str, v: &Value) -> Result<i64, Error> {
+pub(crate) fn int(command: &'static str, v: &Value) -> Result<i64, Error> {
     match v {
         Value::Int(n) => Ok(*n),
         Value::BulkString(b) => std::str::from_utf8(b)
@@ -469,12 +570,12 @@ fn int(command: &'static str, v: &Value) -> Result<i64, Error> {
     }
 }
 
-fn uint(command: &'static str, v: &Value) -> Result<u64, Error> {
+pub(crate) fn uint(command: &'static str, v: &Value) -> Result<u64, Error> {
     let n = int(command, v)?;
     u64::try_from(n).map_err(|_| bad(command, format!("expected a non-negative integer, got {n}")))
 }
 
-fn opt_uint(command: &'static str, v: &Value) -> Result<Option<u64>, Error> {
+pub(crate) fn opt_uint(command: &'static str, v: &Value) -> Result<Option<u64>, Error> {
     match v {
         Value::Nil => Ok(None),
         v => uint(command, v).map(Some),
@@ -510,7 +611,7 @@ fn pairs(command: &'static str, v: Value, odd: &str) -> Result<Vec<(Value, Value
 }
 
 /// A record: RESP3 map or RESP2 flat field/value array, as (name, value).
-fn record(command: &'static str, v: Value) -> Result<Vec<(String, Value)>, Error> {
+pub(crate) fn record(command: &'static str, v: Value) -> Result<Vec<(String, Value)>, Error> {
     pairs(command, v, "a record with an odd number of elements")?
         .into_iter()
         .map(|(k, v)| Ok((text(command, &k)?, v)))
@@ -574,6 +675,24 @@ fn stats_record(command: &'static str, v: Value) -> Result<Stats, Error> {
             b"redriven" => &mut s.redriven,
             b"cancelled" => &mut s.cancelled,
             b"purged" => &mut s.purged,
+            b"throttled" => &mut s.throttled,
+            b"schedules" => &mut s.schedules,
+            b"paused" => {
+                s.paused = opt_uint(command, &value)?.unwrap_or(0) != 0;
+                continue;
+            }
+            b"paused-until" => {
+                s.paused_until = opt_uint(command, &value)?;
+                continue;
+            }
+            b"rate" => {
+                s.rate = opt_text(command, value)?;
+                continue;
+            }
+            b"max-inflight" => {
+                s.max_inflight = opt_uint(command, &value)?;
+                continue;
+            }
             b"oldest-ready-age-ms" => {
                 s.oldest_ready_age_ms = opt_uint(command, &value)?;
                 continue;
@@ -630,7 +749,7 @@ pub(crate) fn parse_message(v: Value) -> Result<Option<Message>, Error> {
     Ok(Some(m))
 }
 
-fn opt_text(command: &'static str, v: Value) -> Result<Option<String>, Error> {
+pub(crate) fn opt_text(command: &'static str, v: Value) -> Result<Option<String>, Error> {
     Ok(opt_bytes(command, v)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 
@@ -678,6 +797,11 @@ pub(crate) fn parse_config(v: Value) -> Result<QueueConfig, Error> {
             "max-attempts-from" => c.max_attempts_from = text(C, &value)?,
             "backoff" => c.backoff = text(C, &value)?,
             "backoff-from" => c.backoff_from = text(C, &value)?,
+            "rate" => c.rate = opt_text(C, value)?,
+            "max-inflight" => c.max_inflight = opt_uint(C, &value)?,
+            "paused" => c.paused = opt_uint(C, &value)?.unwrap_or(0) != 0,
+            "paused-until" => c.paused_until = opt_uint(C, &value)?,
+            "throttled" => c.throttled = opt_uint(C, &value)?.unwrap_or(0),
             _ => {}
         }
     }
@@ -727,6 +851,7 @@ mod tests {
             "redriven",
             "cancelled",
             "purged",
+            "throttled",
         ]
         .iter()
         .enumerate()
@@ -735,6 +860,11 @@ mod tests {
         }
         f.push((simple("oldest-ready-age-ms"), Value::Int(1500)));
         f.push((simple("next-due-at"), Value::Nil));
+        f.push((simple("schedules"), Value::Int(2)));
+        f.push((simple("paused"), Value::Int(1)));
+        f.push((simple("paused-until"), Value::Nil));
+        f.push((simple("rate"), bulk(b"100/1s")));
+        f.push((simple("max-inflight"), Value::Int(20)));
         f.push((simple("a-future-field"), Value::Int(7)));
         f
     }
@@ -755,10 +885,17 @@ mod tests {
         assert_eq!(resp2.dead, 4);
         assert_eq!(resp2.lease_expired, 10);
         assert_eq!(resp2.purged, 15);
+        assert_eq!(resp2.throttled, 16);
         assert_eq!(resp2.total(), 1 + 2 + 3 + 4);
         assert_eq!(resp2.oldest_ready_age_ms, Some(1500));
         assert_eq!(resp2.next_due_at, None);
+        assert_eq!(resp2.schedules, 2);
+        assert!(resp2.paused);
+        assert_eq!(resp2.paused_until, None);
+        assert_eq!(resp2.rate.as_deref(), Some("100/1s"));
+        assert_eq!(resp2.max_inflight, Some(20));
         assert_eq!(resp2.counters()[5], ("lease-expired", 10));
+        assert_eq!(resp2.counters()[11], ("throttled", 16));
         assert_eq!(resp2.count(State::Inflight), 3);
     }
 
@@ -922,11 +1059,21 @@ mod tests {
             (simple("max-attempts-from"), simple("queue")),
             (simple("backoff"), bulk(b"exp:1s:1h")),
             (simple("backoff-from"), simple("module")),
+            (simple("rate"), Value::Nil),
+            (simple("max-inflight"), Value::Int(7)),
+            (simple("paused"), Value::Int(1)),
+            (simple("paused-until"), Value::Int(1234)),
+            (simple("throttled"), Value::Int(3)),
         ]);
         let c = parse_config(v).unwrap();
         assert_eq!(c.lease_ms, 30000);
         assert_eq!(c.max_attempts_from, "queue");
         assert_eq!(c.backoff, "exp:1s:1h");
+        assert_eq!((c.rate, c.max_inflight), (None, Some(7)));
+        assert_eq!(
+            (c.paused, c.paused_until, c.throttled),
+            (true, Some(1234), 3)
+        );
         let q = parse_queues(Value::Array(vec![bulk(b""), bulk(b"\xff")])).unwrap();
         assert_eq!(q, vec![b"".to_vec(), b"\xff".to_vec()]);
         assert_eq!(parse_count("DQ.PURGE", Value::Int(4)).unwrap(), 4);

@@ -38,6 +38,7 @@ mod consumer;
 mod delivery;
 mod error;
 mod queue;
+mod schedule;
 mod server;
 mod shard;
 
@@ -52,6 +53,7 @@ pub type WorkerConfig = ConsumerConfig;
 pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};
 pub use error::Error;
 pub use queue::{AddOptions, NackOptions, Queue, ShardedQueue};
+pub use schedule::{Missed, Overlap, Schedule, ScheduleInfo};
 pub use server::{node_info, Connection, Server};
 pub use shard::{key_slot, random_id, shard_of, Shards, MAX_SHARDS};
 // The token type of `Consumer::run`, so users need not name tokio-util.

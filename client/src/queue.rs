@@ -9,6 +9,7 @@ use crate::admin::{self, Entry, Message, QueueConfig, State, Stats};
 use crate::commands::{self, MAX_ERROR_BYTES};
 use crate::delivery::NackState;
 use crate::error::Error;
+use crate::schedule::{Schedule, ScheduleInfo};
 use crate::server::Connection;
 use crate::shard::{random_id, Shards};
 
@@ -197,8 +198,55 @@ impl Queue {
     }
 
     /// DQ.CONFIG SET: `("LEASE", "30000")`, `("BACKOFF", "DEFAULT")`, ...
+    /// and the flow control: `("RATE", "100/1s")`, `("MAXINFLIGHT", "20")`
+    /// (`"0"` removes a limit). The server checks every pair first: one bad
+    /// pair changes nothing.
     pub async fn config_set(&self, pairs: &[(&str, &str)]) -> Result<(), Error> {
         admin::config_set(&mut self.con.clone(), self.name.as_bytes(), pairs).await
+    }
+
+    /// DQ.PAUSE: POP delivers nothing from the queue until [`Queue::resume`],
+    /// or until `for_` has passed. ADD, the timer, leases and schedules go
+    /// on; blocked POPs are served the moment the pause ends.
+    pub async fn pause(&self, for_: Option<Duration>) -> Result<(), Error> {
+        admin::pause(&mut self.con.clone(), self.name.as_bytes(), for_).await
+    }
+
+    /// DQ.RESUME: ends the pause; whether the queue was paused.
+    pub async fn resume(&self) -> Result<bool, Error> {
+        admin::resume(&mut self.con.clone(), self.name.as_bytes()).await
+    }
+
+    /// DQ.SCHEDULE: creates or replaces the recurring schedule `name`, whose
+    /// runs add `payload` as `spec` says. Returns the next run time (Unix
+    /// ms), or `None` when no run is left — or when [`Schedule::nx`] left
+    /// an existing schedule untouched.
+    pub async fn schedule(
+        &self,
+        name: impl AsRef<[u8]>,
+        payload: &[u8],
+        spec: &Schedule,
+    ) -> Result<Option<u64>, Error> {
+        admin::schedule(
+            &mut self.con.clone(),
+            self.name.as_bytes(),
+            name.as_ref(),
+            payload,
+            spec,
+        )
+        .await
+    }
+
+    /// DQ.UNSCHEDULE: how many of `names` existed. The messages their runs
+    /// already made stay.
+    pub async fn unschedule<N: AsRef<[u8]>>(&self, names: &[N]) -> Result<u64, Error> {
+        let names: Vec<&[u8]> = names.iter().map(AsRef::as_ref).collect();
+        admin::unschedule(&mut self.con.clone(), self.name.as_bytes(), &names).await
+    }
+
+    /// DQ.SCHEDULES: the queue's schedules, by name.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
+        admin::schedules(&mut self.con.clone(), self.name.as_bytes()).await
     }
 }
 
@@ -256,9 +304,14 @@ impl ShardedQueue {
     }
 
     /// The shards' DQ.STATS summed; `oldest-ready-age-ms` is the oldest
-    /// shard's, `next-due-at` the earliest.
+    /// shard's, `next-due-at` the earliest. The flow control is the whole
+    /// queue's: paused when any shard is (`paused_until` the latest end,
+    /// `None` when a paused shard waits for DQ.RESUME); RATE and
+    /// MAXINFLIGHT the sums of the shards' (`"96/1s"`, `16`); shards whose
+    /// RATEs were set apart show as their list (`"1/1m,12/1s,none,..."`).
     pub async fn stats(&self) -> Result<Stats, Error> {
         let mut sum = Stats::default();
+        let mut flows = Vec::new();
         for shard in self.each() {
             let s = shard.stats().await?;
             for (total, part) in [
@@ -277,6 +330,8 @@ impl ShardedQueue {
                 (&mut sum.redriven, s.redriven),
                 (&mut sum.cancelled, s.cancelled),
                 (&mut sum.purged, s.purged),
+                (&mut sum.throttled, s.throttled),
+                (&mut sum.schedules, s.schedules),
             ] {
                 *total += part;
             }
@@ -285,8 +340,43 @@ impl ShardedQueue {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
+            flows.push(Flow {
+                paused: s.paused,
+                paused_until: s.paused_until,
+                rate: s.rate,
+                max_inflight: s.max_inflight,
+            });
         }
+        let whole = Flow::of_whole_queue(flows);
+        (sum.paused, sum.paused_until) = (whole.paused, whole.paused_until);
+        (sum.rate, sum.max_inflight) = (whole.rate, whole.max_inflight);
         Ok(sum)
+    }
+
+    /// DQ.CONFIG of the sharded queue: the defaults of shard 0 (set through
+    /// [`ShardedQueue::config_set`], every shard has the same), and the flow
+    /// control of the whole queue as [`ShardedQueue::stats`] reads it.
+    pub async fn config(&self) -> Result<QueueConfig, Error> {
+        let mut flows = Vec::new();
+        let mut first: Option<QueueConfig> = None;
+        let mut throttled = 0;
+        for shard in self.each() {
+            let c = shard.config().await?;
+            throttled += c.throttled;
+            flows.push(Flow {
+                paused: c.paused,
+                paused_until: c.paused_until,
+                rate: c.rate.clone(),
+                max_inflight: c.max_inflight,
+            });
+            first.get_or_insert(c);
+        }
+        let mut config = first.unwrap_or_default();
+        let whole = Flow::of_whole_queue(flows);
+        (config.paused, config.paused_until) = (whole.paused, whole.paused_until);
+        (config.rate, config.max_inflight) = (whole.rate, whole.max_inflight);
+        config.throttled = throttled;
+        Ok(config)
     }
 
     /// DQ.GET on the shard that holds `id`, with that shard's name: the
@@ -352,13 +442,189 @@ impl ShardedQueue {
         Ok(n)
     }
 
-    /// DQ.CONFIG SET on every shard (they share their settings).
+    /// DQ.CONFIG SET on every shard (they share their settings). The
+    /// limits stay exact for the whole queue: of k shards each gets
+    /// `RATE floor(n/k)/d` and `MAXINFLIGHT floor(n/k)`, so all together
+    /// never deliver more than n; an n smaller than k (but not 0, which
+    /// removes the limit) is refused with [`Error::Config`] before anything
+    /// is sent. Every shard gets the same pairs, shard 0 first: a pair the
+    /// server refuses stops the call there, having changed nothing.
     pub async fn config_set(&self, pairs: &[(&str, &str)]) -> Result<(), Error> {
+        let split = split_limits(pairs, self.shards.names().len())?;
+        let pairs: Vec<(&str, &str)> = split.iter().map(|(f, v)| (*f, v.as_str())).collect();
         for shard in self.each() {
-            shard.config_set(pairs).await?;
+            shard.config_set(&pairs).await?;
         }
         Ok(())
     }
+
+    /// DQ.PAUSE on every shard.
+    pub async fn pause(&self, for_: Option<Duration>) -> Result<(), Error> {
+        for shard in self.each() {
+            shard.pause(for_).await?;
+        }
+        Ok(())
+    }
+
+    /// DQ.RESUME on every shard: whether any shard was paused.
+    pub async fn resume(&self) -> Result<bool, Error> {
+        let mut was = false;
+        for shard in self.each() {
+            was |= shard.resume().await?;
+        }
+        Ok(was)
+    }
+
+    /// The shard that holds schedule `name`: the one a message whose basis
+    /// is `name` goes to (the same function in every dq library).
+    pub fn schedule_shard(&self, name: &[u8]) -> &str {
+        self.shards.route(name)
+    }
+
+    /// DQ.SCHEDULE on the schedule's shard ([`ShardedQueue::schedule_shard`]),
+    /// so its runs are made there, once; replies as [`Queue::schedule`].
+    pub async fn schedule(
+        &self,
+        name: impl AsRef<[u8]>,
+        payload: &[u8],
+        spec: &Schedule,
+    ) -> Result<Option<u64>, Error> {
+        let name = name.as_ref();
+        Queue::new(self.con.clone(), self.schedule_shard(name))
+            .schedule(name, payload, spec)
+            .await
+    }
+
+    /// DQ.UNSCHEDULE of each name on its shard: how many existed.
+    pub async fn unschedule<N: AsRef<[u8]>>(&self, names: &[N]) -> Result<u64, Error> {
+        let mut by_shard: Vec<(&str, Vec<&[u8]>)> = Vec::new();
+        for name in names.iter().map(AsRef::as_ref) {
+            let shard = self.schedule_shard(name);
+            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+                Some((_, names)) => names.push(name),
+                None => by_shard.push((shard, vec![name])),
+            }
+        }
+        let mut n = 0;
+        for (shard, names) in by_shard {
+            n += admin::unschedule(&mut self.con.clone(), shard.as_bytes(), &names).await?;
+        }
+        Ok(n)
+    }
+
+    /// The schedules of every shard, sorted by name.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
+        let mut all = Vec::new();
+        for shard in self.each() {
+            all.extend(shard.schedules().await?);
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
+    }
+}
+
+/// One shard's flow control, as DQ.STATS or DQ.CONFIG show it.
+#[derive(Clone)]
+struct Flow {
+    paused: bool,
+    paused_until: Option<u64>,
+    rate: Option<String>,
+    max_inflight: Option<u64>,
+}
+
+impl Flow {
+    /// The flow control of a sharded queue from its shards' (as
+    /// [`ShardedQueue::config_set`] leaves them), read as the Python and
+    /// Node.js libraries read it: paused when any shard is, until the
+    /// latest end of those pauses (`None` when one lasts until DQ.RESUME);
+    /// MAXINFLIGHT the shards' limits summed (`None` when no shard has
+    /// one); RATE the shards' summed over their common window (`n/d`), or —
+    /// shards set apart, with different windows or some without a rate —
+    /// the shards' rates joined with `,` (`none` for a shard without);
+    /// `None` when no shard has one.
+    fn of_whole_queue(shards: Vec<Flow>) -> Flow {
+        let paused: Vec<&Flow> = shards.iter().filter(|f| f.paused).collect();
+        let paused_until = paused
+            .iter()
+            .map(|f| f.paused_until)
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|ends| ends.into_iter().max());
+        let max_inflight = shards
+            .iter()
+            .filter_map(|f| f.max_inflight)
+            .reduce(|a, b| a.saturating_add(b));
+        let rates: Vec<Option<&str>> = shards.iter().map(|f| f.rate.as_deref()).collect();
+        let parsed: Option<Vec<(u64, &str)>> = rates
+            .iter()
+            .map(|r| {
+                let (n, window) = r.as_ref()?.split_once('/')?;
+                Some((n.parse::<u64>().ok()?, window))
+            })
+            .collect();
+        let rate = match parsed {
+            _ if rates.iter().all(Option::is_none) => None,
+            Some(parts) if parts.iter().all(|(_, w)| *w == parts[0].1) => {
+                let sum = parts
+                    .iter()
+                    .fold(0u64, |sum, (n, _)| sum.saturating_add(*n));
+                Some(format!("{sum}/{}", parts[0].1))
+            }
+            _ => Some(
+                rates
+                    .iter()
+                    .map(|r| r.unwrap_or("none"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        };
+        Flow {
+            paused: !paused.is_empty(),
+            paused_until,
+            rate,
+            max_inflight,
+        }
+    }
+}
+
+/// `pairs` with RATE and MAXINFLIGHT divided among `shards`, so that the
+/// shards' limits together never exceed the queue's: `n` becomes
+/// `floor(n / shards)`. `0` and `DEFAULT` (removing the limit), and values
+/// that do not read as a limit (the server refuses those), go as given.
+fn split_limits<'a>(
+    pairs: &[(&'a str, &str)],
+    shards: usize,
+) -> Result<Vec<(&'a str, String)>, Error> {
+    let k = shards as u64;
+    let per_shard = |field: &str, n: u64| -> Result<u64, Error> {
+        if n > 0 && n < k {
+            return Err(Error::Config(format!(
+                "{field} {n} cannot be split over {k} shards: each would get 0 (the limits stay exact for the whole queue); use 0 to remove it, or at least {k}"
+            )));
+        }
+        Ok(n / k)
+    };
+    pairs
+        .iter()
+        .map(|&(field, value)| {
+            let value = if field.eq_ignore_ascii_case("RATE") {
+                match value
+                    .split_once('/')
+                    .and_then(|(n, d)| Some((n.parse::<u64>().ok()?, d)))
+                {
+                    Some((n, window)) if n > 0 => format!("{}/{window}", per_shard("RATE", n)?),
+                    _ => value.to_owned(),
+                }
+            } else if field.eq_ignore_ascii_case("MAXINFLIGHT") {
+                match value.parse::<u64>() {
+                    Ok(n) if n > 0 => per_shard("MAXINFLIGHT", n)?.to_string(),
+                    _ => value.to_owned(),
+                }
+            } else {
+                value.to_owned()
+            };
+            Ok((field, value))
+        })
+        .collect()
 }
 
 async fn add(
@@ -457,6 +723,73 @@ async fn touch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn flow(paused: bool, until: Option<u64>, rate: Option<&str>, max: Option<u64>) -> Flow {
+        Flow {
+            paused,
+            paused_until: until,
+            rate: rate.map(str::to_owned),
+            max_inflight: max,
+        }
+    }
+
+    #[test]
+    fn a_sharded_queue_reads_its_flow_control_from_its_shards() {
+        let whole = Flow::of_whole_queue(vec![
+            flow(false, None, Some("12/1s"), Some(2)),
+            flow(true, Some(50), Some("12/1s"), Some(2)),
+            flow(true, Some(70), Some("12/1s"), Some(2)),
+        ]);
+        assert!(whole.paused);
+        assert_eq!(whole.paused_until, Some(70));
+        assert_eq!(whole.rate.as_deref(), Some("36/1s"));
+        assert_eq!(whole.max_inflight, Some(6));
+        // A pause until DQ.RESUME has no end; shards set apart show apart.
+        let whole = Flow::of_whole_queue(vec![
+            flow(true, Some(50), Some("1/1m"), None),
+            flow(true, None, None, Some(3)),
+            flow(false, None, Some("12/1s"), None),
+        ]);
+        assert!(whole.paused);
+        assert_eq!(whole.paused_until, None);
+        assert_eq!(whole.rate.as_deref(), Some("1/1m,none,12/1s"));
+        assert_eq!(whole.max_inflight, Some(3));
+        let whole = Flow::of_whole_queue(vec![flow(false, None, None, None); 2]);
+        assert!(!whole.paused);
+        assert_eq!((whole.rate, whole.max_inflight), (None, None));
+    }
+
+    fn split(pairs: &[(&str, &str)], shards: usize) -> Result<Vec<(String, String)>, Error> {
+        split_limits(pairs, shards).map(|v| v.into_iter().map(|(f, v)| (f.to_owned(), v)).collect())
+    }
+
+    #[test]
+    fn limits_are_split_exactly_over_the_shards() {
+        let pairs = [("rate", "100/1s"), ("MAXINFLIGHT", "20"), ("LEASE", "5000")];
+        assert_eq!(
+            split(&pairs, 8).unwrap(),
+            [
+                ("rate".to_string(), "12/1s".to_string()),
+                ("MAXINFLIGHT".into(), "2".into()),
+                ("LEASE".into(), "5000".into())
+            ]
+        );
+        assert_eq!(split(&pairs, 1).unwrap()[0].1, "100/1s");
+        // Removing a limit, or a value the server will refuse, goes as given.
+        for value in ["0", "DEFAULT", "default", "x/1s", "10", "-3/1s"] {
+            assert_eq!(split(&[("RATE", value)], 4).unwrap()[0].1, value);
+        }
+        for value in ["0", "DEFAULT", "lots", "-1"] {
+            assert_eq!(split(&[("MaxInflight", value)], 4).unwrap()[0].1, value);
+        }
+        // Fewer than one per shard: refused, naming the field and the count.
+        let e = split(&[("RATE", "3/1s")], 4).unwrap_err().to_string();
+        assert!(e.contains("RATE 3") && e.contains("4 shards"), "{e}");
+        let e = split(&[("LEASE", "1"), ("MAXINFLIGHT", "7")], 8)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("MAXINFLIGHT 7") && e.contains("8 shards"), "{e}");
+    }
 
     fn args(cmd: &Cmd) -> Vec<String> {
         cmd.args_iter()

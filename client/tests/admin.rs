@@ -250,3 +250,31 @@ async fn redrive_all_moves_more_than_one_batch() {
     assert_eq!(admin::stats(&mut con, &q).await.unwrap().ready, 25);
     let _ = admin::purge(&mut con, &q, None).await.unwrap();
 }
+
+/// A refusal is the server's error, typed, through any connection — also
+/// one (redis's ConnectionManager, under `Queue`) that hands it back as a
+/// value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_typed_errors_on_every_connection() {
+    let server = dq_testkit::Server::start();
+    let mut con = connect(&server.url(), false).await;
+    cmd(&mut con, &[b"SET", b"plain", b"x"]).await;
+    let e = admin::stats(&mut con, b"plain").await.unwrap_err();
+    assert!(matches!(e, dq_client::Error::WrongType(_)), "{e:?}");
+
+    let dq = dq_client::Server::single(server.url()).unwrap();
+    let shared = dq.connect(std::time::Duration::from_secs(5)).await.unwrap();
+    let e = dq_client::Queue::new(shared.clone(), "plain")
+        .stats()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, dq_client::Error::WrongType(_)), "{e:?}");
+    let e = dq_client::Queue::new(shared, "q")
+        .config_set(&[("LEASE", "soon")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, dq_client::Error::Redis(r) if r.to_string().contains("LEASE")),
+        "{e:?}"
+    );
+}
