@@ -40,6 +40,27 @@ pub(crate) fn pop(queue: &str, count: usize, block: Option<Duration>, lease: Dur
     cmd
 }
 
+/// DQ.MPOP over `queues` in their order; without `block` it takes only
+/// what is ready now.
+pub(crate) fn mpop(
+    queues: &[String],
+    count: usize,
+    block: Option<Duration>,
+    lease: Duration,
+) -> Cmd {
+    let mut cmd = redis::cmd("DQ.MPOP");
+    cmd.arg(queues.len());
+    for queue in queues {
+        cmd.arg(queue);
+    }
+    cmd.arg("COUNT").arg(count);
+    if let Some(block) = block {
+        cmd.arg("BLOCK").arg(ms(block));
+    }
+    cmd.arg("LEASE").arg(ms(lease));
+    cmd
+}
+
 /// DQ.NACK for a `Nack` or `Dead` outcome, fenced to its delivery.
 pub(crate) fn nack(queue: &str, id: &[u8], attempt: u64, outcome: &Outcome) -> Cmd {
     let mut cmd = redis::cmd("DQ.NACK");
@@ -127,6 +148,39 @@ pub(crate) fn parse_pop(reply: Value) -> Result<Vec<Popped>, Error> {
         .collect()
 }
 
+/// MPOP's reply: nil, or `[queue, entries]` — which of `queues` (its index)
+/// the entries came from.
+pub(crate) fn parse_mpop(reply: Value, queues: &[String]) -> Result<(usize, Vec<Popped>), Error> {
+    let bad = |detail: String| Error::Reply {
+        command: "DQ.MPOP",
+        detail,
+    };
+    let fields = match reply {
+        Value::Nil => return Ok((0, Vec::new())),
+        Value::Array(fields) => fields,
+        other => return Err(bad(format!("{other:?}"))),
+    };
+    let mut fields = fields.into_iter();
+    let (Some(queue), Some(entries), None) = (fields.next(), fields.next(), fields.next()) else {
+        return Err(bad("expected [queue, entries]".into()));
+    };
+    let queue = bytes(queue).ok_or_else(|| bad("a queue name that is not a string".into()))?;
+    let index = queues
+        .iter()
+        .position(|q| q.as_bytes() == queue.as_slice())
+        .ok_or_else(|| {
+            bad(format!(
+                "entries of '{}', a queue it was not asked for",
+                String::from_utf8_lossy(&queue)
+            ))
+        })?;
+    let entries = parse_pop(entries).map_err(|e| match e {
+        Error::Reply { detail, .. } => bad(detail),
+        e => e,
+    })?;
+    Ok((index, entries))
+}
+
 /// NACK's reply: the new state, or nil when the id was not in flight.
 pub(crate) fn parse_nack(reply: &Value) -> Result<Option<NackState>, Error> {
     let state = match reply {
@@ -179,6 +233,88 @@ mod tests {
         );
         let cmd = pop("q", 2, None, Duration::from_secs(30));
         assert_eq!(args(&cmd), ["DQ.POP", "q", "COUNT", "2", "LEASE", "30000"]);
+    }
+
+    #[test]
+    fn mpop_names_its_queues_in_order() {
+        let queues = ["{j}urgent".to_string(), "{j}bulk".to_string()];
+        let cmd = mpop(
+            &queues,
+            8,
+            Some(Duration::from_secs(2)),
+            Duration::from_secs(30),
+        );
+        assert_eq!(
+            args(&cmd),
+            [
+                "DQ.MPOP",
+                "2",
+                "{j}urgent",
+                "{j}bulk",
+                "COUNT",
+                "8",
+                "BLOCK",
+                "2000",
+                "LEASE",
+                "30000"
+            ]
+        );
+        let cmd = mpop(&queues, 1, None, Duration::from_millis(5));
+        assert_eq!(
+            args(&cmd),
+            [
+                "DQ.MPOP",
+                "2",
+                "{j}urgent",
+                "{j}bulk",
+                "COUNT",
+                "1",
+                "LEASE",
+                "5"
+            ]
+        );
+    }
+
+    #[test]
+    fn mpop_replies_parse() {
+        let queues = ["a".to_string(), "b".to_string()];
+        let (index, entries) = parse_mpop(Value::Nil, &queues).unwrap();
+        assert_eq!((index, entries.len()), (0, 0));
+        let entry = Value::Array(vec![
+            Value::BulkString(b"id".to_vec()),
+            Value::BulkString(b"p".to_vec()),
+            Value::Int(3),
+        ]);
+        let reply = Value::Array(vec![
+            Value::BulkString(b"b".to_vec()),
+            Value::Array(vec![entry.clone()]),
+        ]);
+        let (index, entries) = parse_mpop(reply, &queues).unwrap();
+        assert_eq!(index, 1);
+        assert_eq!(
+            entries,
+            vec![Popped {
+                id: b"id".to_vec(),
+                payload: b"p".to_vec(),
+                attempt: 3
+            }]
+        );
+        for bad in [
+            Value::Int(1),
+            Value::Array(vec![Value::BulkString(b"a".to_vec())]),
+            // A queue it was not asked for.
+            Value::Array(vec![
+                Value::BulkString(b"c".to_vec()),
+                Value::Array(vec![entry.clone()]),
+            ]),
+            Value::Array(vec![
+                Value::BulkString(b"a".to_vec()),
+                Value::Array(vec![Value::Int(1)]),
+            ]),
+        ] {
+            let e = parse_mpop(bad, &queues).unwrap_err();
+            assert!(e.to_string().contains("DQ.MPOP"), "{e}");
+        }
     }
 
     #[test]

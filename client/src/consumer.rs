@@ -1,4 +1,5 @@
-//! The consume loop: one popper task per queue, one task per delivery.
+//! The consume loop: one popper task per queue (or one DQ.MPOP popper for
+//! queues served in order), one task per delivery.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,11 +13,13 @@ use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admin;
 use crate::commands::{self, Popped};
-use crate::delivery::{Delivery, Handler, Outcome, Settlement};
+use crate::delivery::{Delivery, Handler, LostReason, Outcome, Settlement};
 use crate::error::Error;
+use crate::queue::{Queue, ShardedQueue};
 use crate::server::{Connection, Node, Server};
-use crate::shard::Shards;
+use crate::shard::{hash_slot, Shards};
 
 /// How a [`Consumer`] takes and holds messages.
 #[derive(Clone, Debug)]
@@ -58,10 +61,80 @@ impl Default for ConsumerConfig {
 /// Consumes dq queues with a [`Handler`]; see the crate documentation.
 pub struct Consumer {
     server: Server,
-    /// Queues that share one pool of `concurrency` slots: each plain queue
-    /// alone, a sharded queue's shards together.
-    pools: Vec<Vec<String>>,
+    pools: Vec<Pool>,
     config: ConsumerConfig,
+}
+
+/// Queues that share one pool of `concurrency` slots: each queue of
+/// [`Consumer::new`] alone, a sharded queue's shards together, every queue
+/// of [`Consumer::over`] together.
+#[derive(Clone, Debug)]
+struct Pool {
+    queues: Vec<String>,
+    /// One DQ.MPOP takes from them, in their order; else one popper each.
+    mpop: bool,
+}
+
+impl Pool {
+    fn single(queue: String) -> Pool {
+        Pool {
+            queues: vec![queue],
+            mpop: false,
+        }
+    }
+}
+
+/// A queue a [`Consumer::over`] consumes: a plain queue, or every shard of
+/// a sharded queue. `From` makes one of a name, a [`Queue`], a
+/// [`ShardedQueue`] or its [`Shards`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A plain queue, by name.
+    Queue(String),
+    /// Every shard of a sharded queue: always one popper per shard.
+    Sharded(Shards),
+}
+
+impl From<&str> for Source {
+    fn from(name: &str) -> Source {
+        Source::Queue(name.to_owned())
+    }
+}
+
+impl From<String> for Source {
+    fn from(name: String) -> Source {
+        Source::Queue(name)
+    }
+}
+
+impl From<&String> for Source {
+    fn from(name: &String) -> Source {
+        Source::Queue(name.clone())
+    }
+}
+
+impl From<&Queue> for Source {
+    fn from(queue: &Queue) -> Source {
+        Source::Queue(queue.name().to_owned())
+    }
+}
+
+impl From<Shards> for Source {
+    fn from(shards: Shards) -> Source {
+        Source::Sharded(shards)
+    }
+}
+
+impl From<&Shards> for Source {
+    fn from(shards: &Shards) -> Source {
+        Source::Sharded(shards.clone())
+    }
+}
+
+impl From<&ShardedQueue> for Source {
+    fn from(queue: &ShardedQueue) -> Source {
+        Source::Sharded(queue.shards().clone())
+    }
 }
 
 /// What every task of one `run` shares.
@@ -81,13 +154,16 @@ struct Shared<H> {
 }
 
 impl Consumer {
-    /// Consumes `queues`, each with up to `concurrency` deliveries at once.
+    /// Consumes `queues` independently, each with its own popper and up
+    /// to `concurrency` deliveries at once (the relay's per-queue
+    /// concurrency). [`Consumer::over`] serves several queues from one
+    /// pool, in order.
     pub fn new(
         server: impl Into<Server>,
         queues: Vec<String>,
         config: ConsumerConfig,
     ) -> Result<Consumer, Error> {
-        let pools = queues.into_iter().map(|q| vec![q]).collect();
+        let pools = queues.into_iter().map(Pool::single).collect();
         Consumer::with_pools(server.into(), pools, config)
     }
 
@@ -99,12 +175,81 @@ impl Consumer {
         shards: &Shards,
         config: ConsumerConfig,
     ) -> Result<Consumer, Error> {
-        Consumer::with_pools(server.into(), vec![shards.names().to_vec()], config)
+        let pool = Pool {
+            queues: shards.names().to_vec(),
+            mpop: false,
+        };
+        Consumer::with_pools(server.into(), vec![pool], config)
+    }
+
+    /// Consumes several queues (one works too) with one pool of
+    /// `concurrency` slots: the Worker over several queues of every dq
+    /// library.
+    ///
+    /// - When one DQ.MPOP can serve them all — plain queues on a single
+    ///   server, or on a cluster with every name in one hash slot (a
+    ///   common `{tag}`: `{jobs}urgent`, `{jobs}bulk`) — one popper sends
+    ///   `DQ.MPOP n q1 .. qn COUNT free BLOCK ms`, which takes from the
+    ///   first queue, in the order given, that can deliver: strict
+    ///   priority, as BLMPOP has over lists. A paused or throttled queue
+    ///   is passed over.
+    /// - Otherwise — names in several slots, or a sharded queue among them
+    ///   (its shards are in several slots by design) — one popper per
+    ///   queue (per shard), taking free slots in turn: no queue starves
+    ///   another, and there is no order.
+    ///
+    /// [`Consumer::polls_in_order`] says which. Each delivery's ACK, NACK
+    /// and TOUCH go to the queue it came from. A queue given twice is an
+    /// error.
+    pub fn over<S: Into<Source>>(
+        server: impl Into<Server>,
+        sources: impl IntoIterator<Item = S>,
+        config: ConsumerConfig,
+    ) -> Result<Consumer, Error> {
+        let server = server.into();
+        let sources: Vec<Source> = sources.into_iter().map(Into::into).collect();
+        let mut queues: Vec<String> = Vec::new();
+        let mut any_sharded = false;
+        for source in sources {
+            let names = match source {
+                Source::Queue(name) => vec![name],
+                Source::Sharded(shards) => {
+                    any_sharded = true;
+                    shards.names().to_vec()
+                }
+            };
+            for name in names {
+                if queues.contains(&name) {
+                    return Err(Error::Config(format!(
+                        "queue '{name}' is given more than once"
+                    )));
+                }
+                queues.push(name);
+            }
+        }
+        let one_slot = || {
+            let mut slots = queues.iter().map(|q| hash_slot(q.as_bytes()));
+            let first = slots.next();
+            slots.all(|slot| Some(slot) == first)
+        };
+        let mpop = queues.len() > 1 && !any_sharded && (!server.is_cluster() || one_slot());
+        let pools = if queues.is_empty() {
+            Vec::new()
+        } else {
+            vec![Pool { queues, mpop }]
+        };
+        Consumer::with_pools(server, pools, config)
+    }
+
+    /// Whether the queues are polled with one DQ.MPOP, in the order given
+    /// (see [`Consumer::over`]).
+    pub fn polls_in_order(&self) -> bool {
+        self.pools.iter().any(|pool| pool.mpop)
     }
 
     fn with_pools(
         server: Server,
-        pools: Vec<Vec<String>>,
+        pools: Vec<Pool>,
         config: ConsumerConfig,
     ) -> Result<Consumer, Error> {
         if pools.is_empty() {
@@ -149,7 +294,7 @@ impl Consumer {
         let commands = self.server.connect(self.config.response_timeout).await?;
         let mut ackers = HashMap::new();
         let mut acker_tasks = Vec::new();
-        for queue in self.pools.iter().flatten() {
+        for queue in self.pools.iter().flat_map(|pool| &pool.queues) {
             let (tx, rx) = mpsc::unbounded_channel();
             ackers.insert(queue.clone(), tx);
             acker_tasks.push(tokio::spawn(acker(
@@ -175,22 +320,35 @@ impl Consumer {
         });
         let mut poppers = Vec::new();
         for pool in &self.pools {
+            let slots = Arc::new(Semaphore::new(self.config.concurrency));
+            if pool.mpop {
+                // The pool's only popper: every free slot is its.
+                let share = self.config.concurrency.clamp(1, self.config.batch);
+                let popper = popper(
+                    Arc::clone(&shared),
+                    pool.queues.clone(),
+                    Arc::clone(&slots),
+                    share,
+                    true,
+                );
+                poppers.push(tokio::spawn(popper));
+                continue;
+            }
             // tokio's semaphore is fair (first come, first served), and a
             // popper of a pool of n asks for at most its share of slots at
             // once, so with work everywhere every queue of it gets its turn.
-            let slots = Arc::new(Semaphore::new(self.config.concurrency));
             let share = self
                 .config
                 .concurrency
-                .div_ceil(pool.len())
+                .div_ceil(pool.queues.len())
                 .clamp(1, self.config.batch);
-            for queue in pool {
+            for queue in &pool.queues {
                 let popper = popper(
                     Arc::clone(&shared),
-                    queue.clone(),
+                    vec![queue.clone()],
                     Arc::clone(&slots),
                     share,
-                    pool.len() == 1,
+                    pool.queues.len() == 1,
                 );
                 poppers.push(tokio::spawn(popper));
             }
@@ -274,7 +432,8 @@ async fn pop_once(
     }
 }
 
-/// Takes messages from one queue while slots of its pool are free.
+/// Takes messages from one queue — or, given several, from the first of
+/// them that can deliver, with DQ.MPOP — while slots of its pool are free.
 ///
 /// With a free slot it takes what is ready (up to `share`). When nothing
 /// is, it waits in a blocking POP: alone in its pool, for as many messages
@@ -285,11 +444,16 @@ async fn pop_once(
 /// idle queue beyond its concurrency.
 async fn popper<H: Handler>(
     shared: Arc<Shared<H>>,
-    queue: String,
+    queues: Vec<String>,
     slots: Arc<Semaphore>,
     share: usize,
     alone: bool,
 ) {
+    let queue = queues.join(" ");
+    let pop = |count: usize, block: Option<Duration>| match queues.as_slice() {
+        [one] => commands::pop(one, count, block, shared.config.lease),
+        many => commands::mpop(many, count, block, shared.config.lease),
+    };
     let mut conn: Option<PopConnection> = None;
     let mut node: Option<Node> = None;
     let mut retry_in = Duration::from_millis(100);
@@ -327,15 +491,8 @@ async fn popper<H: Handler>(
         let Some(pc) = conn.as_mut() else {
             continue;
         };
-        let lease = shared.config.lease;
         let mut leased_at = std::time::Instant::now();
-        let mut reply = pop_once(
-            &shared,
-            pc,
-            node.as_ref(),
-            commands::pop(&queue, permits.len(), None, lease),
-        )
-        .await;
+        let mut reply = pop_once(&shared, pc, node.as_ref(), pop(permits.len(), None)).await;
         if matches!(&reply, Ok(redis::Value::Nil)) && !shared.shutdown.is_cancelled() {
             // Alone in its pool, the popper keeps its slots while it waits:
             // no other queue could use them, and a burst that falls due
@@ -345,11 +502,12 @@ async fn popper<H: Handler>(
             }
             leased_at = std::time::Instant::now();
             let count = permits.len().max(1);
-            let wait = commands::pop(&queue, count, Some(shared.config.block), lease);
+            let wait = pop(count, Some(shared.config.block));
             reply = pop_once(&shared, pc, node.as_ref(), wait).await;
         }
         let popped = match reply {
-            Ok(reply) => commands::parse_pop(reply),
+            Ok(reply) if queues.len() == 1 => commands::parse_pop(reply).map(|p| (0, p)),
+            Ok(reply) => commands::parse_mpop(reply, &queues),
             Err(e) if e.redirect_node().is_some() => {
                 // MOVED (the queue's slot is on another master) or ASK (it
                 // is moving): go there; an ASK is asked again until the
@@ -376,7 +534,7 @@ async fn popper<H: Handler>(
             }
             Err(e) => Err(Error::from(e)),
         };
-        let popped = match popped {
+        let (from, popped) = match popped {
             Ok(popped) => popped,
             Err(e) => {
                 tracing::warn!(queue = %queue, error = %e, "DQ.POP failed; retrying");
@@ -395,13 +553,7 @@ async fn popper<H: Handler>(
                 payload,
                 attempt,
             } = entry;
-            let delivery = Delivery {
-                queue: queue.clone(),
-                id,
-                payload,
-                attempt,
-                leased_at,
-            };
+            let delivery = Delivery::leased(queues[from].clone(), id, payload, attempt, leased_at);
             let slot = match permits.next() {
                 Some(permit) => Slot::Held(permit),
                 None => Slot::Wait(Arc::clone(&slots)),
@@ -432,9 +584,18 @@ enum Slot {
 
 /// Handles one delivery, keeping its lease alive, then settles it: an ACK
 /// goes to its queue's acker, which sends it with the others and tells the
-/// handler how it went; a NACK is sent here.
+/// handler how it went; a NACK is sent here. A delivery a heartbeat found
+/// over sends nothing.
 async fn deliver<H: Handler>(shared: Arc<Shared<H>>, delivery: Delivery, slot: Slot) {
-    let outcome = handle_with_heartbeat(&shared, &delivery, slot).await;
+    let outcome = match handle_with_heartbeat(&shared, &delivery, slot).await {
+        Ended::Done(outcome) => Some(outcome),
+        Ended::Over(outcome) => {
+            shared
+                .handler
+                .settled(&delivery, outcome.as_ref(), &Settlement::Stale);
+            return;
+        }
+    };
     let settlement = match &outcome {
         Some(Outcome::Ack) => match shared.ackers.get(&delivery.queue) {
             Some(acker) => match acker.send(Some(delivery)) {
@@ -456,13 +617,24 @@ async fn deliver<H: Handler>(shared: Arc<Shared<H>>, delivery: Delivery, slot: S
         .settled(&delivery, outcome.as_ref(), &settlement);
 }
 
+/// How the handling of a delivery ended.
+enum Ended {
+    /// The handler returned while the delivery held.
+    Done(Outcome),
+    /// A TOUCH found the delivery over: the handler's outcome when it
+    /// returned in its grace, `None` when its future was dropped.
+    Over(Option<Outcome>),
+}
+
 /// Runs the handler; every `touch_every` since the POP, renews the lease.
-/// `None` when a TOUCH found the delivery over: the work is dropped.
+/// When a TOUCH finds the delivery over, the handler is told (its token
+/// fires) and its future is dropped: at once when it did not take the
+/// token, else after `touch_every` unless it returned by then.
 async fn handle_with_heartbeat<H: Handler>(
     shared: &Shared<H>,
     delivery: &Delivery,
     slot: Slot,
-) -> Option<Outcome> {
+) -> Ended {
     let work = async {
         // Held until the handler is done, so the slot counts the work.
         let _slot = match slot {
@@ -483,7 +655,7 @@ async fn handle_with_heartbeat<H: Handler>(
     let mut next_touch = Instant::from_std(delivery.leased_at) + shared.touch_every;
     loop {
         tokio::select! {
-            outcome = &mut work => return Some(outcome),
+            outcome = &mut work => return Ended::Done(outcome),
             _ = sleep_until(next_touch) => {}
         }
         let mut commands = shared.commands.clone();
@@ -506,13 +678,42 @@ async fn handle_with_heartbeat<H: Handler>(
                 next_touch =
                     Instant::now() + (shared.touch_every / 4).max(Duration::from_millis(1));
             }
-            // STALE, or nil: the delivery is over and another consumer may
-            // hold the message. Stop working on it.
+            // STALE, or nil: the delivery is over; the message was
+            // deleted, or another consumer may hold it. Stop working on it.
             _ => {
-                tracing::warn!(queue = %delivery.queue, id = %delivery.id_lossy(),
-                    attempt = delivery.attempt, "lease lost before the work ended; abandoning it");
-                return None;
+                let reason = why_over(shared, delivery).await;
+                match reason {
+                    LostReason::Cancelled => tracing::info!(queue = %delivery.queue,
+                        id = %delivery.id_lossy(), attempt = delivery.attempt,
+                        "the message was cancelled or purged while its handler ran; stopping it"),
+                    LostReason::Lost => tracing::warn!(queue = %delivery.queue,
+                        id = %delivery.id_lossy(), attempt = delivery.attempt,
+                        "lease lost before the work ended; abandoning it"),
+                }
+                if !delivery.lose(reason) {
+                    return Ended::Over(None);
+                }
+                return tokio::select! {
+                    outcome = &mut work => Ended::Over(Some(outcome)),
+                    _ = sleep(shared.touch_every) => Ended::Over(None),
+                };
             }
+        }
+    }
+}
+
+/// Why a delivery the server called over is: DQ.GET finds its message
+/// gone (cancelled, purged) or still there (the lease was lost). When the
+/// look fails, "lost", which claims less.
+async fn why_over<H: Handler>(shared: &Shared<H>, delivery: &Delivery) -> LostReason {
+    let mut con = shared.commands.clone();
+    match admin::get(&mut con, delivery.queue.as_bytes(), &delivery.id).await {
+        Ok(None) => LostReason::Cancelled,
+        Ok(Some(_)) => LostReason::Lost,
+        Err(e) => {
+            tracing::debug!(queue = %delivery.queue, id = %delivery.id_lossy(), error = %e,
+                "DQ.GET after a STALE failed; calling the delivery lost");
+            LostReason::Lost
         }
     }
 }
@@ -536,7 +737,11 @@ async fn settle<H: Handler>(
                 Some(state) => Settlement::Nacked(state),
                 None => Settlement::Stale,
             }),
-            Err(e) if commands::is_stale(&e) => Ok(Settlement::Stale),
+            Err(e) if commands::is_stale(&e) => {
+                // Say whether it was cancelled (Settlement::state_of).
+                let _ = delivery.lose(why_over(shared, delivery).await);
+                Ok(Settlement::Stale)
+            }
             Err(e) => Err(Error::from(e)),
         };
         match settled {

@@ -44,17 +44,17 @@ mod shard;
 
 pub use admin::{Entry, InfoDq, Message, QueueConfig, State, Stats};
 pub use commands::{truncate_error, MAX_ERROR_BYTES};
-pub use consumer::{stop_on_signals, Consumer, ConsumerConfig};
+pub use consumer::{stop_on_signals, Consumer, ConsumerConfig, Source};
 /// The name the Python and Node.js libraries give a [`Consumer`]
 /// (docs/client-vocabulary.md).
 pub type Worker = Consumer;
 /// The options of a [`Worker`]: [`ConsumerConfig`].
 pub type WorkerConfig = ConsumerConfig;
-pub use delivery::{Delivery, Handler, NackState, Outcome, Settlement};
+pub use delivery::{Delivery, Handler, LostReason, NackState, Outcome, Settlement};
 pub use error::Error;
 pub use queue::{AddOptions, NackOptions, Queue, ShardedQueue};
 pub use schedule::{Missed, Overlap, Schedule, ScheduleInfo};
 pub use server::{node_info, Connection, Server};
-pub use shard::{key_slot, random_id, shard_of, Shards, MAX_SHARDS};
+pub use shard::{hash_slot, key_slot, random_id, shard_of, Shards, MAX_SHARDS};
 // The token type of `Consumer::run`, so users need not name tokio-util.
 pub use tokio_util::sync::CancellationToken;

@@ -30,6 +30,19 @@ pub fn key_slot(name: &[u8]) -> u16 {
     crc16(name) % SLOTS
 }
 
+/// The cluster slot of any key, as Redis computes it: of the key's hash
+/// tag — the bytes between its first `{` and the first `}` after it — when
+/// that is not empty, else of the whole key. Keys of one slot can go in one
+/// command (DQ.MPOP).
+pub fn hash_slot(key: &[u8]) -> u16 {
+    let tag = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    key_slot(tag.unwrap_or(key))
+}
+
 /// The shard a message with this basis (its group, else its shard key,
 /// else its id) goes to among `shards`.
 pub fn shard_of(basis: &[u8], shards: u32) -> u32 {
@@ -180,6 +193,20 @@ mod tests {
         for (i, name) in shards.names().iter().enumerate() {
             assert_eq!(usize::from(key_slot(name.as_bytes()) / 2048), i, "{name}");
         }
+    }
+
+    #[test]
+    fn hash_slots_follow_hash_tags() {
+        // CRC-16/XMODEM's check value: "123456789" is 0x31C3.
+        assert_eq!(key_slot(b"123456789"), 0x31C3);
+        assert_eq!(hash_slot(b"123456789"), 0x31C3);
+        assert_eq!(hash_slot(b"{123456789}urgent"), 0x31C3);
+        assert_eq!(hash_slot(b"bulk{123456789}"), 0x31C3);
+        assert_eq!(hash_slot(b"{123456789}{x}"), 0x31C3);
+        // An empty tag, or none closed, hashes the whole key.
+        assert_eq!(hash_slot(b"{}123456789"), key_slot(b"{}123456789"));
+        assert_eq!(hash_slot(b"{123456789"), key_slot(b"{123456789"));
+        assert_eq!(hash_slot(b"a{{b}}"), key_slot(b"{b"));
     }
 
     #[test]
