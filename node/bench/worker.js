@@ -9,9 +9,12 @@
 //   2,000) while the consumer waits: how long after its due time each job's
 //   handler starts, p50 and p99.
 //
-// The Worker is measured over one queue (DQ.POP), and over two queues of
-// one server (one DQ.MPOP; the jobs alternate between them). Rounds
-// alternate loop and Workers (5; quick: 1) and the median is kept.
+// The Worker is measured over one queue (DQ.POP) against the plain loop,
+// and over two queues of one server (one DQ.MPOP; the jobs alternate
+// between them) against the same plain loop made of DQ.MPOP: a reply
+// holds one queue's messages, so two queues take more round trips than
+// one whoever consumes them. Rounds alternate the four (5; quick: 1) and
+// the median is kept.
 // Prints a table and writes target/bench/worker-node.md. Run by
 // scripts/bench-clients under scripts/with-servers (DQ_REDIS_URL).
 
@@ -32,8 +35,8 @@ const out = process.env.DQ_BENCH_OUT || path.join(__dirname, '..', '..', 'target
 let seq = 0;
 const qname = (what) => `bench-${what}-${process.pid}-${seq++}`;
 
-/** The queues a way consumes: one, or two for the Worker over several (MPOP). */
-const queuesOf = (way, name) => (way === 'mpop' ? [`${name}-a`, `${name}-b`] : [name]);
+/** The queues a way consumes: one, or two for the ways over several (DQ.MPOP). */
+const queuesOf = (way, name) => (way === 'mpop' || way === 'loopMpop' ? [`${name}-a`, `${name}-b`] : [name]);
 
 /** n jobs, job k in queue k mod queues. */
 async function fill(client, names, n) {
@@ -55,6 +58,23 @@ async function plainLoop(client, [name], n, handler) {
     await q.ack(...batch.map((d) => d.id));
     done += batch.length;
   }
+  return process.hrtime.bigint();
+}
+
+// The same over several queues: DQ.MPOP up to CONCURRENCY, the handlers,
+// one ACK to the queue the reply names.
+async function plainMpopLoop(client, names, n, handler) {
+  const queues = new Map(names.map((name) => [name, new dq.Queue(client, name)]));
+  let done = 0;
+  while (done < n) {
+    const reply = await client.call('DQ.MPOP', names.length, ...names, 'COUNT', CONCURRENCY, 'BLOCK', 1000, 'LEASE', 30000);
+    if (reply == null) continue;
+    const batch = reply[1].map(([id, payload]) => ({ id, payload }));
+    await Promise.all(batch.map(handler));
+    await queues.get(reply[0]).ack(...batch.map((d) => d.id));
+    done += batch.length;
+  }
+  return process.hrtime.bigint();
 }
 
 async function viaWorker(client, names, n, handler) {
@@ -66,24 +86,26 @@ async function viaWorker(client, names, n, handler) {
     concurrency: CONCURRENCY,
     blockMs: 1000,
     onSettled: () => {
-      if (++done === n) finish();
+      if (++done === n) finish(process.hrtime.bigint());
     },
   });
   const run = worker.run();
-  await finished;
+  const end = await finished;
+  // Not timed: a POP blocked when the last job settled ends within blockMs.
   worker.stop();
   await run;
+  return end;
 }
 
-const ways = { loop: plainLoop, worker: viaWorker, mpop: viaWorker };
+const ways = { loop: plainLoop, worker: viaWorker, loopMpop: plainMpopLoop, mpop: viaWorker };
 const WAYS = Object.keys(ways);
 
 async function throughput(client, way) {
   const names = queuesOf(way, qname(`tp-${way}`));
   await fill(client, names, JOBS);
   const start = process.hrtime.bigint();
-  await ways[way](client, names, JOBS, async () => {});
-  const secs = Number(process.hrtime.bigint() - start) / 1e9;
+  const end = await ways[way](client, names, JOBS, async () => {});
+  const secs = Number(end - start) / 1e9;
   for (const name of names) {
     const stats = await new dq.Queue(client, name).stats();
     if (stats.acked !== JOBS / names.length || stats.inflight !== 0) throw new Error(`${way}: ${JSON.stringify(stats)}`);
@@ -126,9 +148,9 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main() {
   const client = new Redis(url);
-  const tp = { loop: [], worker: [], mpop: [] };
-  const p50 = { loop: [], worker: [], mpop: [] };
-  const p99 = { loop: [], worker: [], mpop: [] };
+  const tp = Object.fromEntries(WAYS.map((way) => [way, []]));
+  const p50 = Object.fromEntries(WAYS.map((way) => [way, []]));
+  const p99 = Object.fromEntries(WAYS.map((way) => [way, []]));
   for (let r = 0; r < ROUNDS; r++) {
     if (process.env.DQ_BENCH_ONLY === 'lateness') for (const way of WAYS) tp[way].push(1);
     else for (const way of WAYS) tp[way].push(await throughput(client, way));
@@ -141,11 +163,12 @@ async function main() {
   const label = {
     loop: 'plain loop (POP COUNT 50, one ACK per batch)',
     worker: 'dq.Worker, concurrency 50',
+    loopMpop: 'plain loop over 2 queues (MPOP COUNT 50, one ACK per batch)',
     mpop: 'dq.Worker over 2 queues (one DQ.MPOP), concurrency 50',
   };
   const row = (way) => `| ${label[way]} | ${Math.round(median(tp[way]))} | ${median(p50[way])} | ${median(p99[way])} |`;
-  const tpRatio = (way) => (median(tp[way]) / median(tp.loop)).toFixed(2);
-  const lateRatio = (way) => (median(p99[way]) / Math.max(1, median(p99.loop))).toFixed(2);
+  const tpRatio = (way, base) => (median(tp[way]) / median(tp[base])).toFixed(2);
+  const lateRatio = (way, base) => (median(p99[way]) / Math.max(1, median(p99[base]))).toFixed(2);
   const text = [
     `# Node.js: Worker against a plain loop (ioredis ${require('ioredis/package.json').version}, Node ${process.version})`,
     '',
@@ -155,10 +178,11 @@ async function main() {
     '|---|---|---|---|',
     row('loop'),
     row('worker'),
+    row('loopMpop'),
     row('mpop'),
     '',
-    `Worker/loop: throughput ${tpRatio('worker')}x, lateness p99 ${lateRatio('worker')}x (the aim: throughput at least 0.8x, p99 at most 2x).`,
-    `Worker over 2 queues (MPOP)/loop: throughput ${tpRatio('mpop')}x, lateness p99 ${lateRatio('mpop')}x.`,
+    `Worker/loop: throughput ${tpRatio('worker', 'loop')}x, lateness p99 ${lateRatio('worker', 'loop')}x (the aim: throughput at least 0.8x, p99 at most 2x).`,
+    `Worker/loop over 2 queues (MPOP): throughput ${tpRatio('mpop', 'loopMpop')}x, lateness p99 ${lateRatio('mpop', 'loopMpop')}x; against the one-queue loop: throughput ${tpRatio('mpop', 'loop')}x, lateness p99 ${lateRatio('mpop', 'loop')}x.`,
     '',
   ].join('\n');
   process.stdout.write(text);
