@@ -13,8 +13,11 @@
 // and over two queues of one server (one DQ.MPOP; the jobs alternate
 // between them) against the same plain loop made of DQ.MPOP: a reply
 // holds one queue's messages, so two queues take more round trips than
-// one whoever consumes them. Rounds alternate the four (5; quick: 1) and
-// the median is kept.
+// one whoever consumes them. And MPOP's order is strict: the second
+// queue's jobs wait while the first has ready ones (a trickle of them
+// after any stall of the server keeps it from empty), so the MPOP rows'
+// lateness p99 is the second queue's and varies much more from run to
+// run. Rounds alternate the four (5; quick: 1) and the median is kept.
 // Prints a table and writes target/bench/worker-node.md. Run by
 // scripts/bench-clients under scripts/with-servers (DQ_REDIS_URL).
 
