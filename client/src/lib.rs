@@ -10,7 +10,15 @@
 //! and TOUCH names its delivery (`ATTEMPT n`), so a consumer whose lease ran
 //! out can never fail or extend someone else's delivery. When the shutdown
 //! token is cancelled it stops taking messages, lets the deliveries it holds
-//! finish and settles them, then returns.
+//! finish and settles them, then returns. [`Consumer::over`] serves several
+//! queues from one pool of slots — with one `DQ.MPOP`, in the order given,
+//! when one command can reach them all — and [`Delivery::cancelled`] tells a
+//! handler that its message was cancelled or purged while it ran.
+//!
+//! Queues also carry the server's recurring schedules ([`Schedule`],
+//! [`Queue::schedule`]) and flow control ([`Queue::pause`], `RATE` and
+//! `MAXINFLIGHT` through [`Queue::config_set`]); on a [`ShardedQueue`] a
+//! schedule lives on the shard of its name and limits are split exactly.
 //!
 //! ```no_run
 //! use std::sync::Arc;
