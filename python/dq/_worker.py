@@ -1,12 +1,25 @@
-"""The blocking Worker: one poller thread per (shard) queue, `concurrency`
-handler threads, a heartbeat thread, an acker thread that sends the ACKs of
-the deliveries that finished since its last round trip in one DQ.ACK per
-queue, FIFO-fair permits."""
+"""The blocking Worker: `concurrency` + one thread per poller (a DQ.POP
+queue, or a DQ.MPOP group) that each run handlers and take turns at
+polling, a heartbeat thread, an acker thread that sends the ACKs of the
+deliveries that finished since its last round trip in one DQ.ACK per
+queue, FIFO-fair permits.
+
+With the GIL, a threaded worker's cost is in passing control from thread
+to thread: each wakeup is a context switch and a wait for the GIL. So no
+thread is dedicated to polling: whichever thread finds permits free and
+no job waiting polls (a handler thread that just finished the last job of
+a batch polls the next one itself, with no wakeup), then runs the jobs of
+its batch that no other thread is free for; a thread that takes a job
+while others wait and sees no other thread free wakes one. Everything the
+threads share is in one `_State` under one lock, so that settling a job,
+taking the next one or deciding to poll is one lock acquisition. A burst
+of quick jobs is then run much as a plain POP/handle/ACK loop would run
+it, the ACKs sent alongside by the acker; jobs that block wake thread
+after thread until each has its own."""
 
 from __future__ import annotations
 
 import _thread
-import functools
 import logging
 import signal
 import threading
@@ -22,184 +35,224 @@ log = logging.getLogger("dq")
 
 Handler = Callable[[Delivery], Any]
 OnSettled = Callable[[Delivery, Outcome], Any]
+Gate = Any  # a held _thread lock: its owner sleeps acquiring it again, a waker releases it
+
+# One job: the queue it came from, the delivery, its heartbeat key, whether
+# it holds a permit.
+Job = Tuple[Queue, Delivery, int, bool]
 
 
-class _Permits:
-    """A counting semaphore whose waiters are served first come, first served."""
+def _gate() -> Gate:
+    gate = _thread.allocate_lock()
+    gate.acquire()
+    return gate
 
-    def __init__(self, n: int) -> None:
-        self._free = n
-        self._lock = threading.Lock()
-        self._waiters: Deque[List[Any]] = deque()  # [lock held until granted, granted]
-        self._closed = False
 
-    def acquire(self, most: int) -> int:
-        """Waits for at least one permit; returns how many it got (up to
-        `most` of the free ones when nobody else waits), or 0 once closed."""
-        with self._lock:
-            if self._closed:
-                return 0
-            if self._free and not self._waiters:
-                n = min(self._free, most)
-                self._free -= n
-                return n
-            gate = _thread.allocate_lock()
-            gate.acquire()
+class _Group:
+    """One poller: the queues one take() serves, and whether a thread is
+    polling them now (the lock's)."""
+
+    def __init__(self, parts: List[Queue], take: Callable[[int, Optional[int]], Tuple[Queue, List[Delivery]]]) -> None:
+        self.parts = parts
+        self.take = take
+        self.where = "+".join(p.name for p in parts)
+        self.polling = False
+        self.pause = 0.1  # after a failed POP, doubling up to 5 s
+
+
+# A poll's outcome: the poller, the queue taken from (None: nothing taken),
+# the deliveries, the permits they hold.
+Polled = Tuple[_Group, Optional[Queue], List[Delivery], int]
+
+
+class _State:
+    """The worker's shared state, under `lock`:
+
+    - the jobs, run in arrival order, and the sleeping threads;
+    - the permits (`concurrency` of them); a job taken without one (by a
+      blocking POP among several pollers) waits for one, first come, first
+      served, before any new POP takes the free ones;
+    - which poller is polling, and whose turn is next;
+    - the running deliveries the heartbeat renews;
+    - the ACKs waiting for the acker, one list per queue."""
+
+    def __init__(self, concurrency: int, groups: List[_Group]) -> None:
+        self.lock = threading.Lock()
+        self.jobs: Deque[Job] = deque()
+        self.sleeping: List[Gate] = []  # each sleeping thread's gate
+        self.free_threads = 0  # awake, neither running a job nor polling
+        self.closed = False  # no more POPs: threads end once no job is left
+        self.permits = concurrency
+        self.waiters: Deque[List[Any]] = deque()  # [gate, permits granted]
+        self.stopping = False
+        self.groups = groups
+        # A poll takes at most its share of the free permits, so that one
+        # poller blocked on an empty queue does not hold them all.
+        self.share = max(1, concurrency // len(groups))
+        self.next_group = 0
+        self.polling = 0
+        self.polls_over = threading.Event()  # stopping, and no thread polls
+        self.beating: Dict[int, List[Any]] = {}  # key -> [delivery, queue, next touch]
+        self.next_key = 0
+        self.pending: Dict[int, Tuple[Queue, List[Delivery]]] = {}  # id(queue) -> ACKs to send
+        self.acker_gate = _gate()
+        self.acker_idle = False
+        self.acker_done = False
+
+    # --- permits ---------------------------------------------------------------------
+
+    def acquire_one(self) -> bool:
+        """Waits for a permit (after those who wait already); False once
+        stopping."""
+        with self.lock:
+            if self.stopping:
+                return False
+            if self.permits and not self.waiters:
+                self.permits -= 1
+                return True
+            gate = _gate()
             waiter: List[Any] = [gate, 0]
-            self._waiters.append(waiter)
+            self.waiters.append(waiter)
         gate.acquire()
-        with self._lock:
-            return int(waiter[1])
+        return bool(waiter[1])
 
-    def try_acquire(self, most: int) -> int:
-        """Up to `most` free permits without waiting (none while others wait)."""
-        with self._lock:
-            if self._closed or self._waiters:
+    def _release(self, n: int, wake: List[Gate]) -> None:
+        """(Lock held.) Gives n permits back: to the waiters first."""
+        while n and self.waiters:
+            waiter = self.waiters.popleft()
+            waiter[1] = 1
+            wake.append(waiter[0])
+            n -= 1
+        self.permits += n
+
+    def release(self, n: int) -> None:
+        wake: List[Gate] = []
+        with self.lock:
+            self._release(n, wake)
+            self._wake_needed(wake)
+        for gate in wake:
+            gate.release()
+
+    def take_more(self, most: int) -> int:
+        """Up to `most` more free permits for a poll under way (none while
+        jobs wait for one)."""
+        with self.lock:
+            if self.stopping or self.waiters:
                 return 0
-            n = min(self._free, most)
-            self._free -= n
+            n = min(self.permits, most)
+            self.permits -= n
             return n
 
-    def release(self, n: int = 1) -> None:
-        with self._lock:
-            for _ in range(n):
-                if self._waiters and not self._closed:
-                    waiter = self._waiters.popleft()
-                    waiter[1] += 1
-                    waiter[0].release()
-                else:
-                    self._free += 1
+    # --- turns -------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Wakes every waiter empty-handed; later acquires return 0."""
-        with self._lock:
-            self._closed = True
-            while self._waiters:
-                self._waiters.popleft()[0].release()
+    def _poll_turn(self) -> Tuple[Optional[_Group], int]:
+        """(Lock held.) A poller whose turn it is and the permits it takes,
+        when a POP is due: not stopping, free permits that no job waits for,
+        and either no job waiting for a thread or a whole share free (a job
+        waiting for a thread goes first: a POP only adds more)."""
+        permits = self.permits
+        if self.stopping or not permits or self.waiters or (self.jobs and permits < self.share):
+            return None, 0
+        groups = self.groups
+        count = len(groups)
+        for i in range(count):
+            group = groups[(self.next_group + i) % count]
+            if not group.polling:
+                self.next_group = (self.next_group + i + 1) % count
+                n = min(permits, self.share)
+                self.permits = permits - n
+                group.polling = True
+                self.polling += 1
+                return group, n
+        return None, 0
 
+    def _wake_needed(self, wake: List[Gate]) -> None:
+        """(Lock held.) Wakes a sleeping thread when there is work — a job
+        waiting, or a POP due — and no awake thread is free to take it."""
+        if self.free_threads == 0 and self.sleeping and (self.jobs or self._pollable()):
+            self.free_threads += 1
+            wake.append(self.sleeping.pop())
 
-class _Handlers:
-    """`n` threads that run jobs in arrival order, waking no more of them
-    than the jobs need. A thread that takes a job while others wait, and
-    sees no other thread awake and free to take them, wakes one. So a burst
-    of quick jobs is run by the threads already awake (a few wakeups for the
-    lot, not one per job), and jobs that block wake thread after thread
-    until each has its own."""
+    def _pollable(self) -> bool:
+        permits = self.permits
+        if self.stopping or not permits or self.waiters or (self.jobs and permits < self.share):
+            return False
+        return any(not g.polling for g in self.groups)
 
-    def __init__(self, n: int) -> None:
-        self._jobs: Deque[Callable[[], None]] = deque()
-        self._lock = threading.Lock()
-        self._sleeping: List[Any] = []  # each sleeping thread's gate (a held lock)
-        self._free = n  # threads awake and not running a job (each starts so)
-        self._closed = False
-        self._threads = [threading.Thread(target=self._run, name=f"dq-handler-{i}", daemon=True) for i in range(n)]
-        for t in self._threads:
-            t.start()
-
-    def submit(self, job: Callable[[], None]) -> None:
-        with self._lock:
-            self._jobs.append(job)
-            gate = self._wake_one()
-        if gate is not None:
-            gate.release()
-
-    def _wake_one(self) -> Any:
-        """A sleeping thread's gate to release when jobs wait and no awake
-        thread is free to take them (the caller holds the lock)."""
-        if self._jobs and self._free == 0 and self._sleeping:
-            self._free += 1
-            return self._sleeping.pop()
-        return None
-
-    def _run(self) -> None:
-        gate = _thread.allocate_lock()
-        gate.acquire()
-        done = False  # a job just ended: this thread is free again
-        while True:
-            with self._lock:
-                if done:
-                    self._free += 1
-                if self._jobs:
-                    job: Optional[Callable[[], None]] = self._jobs.popleft()
-                    self._free -= 1
-                    other = self._wake_one()
-                elif self._closed:
-                    return
-                else:
-                    self._free -= 1
-                    self._sleeping.append(gate)
-                    job = other = None
-            if other is not None:
-                other.release()
-            if job is None:
-                done = False
-                gate.acquire()  # released by a waker (who counted this thread free) or shutdown()
-                continue
-            try:
-                job()
-            except BaseException:  # noqa: B036 - a job's failure must not end the thread
-                log.exception("dq: a worker job failed")
-            done = True
+    def stop(self) -> None:
+        """No new POP; every job waiting for a permit runs without one."""
+        with self.lock:
+            self.stopping = True
+            waiters, self.waiters = self.waiters, deque()
+            if self.polling == 0:
+                self.polls_over.set()
+        for waiter in waiters:
+            waiter[0].release()
 
     def shutdown(self) -> None:
-        """Runs what was submitted, then ends the threads."""
-        with self._lock:
-            self._closed = True
-            sleeping, self._sleeping = self._sleeping, []
-            self._free += len(sleeping)
+        """No more POPs: the threads run what is queued, then end."""
+        with self.lock:
+            self.closed = True
+            sleeping, self.sleeping = self.sleeping, []
+            self.free_threads += len(sleeping)
         for gate in sleeping:
             gate.release()
-        for t in self._threads:
-            t.join()
+
+    # --- ACKs -------------------------------------------------------------------------
+
+    def _ack(self, part: Queue, delivery: Delivery, wake: List[Gate]) -> None:
+        """(Lock held.) Queues a delivery's ACK; wakes the acker if it sleeps."""
+        entry = self.pending.get(id(part))
+        if entry is None:
+            self.pending[id(part)] = (part, [delivery])
+        else:
+            entry[1].append(delivery)
+        if self.acker_idle:
+            self.acker_idle = False
+            wake.append(self.acker_gate)
+
+    def finish_acks(self) -> None:
+        """The acker sends what is pending, then ends."""
+        with self.lock:
+            self.acker_done = True
+            idle, self.acker_idle = self.acker_idle, False
+        if idle:
+            self.acker_gate.release()
 
 
 class _Heartbeat(threading.Thread):
     """TOUCHes each running delivery a third of a lease after its last
-    renewal; marks it lost on STALE. It looks four times per renewal period
-    over the running deliveries (at most concurrency + pollers), so adding
-    and removing one costs a dict operation, no wakeup."""
+    renewal; on STALE, learns why (c.over_reason) and tells the handler. It
+    looks four times per renewal period over the running deliveries (at
+    most concurrency + pollers), so adding and removing one costs a dict
+    operation, no wakeup."""
 
-    def __init__(self, lease_ms: int) -> None:
+    def __init__(self, state: _State, lease_ms: int) -> None:
         super().__init__(name="dq-heartbeat", daemon=True)
+        self._state = state
         self._lease_ms = lease_ms
-        self._every = lease_ms / 3000
-        self._lock = threading.Lock()
-        self._items: Dict[int, List[Any]] = {}  # key -> [delivery, part, next touch]
-        self._next_key = 0
+        self.every = lease_ms / 3000
         self._done = threading.Event()
-
-    def add(self, deliveries: List[Delivery], part: Queue) -> int:
-        """Adds a POP's deliveries; their keys are the one returned and the
-        ones after it."""
-        due = time.monotonic() + self._every
-        with self._lock:
-            first = self._next_key
-            self._next_key += len(deliveries)
-            for i, delivery in enumerate(deliveries):
-                self._items[first + i] = [delivery, part, due]
-        return first
-
-    def remove(self, key: int) -> None:
-        with self._lock:
-            self._items.pop(key, None)
 
     def finish(self) -> None:
         self._done.set()
 
     def run(self) -> None:
-        while not self._done.wait(self._every / 4):
+        state = self._state
+        while not self._done.wait(self.every / 4):
             now = time.monotonic()
-            with self._lock:
-                due = [(k, item[0], item[1]) for k, item in self._items.items() if item[2] <= now]
+            with state.lock:
+                due = [(k, item[0], item[1]) for k, item in state.beating.items() if item[2] <= now]
             for key, delivery, part in due:
                 self._touch(key, delivery, part)
 
     def _touch(self, key: int, delivery: Delivery, part: Queue) -> None:
+        state = self._state
         try:
             execute(part.client, part._core.touch_call(delivery.id, lease_ms=self._lease_ms, attempt=delivery.attempt))
         except c.StaleDelivery:
-            with self._lock:
-                if self._items.pop(key, None) is None:
+            with state.lock:
+                if state.beating.pop(key, None) is None:
                     return  # settled meanwhile: the STALE is our own ACK/NACK's doing
             reason = why_over(part, delivery)
             c.mark_over(delivery, reason)
@@ -208,10 +261,10 @@ class _Heartbeat(threading.Thread):
         except Exception as e:  # connection trouble: try again at the next look
             log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
             return
-        with self._lock:
-            item = self._items.get(key)
+        with state.lock:
+            item = state.beating.get(key)
             if item is not None:
-                item[2] = time.monotonic() + self._every
+                item[2] = time.monotonic() + self.every
 
 
 def why_over(part: Queue, delivery: Delivery) -> str:
@@ -229,46 +282,31 @@ class _Acker(threading.Thread):
     on its way go in the next one, one per queue, sent the moment the
     previous one is answered; never held back by a timer."""
 
-    def __init__(self, settled: Callable[[Delivery, Outcome], None]) -> None:
+    def __init__(self, state: _State, settled: Callable[[Delivery, Outcome], None]) -> None:
         super().__init__(name="dq-acker", daemon=True)
+        self._state = state
         self._settled = settled
-        self._cond = threading.Condition(threading.Lock())
-        self._pending: Dict[int, Tuple[Queue, List[Delivery]]] = {}
-        self._idle = False
-        self._done = False
-
-    def add(self, part: Queue, delivery: Delivery) -> None:
-        with self._cond:
-            entry = self._pending.get(id(part))
-            if entry is None:
-                self._pending[id(part)] = (part, [delivery])
-            else:
-                entry[1].append(delivery)
-            if self._idle:
-                self._cond.notify()
-
-    def finish(self) -> None:
-        """Sends what is pending, then ends."""
-        with self._cond:
-            self._done = True
-            self._cond.notify()
 
     def run(self) -> None:
+        state = self._state
         while True:
-            with self._cond:
-                while not self._pending and not self._done:
-                    self._idle = True
-                    self._cond.wait()
-                    self._idle = False
-                if not self._pending:
-                    return
-                batches, self._pending = self._pending, {}
+            with state.lock:
+                batches = state.pending
+                if not batches:
+                    if state.acker_done:
+                        return
+                    state.acker_idle = True
+                else:
+                    state.pending = {}
+            if not batches:
+                state.acker_gate.acquire()  # released by whoever set acker_idle back to False
+                continue
             for part, deliveries in batches.values():
                 self._send(part, deliveries)
 
     def _send(self, part: Queue, deliveries: List[Delivery]) -> None:
         try:
-            count = execute(part.client, part._core.ack_call([d.id for d in deliveries]))
+            count = execute(part.client, part._core.worker_ack_call(deliveries))
         except Exception as e:
             log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
                       len(deliveries), part.name, e)
@@ -326,10 +364,7 @@ class Worker:
         self.handle_signals = handle_signals
         self.on_settled = on_settled
         self._stop = threading.Event()
-        self._permits = _Permits(concurrency)
-        # A poller takes at most its share of the free permits at once, so
-        # that one poller blocked on an empty queue does not hold them all.
-        self._share = max(1, concurrency // len(self._groups))
+        self._state = _State(concurrency, [_Group(g, self._taker(g)) for g in self._groups])
         self._started = False
         self._lock = threading.Lock()
 
@@ -348,7 +383,7 @@ class Worker:
         """Asks the worker to stop (from any thread or a signal handler): no
         new POP; running handlers finish and are settled; run() returns."""
         self._stop.set()
-        self._permits.close()
+        self._state.stop()
 
     @property
     def stopping(self) -> bool:
@@ -365,27 +400,30 @@ class Worker:
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda signum, frame: self.stop())
-        handlers = _Handlers(self.concurrency)
-        heartbeat = _Heartbeat(self.lease_ms)
+        state = self._state
+        heartbeat = _Heartbeat(state, self.lease_ms)
         heartbeat.start()
-        acker = _Acker(self._settled)
+        acker = _Acker(state, self._settled)
         acker.start()
-        pollers = [
-            threading.Thread(target=self._poll, args=(group, handlers, heartbeat, acker),
-                             name=f"dq-poll-{'+'.join(part.name for part in group)}", daemon=True)
-            for group in self._groups
-        ]
-        log.info("dq: worker started on %d queue(s), concurrency %d", len(pollers), self.concurrency)
+        # A thread for each handler and one for each poller: when every
+        # poller waits in a blocking POP, `concurrency` handlers still run.
+        threads = [threading.Thread(target=self._serve, args=(heartbeat.every,), name=f"dq-worker-{i}", daemon=True)
+                   for i in range(self.concurrency + len(self._groups))]
+        with state.lock:
+            state.free_threads = len(threads)
+        log.info("dq: worker started on %d queue(s), concurrency %d", len(self._parts), self.concurrency)
         try:
-            for t in pollers:
+            for t in threads:
                 t.start()
-            for t in pollers:
-                while t.is_alive():
-                    t.join(0.2)  # short joins let the main thread run signal handlers
+            while not state.polls_over.wait(0.2):
+                pass  # short waits let the main thread run signal handlers
         finally:
             self.stop()
-            handlers.shutdown()
-            acker.finish()
+            state.polls_over.wait()
+            state.shutdown()
+            for t in threads:
+                t.join()
+            state.finish_acks()
             acker.join()
             heartbeat.finish()
             heartbeat.join()
@@ -415,76 +453,146 @@ class Worker:
 
         return mpop
 
-    def _poll(self, group: List[Queue], handlers: _Handlers, heartbeat: _Heartbeat, acker: _Acker) -> None:
-        take = self._taker(group)
-        where = "+".join(p.name for p in group)
-        pause = 0.1
-        while not self._stop.is_set():
-            n = self._permits.acquire(self._share)
-            if n == 0:
-                break
-            if n < self._share:
-                # Handlers finishing now free their permits too: let them
-                # run, then one POP asks for every free permit.
-                time.sleep(0)
-                n += self._permits.try_acquire(self._share - n)
-            if self._stop.is_set():
-                self._permits.release(n)
-                break
-            try:
-                # What is ready now, up to this poller's permits.
-                part, batch = take(n, None)
-                if not batch and not self._stop.is_set():
-                    # Nothing ready. The only poller keeps its permits and
-                    # waits for as many messages: a burst that falls due
-                    # comes in one reply. Among several, it gives them back
-                    # (another queue may have work) and waits for one message
-                    # holding none; that one then waits for a permit, its
-                    # lease kept alive by the heartbeat.
-                    if len(self._groups) > 1:
-                        self._permits.release(n)
-                        n = 0
-                    part, batch = take(max(n, 1), self.block_ms)
-            except Exception as e:
-                self._permits.release(n)
-                log.error("dq: POP from %s failed: %s (retrying in %.1f s)", where, e, pause)
-                self._stop.wait(pause)
-                pause = min(pause * 2, 5.0)
+    def _serve(self, every: float) -> None:
+        """A worker thread: polls when a POP is due and it is free, else
+        runs the next job, else sleeps; until the worker shuts down and no
+        job is left. Settling the job it ran or handing over the batch it
+        polled, then choosing what to do next, is one lock acquisition."""
+        state = self._state
+        lock, jobs = state.lock, state.jobs
+        handler = self.handler
+        gate = _gate()
+        finished: Optional[Job] = None  # a job that succeeded, to settle
+        polled: Optional[Polled] = None  # a poll's outcome, to hand over
+        busy = False  # this thread ran a job or polled: it is free again
+        while True:
+            wake: List[Gate] = []
+            job: Optional[Job] = None
+            sleep = False
+            with lock:
+                if finished is not None:
+                    part, delivery, key, permitted = finished
+                    finished = None
+                    state.beating.pop(key, None)
+                    # The handler is done: its permit goes to the next POP
+                    # while the ACK is on its way.
+                    if permitted:
+                        state._release(1, wake)
+                    state._ack(part, delivery, wake)
+                if polled is not None:
+                    self._hand_over(polled, time.monotonic() + every, wake)
+                    polled = None
+                if busy:
+                    state.free_threads += 1
+                    busy = False
+                group, n = state._poll_turn()
+                if group is not None or jobs:
+                    if group is None:
+                        job = jobs.popleft()
+                    state.free_threads -= 1
+                    busy = True
+                elif not state.closed:
+                    state.free_threads -= 1
+                    state.sleeping.append(gate)
+                    sleep = True
+                state._wake_needed(wake)
+            for g in wake:
+                g.release()
+            if group is not None:
+                polled = self._poll(group, n)
                 continue
-            pause = 0.1
-            if len(batch) < n:
-                self._permits.release(n - len(batch))
-            # Deliveries taken after a stop request are handled all the same:
-            # they are leased to us, and finishing them loses nothing.
-            first = heartbeat.add(batch, part)
-            handle, submit = self._handle, handlers.submit
-            for i, delivery in enumerate(batch):
-                submit(functools.partial(handle, part, delivery, heartbeat, acker, first + i, i < n))
+            if job is None:
+                if not sleep:
+                    return
+                gate.acquire()  # released by a waker (who counted this thread free) or shutdown()
+                continue
+            part, delivery, key, permitted = job
+            if not permitted:
+                # Taken by a blocking POP without a permit: wait for one (none
+                # once stopping: leased to us, it is handled all the same).
+                permitted = state.acquire_one()
+            try:
+                handler(delivery)
+            except BaseException as e:  # noqa: B036 - a handler's SystemExit must not kill the thread
+                if not isinstance(e, (c.Permanent, c.Retry)):
+                    log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
+                                delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
+                self._settle_alone(part, delivery, key, permitted, e)
+                continue
+            if delivery.lost:
+                self._settle_alone(part, delivery, key, permitted, None)
+                continue
+            finished = (part, delivery, key, permitted)
 
-    def _handle(self, part: Queue, delivery: Delivery, heartbeat: _Heartbeat, acker: _Acker, key: int,
-                permitted: bool) -> None:
-        if not permitted:
-            # Taken by a blocking POP without a permit: wait for one (0 once
-            # stopping: leased to us, it is handled all the same).
-            permitted = self._permits.acquire(1) > 0
-        failure: Optional[BaseException] = None
+    def _poll(self, group: _Group, n: int) -> Polled:
+        """One turn of a poller holding n permits: (the poller, the queue
+        taken from, the deliveries, the permits they hold)."""
+        state = self._state
+        if n < state.share:
+            # Handlers finishing now free their permits too: let them run,
+            # then one POP asks for every free permit.
+            time.sleep(0)
+            n += state.take_more(state.share - n)
+        if self._stop.is_set():
+            return group, None, [], n
         try:
-            self.handler(delivery)
-        except BaseException as e:  # noqa: B036 - a handler's SystemExit must not kill the thread
-            failure = e
-            if not isinstance(e, (c.Permanent, c.Retry)):
-                log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
-                            delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
-        finally:
-            heartbeat.remove(key)
-            # The handler is done: its permit goes to the next POP while the
-            # ACK or NACK is on its way.
+            # What is ready now, up to the permits held.
+            part, batch = group.take(n, None)
+            if not batch and not self._stop.is_set():
+                # Nothing ready. The only poller keeps its permits and waits
+                # for as many messages: a burst that falls due comes in one
+                # reply. Among several, it gives them back (another queue
+                # may have work) and waits for one message holding none;
+                # that one then waits for a permit, its lease kept alive by
+                # the heartbeat.
+                if len(state.groups) > 1:
+                    state.release(n)
+                    n = 0
+                part, batch = group.take(max(n, 1), self.block_ms)
+        except Exception as e:
+            log.error("dq: POP from %s failed: %s (retrying in %.1f s)", group.where, e, group.pause)
+            self._stop.wait(group.pause)
+            group.pause = min(group.pause * 2, 5.0)
+            return group, None, [], n
+        group.pause = 0.1
+        return group, part, batch, n
+
+    def _hand_over(self, polled: Polled, due: float, wake: List[Gate]) -> None:
+        """(Lock held.) A poll's deliveries become jobs, the first n of them
+        holding its permits (the rest go back); the poller's turn ends.
+        Deliveries taken after a stop request are handled all the same: they
+        are leased to us, and finishing them loses nothing."""
+        state = self._state
+        group, part, batch, n = polled
+        if len(batch) < n:
+            state._release(n - len(batch), wake)
+        if part is not None and batch:
+            key = state.next_key
+            state.next_key = key + len(batch)
+            beating, jobs = state.beating, state.jobs
+            for i, delivery in enumerate(batch, key):
+                beating[i] = [delivery, part, due]
+                jobs.append((part, delivery, i, i - key < n))
+        group.polling = False
+        state.polling -= 1
+        if state.stopping and state.polling == 0:
+            state.polls_over.set()
+
+    def _settle_alone(self, part: Queue, delivery: Delivery, key: int, permitted: bool,
+                      failure: Optional[BaseException]) -> None:
+        """A delivery that failed or is over: its heartbeat ends, its permit
+        goes back, then its NACK (or its lone late ACK, or nothing) from
+        this thread."""
+        state = self._state
+        wake: List[Gate] = []
+        with state.lock:
+            state.beating.pop(key, None)
             if permitted:
-                self._permits.release(1)
-        if failure is None and not delivery.lost:
-            acker.add(part, delivery)
-        else:
-            self._settled(delivery, self._settle(part, delivery, failure))
+                state._release(1, wake)
+            state._wake_needed(wake)  # a POP may be due while this thread sends the NACK
+        for g in wake:
+            g.release()
+        self._settled(delivery, self._settle(part, delivery, failure))
 
     def _settled(self, delivery: Delivery, outcome: Outcome) -> None:
         if self.on_settled is not None:
