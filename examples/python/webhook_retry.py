@@ -15,6 +15,7 @@ containing DQ_EXAMPLE_DOWN (default "bad"; empty: nothing is down).
 import json
 import os
 import sys
+import threading
 import time
 
 import redis
@@ -56,8 +57,18 @@ def handle(delivery):
     # Returning acknowledges the message.
 
 
+# on_settled is called from the worker's threads, several at once: one
+# lock keeps each report on a line of its own.
+printing = threading.Lock()
+
+
 def report(delivery, outcome):
     """Called by the worker once it settled a delivery (ACK or NACK, with ATTEMPT)."""
+    with printing:
+        say(delivery, outcome)
+
+
+def say(delivery, outcome):
     msg_id, attempt = delivery.id, delivery.attempt
     if outcome.action == "ack":
         print(f"delivered {msg_id} attempt={attempt}")
