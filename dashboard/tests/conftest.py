@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 
@@ -153,6 +154,28 @@ def browser_without_js():
     driver = webdriver.Chrome(service=Service(os.environ.get("DQ_CHROMEDRIVER", "/usr/bin/chromedriver")), options=opts)
     yield driver
     driver.quit()
+
+
+def left_the_page(element):
+    """A wait condition: true once `element`'s page was replaced by the next.
+
+    Selenium's `staleness_of` raises instead when chromedriver catches the
+    old node mid-navigation ("Node with given id does not belong to the
+    document"), which happened on a fast machine; that, too, means the old
+    page is gone."""
+
+    def gone(_driver):
+        try:
+            element.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+
+    return gone
 
 
 def command_calls(client, *commands):

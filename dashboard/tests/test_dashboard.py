@@ -18,6 +18,7 @@ from conftest import (
     Http,
     csrf_of,
     get,
+    left_the_page,
     no_autorefresh,
     q,
     redis_url,
@@ -95,7 +96,7 @@ def test_queue_page_settings_states_and_paging(r, dashboard, browser):
         if not nxt:
             break
         nxt[0].click()
-        wait(browser).until(EC.staleness_of(nxt[0]))
+        wait(browser).until(left_the_page(nxt[0]))
     assert sorted(seen) == sorted([f"bulk-{i:03}" for i in range(120)] + ["o0", "o1"])
     assert len(seen) == s["ready"]
 

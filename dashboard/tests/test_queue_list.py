@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import Http, command_calls, no_autorefresh, q, redis_url, screenshot, server_name, stats
+from conftest import Http, command_calls, left_the_page, no_autorefresh, q, redis_url, screenshot, server_name, stats
 
 WAIT = 15
 KB = 1000
@@ -61,7 +61,7 @@ def showing(driver):
 def follow(driver, element):
     """Clicks a link or button and waits for the next page."""
     element.click()
-    wait(driver).until(EC.staleness_of(element))
+    wait(driver).until(left_the_page(element))
 
 
 def query_of(driver):
