@@ -71,9 +71,12 @@ pub fn args(data: &[u8]) {
             }
         }),
         1 => checked(pop::parse(&args), |p| {
-            assert!((1..=MAX_COUNT).contains(&p.count));
-            assert!(p.block.is_none_or(|b| b <= MAX_TIME_MS));
-            assert!(p.lease_ms.is_none_or(|l| (1..=MAX_TIME_MS).contains(&l)));
+            assert!((1..=MAX_COUNT).contains(&p.options.count));
+            assert!(p.options.block.is_none_or(|b| b <= MAX_TIME_MS));
+            assert!(p
+                .options
+                .lease_ms
+                .is_none_or(|l| (1..=MAX_TIME_MS).contains(&l)));
         }),
         2 => checked(nack::parse(&args), |n| {
             name_bounds(n.id);

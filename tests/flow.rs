@@ -226,28 +226,12 @@ fn a_cluster_refuses_mpop_across_slots() {
     assert_eq!(text(&list(&reply)[0]), "{t}b");
 }
 
-fn replica_of(master: &Server) -> Server {
-    let port = master.port.to_string();
-    let replica = Server::start_with(&[
-        "--replicaof",
-        "127.0.0.1",
-        &port,
-        "--repl-diskless-sync-delay",
-        "0",
-    ]);
-    let mut r = replica.conn();
-    assert!(wait_until(LONG, || {
-        text(&cmd(&mut r, "INFO replication")).contains("master_link_status:up")
-    }));
-    replica
-}
-
 #[test]
 fn limits_and_their_state_replicate_persist_and_survive_a_failover() {
     // Every write reaches the AOF before its reply: the restart below is
     // a kill.
     let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let replica = replica_of(&master);
+    let replica = Server::start_replica_of(&master);
     let mut m = master.conn();
     let mut r = replica.conn();
     cmd(&mut m, "DQ.CONFIG q SET RATE 4/1h MAXINFLIGHT 3");
@@ -276,7 +260,7 @@ fn limits_and_their_state_replicate_persist_and_survive_a_failover() {
     assert_eq!(entries(&cmd(&mut m, "DQ.POP q COUNT 5")).len(), 1);
     assert_eq!(cmd(&mut m, "DQ.POP q COUNT 5"), Value::Nil);
     // A promoted replica keeps the pause.
-    let replica = replica_of(&master);
+    let replica = Server::start_replica_of(&master);
     let mut r = replica.conn();
     assert!(wait_until(LONG, || digest(&mut m) == digest(&mut r)));
     drop(m);

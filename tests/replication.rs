@@ -65,23 +65,6 @@ fn a_replica_ends_with_the_masters_exact_state() {
     assert!(cmd_err(&mut r, "DQ.POP q").starts_with("READONLY"));
 }
 
-fn replica_of(master: &Server) -> Server {
-    let port = master.port.to_string();
-    // No delay before a full sync it serves, should it become a master.
-    let replica = Server::start_with(&[
-        "--replicaof",
-        "127.0.0.1",
-        &port,
-        "--repl-diskless-sync-delay",
-        "0",
-    ]);
-    let mut r = replica.conn();
-    assert!(wait_until(LONG, || {
-        text(&cmd(&mut r, "INFO replication")).contains("master_link_status:up")
-    }));
-    replica
-}
-
 /// Every write path, including the timer's (promotion, lease expiry, TTL)
 /// and groups, leaves the replica byte-for-byte equal to the master; the
 /// replica answers the read commands.
@@ -92,7 +75,7 @@ fn every_write_path_reaches_the_replica() {
     // and fresh servers try again with longer ones.
     let (_master, _replica, mut m, mut r) = in_time(100, |ms| {
         let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
-        let replica = replica_of(&master);
+        let replica = Server::start_replica_of(&master);
         let mut m = master.conn();
         let r = replica.conn();
         let before = now_ms();
@@ -204,7 +187,7 @@ fn failover_moves_the_timer_to_the_new_master() {
     // again with more time.
     let (_master, replica, mut m, mut r, due) = in_time(800, |ms| {
         let master = Server::start_with(&["--repl-diskless-sync-delay", "0"]);
-        let replica = replica_of(&master);
+        let replica = Server::start_replica_of(&master);
         let mut m = master.conn();
         let mut r = replica.conn();
         let before = now_ms();
@@ -268,7 +251,7 @@ fn propagation_skips_the_command_lookup_where_the_server_offers_it() {
     let expected = i64::from(valkey.is_some_and(|v| v >= (8, 1)));
     assert_eq!(info_field(&mut m, "dq_replicate_skips_lookup"), expected);
     // Either way, what a write propagates still reaches a replica.
-    let replica = replica_of(&master);
+    let replica = Server::start_replica_of(&master);
     let mut r = replica.conn();
     cmd(&mut m, "DQ.ADD q x ID a DELAY 60000");
     acked_by_replica(&mut m);

@@ -323,22 +323,6 @@ fn idle_stays_idle_with_thousands_of_schedules_hours_away() {
     assert_eq!(info_field(&mut c, "dq_schedule_runs"), 0);
 }
 
-fn replica_of(master: &Server) -> Server {
-    let port = master.port.to_string();
-    let replica = Server::start_with(&[
-        "--replicaof",
-        "127.0.0.1",
-        &port,
-        "--repl-diskless-sync-delay",
-        "0",
-    ]);
-    let mut r = replica.conn();
-    assert!(wait_until(LONG, || {
-        text(&cmd(&mut r, "INFO replication")).contains("master_link_status:up")
-    }));
-    replica
-}
-
 /// The master makes runs; the replica follows exactly; the master dies and
 /// the promoted replica goes on with no duplicate, and with the missed
 /// runs MISSED asks for.
@@ -346,7 +330,7 @@ fn replica_of(master: &Server) -> Server {
 fn a_promoted_replica_goes_on_running_schedules() {
     for missed in ["ALL", "SKIP"] {
         let master = Server::start();
-        let replica = replica_of(&master);
+        let replica = Server::start_replica_of(&master);
         let mut m = master.conn();
         let mut r = replica.conn();
         let start = now_ms();

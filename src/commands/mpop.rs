@@ -10,16 +10,14 @@
 //! cluster every queue must be in one hash slot (CROSSSLOT otherwise):
 //! give them a common `{tag}`.
 
-use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::bytes;
-use crate::commands::pop::{entries, try_pop, Attempt};
+use crate::commands::pop::{entries, parse_options, try_pop, Attempt, PopOptions};
 use crate::core::error::{DqError, Result};
-use crate::grammar::args::{
-    is_keyword, parse_count, parse_in_range, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
-};
+use crate::grammar::args::parse_in_range;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
-use crate::server::blocking::{block_on_keys, Waiter};
+use crate::server::blocking::{block_on_keys, may_block, Waiter};
 use crate::server::reply::reply;
 
 pub const DOC: CommandDoc = CommandDoc {
@@ -39,14 +37,11 @@ pub const DOC: CommandDoc = CommandDoc {
 };
 
 const NAME: &str = "dq.mpop";
-const MS: &str = "a non-negative integer number of milliseconds";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MpopArgs<'a> {
     pub queues: &'a [&'a [u8]],
-    pub count: usize,
-    pub block: Option<u64>,
-    pub lease_ms: Option<u64>,
+    pub options: PopOptions,
 }
 
 /// Parses the arguments after the command name.
@@ -62,29 +57,10 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<MpopArgs<'a>> {
         });
     }
     let (queues, options) = rest.split_at(n as usize);
-    let mut parsed = MpopArgs {
+    Ok(MpopArgs {
         queues,
-        count: 1,
-        block: None,
-        lease_ms: None,
-    };
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(options);
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "COUNT") {
-            seen.mark("COUNT")?;
-            parsed.count = parse_count(cursor.value_of("COUNT")?)?;
-        } else if is_keyword(arg, "BLOCK") {
-            seen.mark("BLOCK")?;
-            parsed.block = Some(parse_ms("BLOCK", MS, cursor.value_of("BLOCK")?)?);
-        } else if is_keyword(arg, "LEASE") {
-            seen.mark("LEASE")?;
-            parsed.lease_ms = Some(parse_lease(cursor.value_of("LEASE")?)?);
-        } else {
-            return Err(unknown_option(arg));
-        }
-    }
-    Ok(parsed)
+        options: parse_options(options)?,
+    })
 }
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -124,18 +100,17 @@ fn first_delivering(
 
 fn mpop(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
-    let parsed = parse(&argv[1..])?;
-    let names: Vec<&RedisString> = args[2..2 + parsed.queues.len()].iter().collect();
-    if let Some(reply) = first_delivering(ctx, &names, parsed.count, parsed.lease_ms)? {
+    let MpopArgs { queues, options } = parse(&argv[1..])?;
+    let names: Vec<&RedisString> = args[2..2 + queues.len()].iter().collect();
+    if let Some(reply) = first_delivering(ctx, &names, options.count, options.lease_ms)? {
         return Ok(reply);
     }
-    let no_blocking = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
-    match parsed.block {
-        Some(timeout) if !ctx.get_flags().intersects(no_blocking) => {
+    match options.block {
+        Some(timeout) if may_block(ctx) => {
             let waiting = Waiting {
-                queues: parsed.queues.iter().map(|q| q.to_vec()).collect(),
-                count: parsed.count,
-                lease_ms: parsed.lease_ms,
+                queues: queues.iter().map(|q| q.to_vec()).collect(),
+                count: options.count,
+                lease_ms: options.lease_ms,
             };
             block_on_keys(ctx, &names, timeout, waiting);
             Ok(RedisValue::NoReply)
@@ -179,7 +154,10 @@ mod tests {
     fn grammar() {
         let a = p(&["2", "a", "b", "COUNT", "5", "BLOCK", "100", "LEASE", "9000"]).unwrap();
         assert_eq!(a.queues, [&b"a"[..], &b"b"[..]]);
-        assert_eq!((a.count, a.block, a.lease_ms), (5, Some(100), Some(9000)));
+        assert_eq!(
+            (a.options.count, a.options.block, a.options.lease_ms),
+            (5, Some(100), Some(9000))
+        );
         // A queue named like an option is a queue when numkeys says so.
         let a = p(&["2", "COUNT", "BLOCK"]).unwrap();
         assert_eq!(a.queues, [&b"COUNT"[..], &b"BLOCK"[..]]);

@@ -7,7 +7,7 @@
 //! BLOCK waits up to ms for a message (0 = forever), like BLPOP; inside
 //! MULTI or a script it does not wait.
 
-use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -16,7 +16,7 @@ use crate::grammar::args::{
     is_keyword, lease_deadline, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
-use crate::server::blocking::{block_on_keys, Waiter};
+use crate::server::blocking::{block_on_keys, may_block, Waiter};
 use crate::server::clock::now_ms;
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
@@ -44,6 +44,12 @@ const NAME: &str = "dq.pop";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PopArgs<'a> {
     pub queue: &'a [u8],
+    pub options: PopOptions,
+}
+
+/// COUNT, BLOCK and LEASE: DQ.POP's options, which DQ.MPOP shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PopOptions {
     pub count: usize,
     pub block: Option<u64>,
     /// `None`: the queue's or the module's lease.
@@ -54,8 +60,15 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<PopArgs<'a>> {
     let [queue, options @ ..] = args else {
         return Err(DqError::WrongArity(NAME));
     };
-    let mut parsed = PopArgs {
+    Ok(PopArgs {
         queue,
+        options: parse_options(options)?,
+    })
+}
+
+/// Parses `[COUNT n] [BLOCK ms] [LEASE ms]`, in any order, each at most once.
+pub fn parse_options(options: &[&[u8]]) -> Result<PopOptions> {
+    let mut parsed = PopOptions {
         count: 1,
         block: None,
         lease_ms: None,
@@ -87,20 +100,24 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 
 fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
-    let parsed = parse(&argv[1..])?;
+    let PopArgs { queue, options } = parse(&argv[1..])?;
     if let Some(taken) = try_pop(
         ctx,
         &args[1],
-        parsed.count,
-        parsed.lease_ms,
+        options.count,
+        options.lease_ms,
         Attempt::Command,
     )? {
         return Ok(entries(taken));
     }
-    let no_blocking = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
-    match parsed.block {
-        Some(timeout) if !ctx.get_flags().intersects(no_blocking) => {
-            block(ctx, &args[1], &parsed, timeout);
+    match options.block {
+        Some(timeout) if may_block(ctx) => {
+            let waiting = Waiting {
+                queue: queue.to_vec(),
+                count: options.count,
+                lease_ms: options.lease_ms,
+            };
+            block_on_keys(ctx, &[&args[1]], timeout, waiting);
             Ok(RedisValue::NoReply)
         }
         _ => Ok(RedisValue::Null),
@@ -207,17 +224,6 @@ impl Waiter for Waiting {
     }
 }
 
-/// Parks the client on the queue's key until a message is ready for it or
-/// BLOCK runs out (then nil).
-fn block(ctx: &Context, name: &RedisString, parsed: &PopArgs, timeout_ms: u64) {
-    let waiting = Waiting {
-        queue: parsed.queue.to_vec(),
-        count: parsed.count,
-        lease_ms: parsed.lease_ms,
-    };
-    block_on_keys(ctx, &[name], timeout_ms, waiting);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,9 +235,15 @@ mod tests {
     #[test]
     fn defaults_and_options() {
         let a = p(&["q"]).unwrap();
-        assert_eq!((a.count, a.block, a.lease_ms), (1, None, None));
+        assert_eq!(
+            (a.options.count, a.options.block, a.options.lease_ms),
+            (1, None, None)
+        );
         let a = p(&["q", "count", "100", "BLOCK", "0", "lease", "5"]).unwrap();
-        assert_eq!((a.count, a.block, a.lease_ms), (100, Some(0), Some(5)));
+        assert_eq!(
+            (a.options.count, a.options.block, a.options.lease_ms),
+            (100, Some(0), Some(5))
+        );
     }
 
     #[test]

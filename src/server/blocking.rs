@@ -9,7 +9,7 @@
 
 use std::os::raw::{c_int, c_void};
 
-use redis_module::{raw, Context, RedisString, RedisValue};
+use redis_module::{raw, Context, ContextFlags, RedisString, RedisValue};
 
 use crate::core::error::{DqError, Result};
 use crate::core::registry::QueueRef;
@@ -36,6 +36,14 @@ pub trait Waiter: Sized + 'static {
     /// Tries again now: `Ok(None)` keeps the client waiting (another
     /// client took what woke it).
     fn try_now(&self, ctx: &Context) -> Result<Option<RedisValue>>;
+}
+
+/// Whether the calling client may be parked: not inside MULTI or a
+/// script, and not where the server denies blocking (e.g. a replica's
+/// replication stream); there a BLOCK that finds nothing replies nil.
+pub fn may_block(ctx: &Context) -> bool {
+    let no_blocking = ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING;
+    !ctx.get_flags().intersects(no_blocking)
 }
 
 /// Parks the client on `keys` for up to `timeout_ms` (0: for ever); the

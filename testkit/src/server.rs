@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::resp::{cmd, text};
 use crate::{free_port, module_path, server_binary, wait_until, Build, LONG};
 
 /// A redis-server (or `DQ_SERVER`) child process on a free loopback port,
@@ -255,6 +256,28 @@ impl Server {
     /// Starts a server with extra `--name value` arguments.
     pub fn start_with(extra: &[&str]) -> Server {
         Server::builder().args(extra).start()
+    }
+
+    /// Starts a replica of `master` and waits until its link is up. It
+    /// serves a full sync at once (no diskless delay), should it be
+    /// promoted and get replicas of its own.
+    pub fn start_replica_of(master: &Server) -> Server {
+        let port = master.port.to_string();
+        let replica = Server::start_with(&[
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--repl-diskless-sync-delay",
+            "0",
+        ]);
+        let mut r = replica.conn();
+        assert!(
+            wait_until(LONG, || {
+                text(&cmd(&mut r, "INFO replication")).contains("master_link_status:up")
+            }),
+            "the replica's link to its master did not come up"
+        );
+        replica
     }
 
     /// Starts a server whose `loadmodule` line has these arguments; `Err`
