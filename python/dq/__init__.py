@@ -9,19 +9,8 @@
 The same API on redis.asyncio is in dq.asyncio.
 """
 
-from ._commands import (
-    Delivery,
-    DqError,
-    Entry,
-    OutOfMemory,
-    Outcome,
-    Permanent,
-    Retry,
-    Schedule,
-    StaleDelivery,
-    UnknownMessage,
-    WrongType,
-)
+from ._core.errors import DqError, OutOfMemory, Permanent, Retry, StaleDelivery, UnknownMessage, WrongType
+from ._core.records import Delivery, Entry, Outcome, Schedule
 from ._sync import Queue, ShardedQueue, queues
 from ._worker import Worker
 

@@ -8,8 +8,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import redis
 import redis.exceptions
 
-from . import _commands as c
-from ._commands import Call, Delivery, Entry, Plan, Schedule
+from ._core import errors, queue as calls, sharding
+from ._core.plans import Call, Plan
+from ._core.records import Delivery, Entry, Schedule
 
 Client = Any  # redis.Redis or redis.cluster.RedisCluster
 Id = Union[str, bytes, Delivery]
@@ -20,7 +21,7 @@ def execute(client: Client, call: Call) -> Any:
     try:
         reply = client.execute_command(*call.args, NEVER_DECODE=True)
     except redis.exceptions.ResponseError as e:
-        raise c.translate(e) from e
+        raise errors.translate(e) from e
     return call.parse(reply)
 
 
@@ -36,7 +37,7 @@ def drive(client: Client, plan: Plan) -> Any:
             for call in step:
                 try:
                     results.append(execute(client, call))
-                except c.DqError as e:
+                except errors.DqError as e:
                     results.append(e)
             step = plan.send(results)
     except StopIteration as stop:
@@ -190,7 +191,7 @@ class Queue(_Base):
     """One dq queue: each method is one DQ.* command."""
 
     def __init__(self, client: Client, name: Union[str, bytes]) -> None:
-        self._core = c.QueueCore(name)
+        self._core = calls.QueueCore(name)
         super().__init__(client)
 
     def add(
@@ -247,7 +248,7 @@ class ShardedQueue(_Base):
     """One logical queue over `shards` dq queues (docs/sharding.md)."""
 
     def __init__(self, client: Client, name: Union[str, bytes], shards: int) -> None:
-        self._core = c.ShardedCore(name, shards)
+        self._core = sharding.ShardedCore(name, shards)
         super().__init__(client)
         self.shards: List[Queue] = [Queue(client, core.key) for core in self._core.cores]
 
@@ -339,14 +340,14 @@ class ShardedQueue(_Base):
 def queues(client: Client) -> List[str]:
     """DQ.QUEUES; on a cluster, every master's, merged and sorted by bytes."""
     _check_client(client)
-    call = c.queues_call()
+    call = calls.queues_call()
     if hasattr(client, "get_primaries"):
         names: List[str] = []
         for node in client.get_primaries():
             try:
                 reply = client.execute_command(*call.args, target_nodes=node, NEVER_DECODE=True)
             except redis.exceptions.ResponseError as e:
-                raise c.translate(e) from e
+                raise errors.translate(e) from e
             names += call.parse(reply)
         return sorted(set(names), key=lambda n: n.encode("utf-8", "surrogateescape"))
     return execute(client, call)

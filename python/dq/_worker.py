@@ -27,8 +27,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _commands as c
-from ._commands import Delivery, Outcome
+from ._core import errors, queue as calls, worker as decide
+from ._core.records import Delivery, Outcome
 from ._sync import Queue, ShardedQueue, execute
 
 log = logging.getLogger("dq")
@@ -222,7 +222,7 @@ class _State:
 
 class _Heartbeat(threading.Thread):
     """TOUCHes each running delivery a third of a lease after its last
-    renewal; on STALE, learns why (c.over_reason) and tells the handler. It
+    renewal; on STALE, learns why (decide.over_reason) and tells the handler. It
     looks four times per renewal period over the running deliveries (at
     most concurrency + pollers), so adding and removing one costs a dict
     operation, no wakeup."""
@@ -250,13 +250,13 @@ class _Heartbeat(threading.Thread):
         state = self._state
         try:
             execute(part.client, part._core.touch_call(delivery.id, lease_ms=self._lease_ms, attempt=delivery.attempt))
-        except c.StaleDelivery:
+        except errors.StaleDelivery:
             with state.lock:
                 if state.beating.pop(key, None) is None:
                     return  # settled meanwhile: the STALE is our own ACK/NACK's doing
             reason = why_over(part, delivery)
-            c.mark_over(delivery, reason)
-            log.warning(c.OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
+            decide.mark_over(delivery, reason)
+            log.warning(decide.OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
             return
         except Exception as e:  # connection trouble: try again at the next look
             log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
@@ -268,13 +268,13 @@ class _Heartbeat(threading.Thread):
 
 
 def why_over(part: Queue, delivery: Delivery) -> str:
-    """Why a delivery's TOUCH was STALE (c.over_reason), by DQ.GET."""
+    """Why a delivery's TOUCH was STALE (decide.over_reason), by DQ.GET."""
     try:
         record = execute(part.client, part._core.get_call(delivery.id))
     except Exception as e:
         log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
         return "lost"
-    return c.over_reason(record)
+    return decide.over_reason(record)
 
 
 class _Acker(threading.Thread):
@@ -313,7 +313,7 @@ class _Acker(threading.Thread):
             for d in deliveries:
                 self._settled(d, Outcome("ack", "unsettled", None, e))
             return
-        state = c.ack_batch_state(count, len(deliveries))
+        state = decide.ack_batch_state(count, len(deliveries))
         if state != "acked":
             log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
                         len(deliveries), part.name, count)
@@ -352,11 +352,11 @@ class Worker:
             raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
         if not isinstance(handle_signals, bool):
             raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
-        c.check_worker_args(concurrency, lease_ms, block_ms)
-        self._groups: List[List[Queue]] = c.worker_groups(queues, Queue, ShardedQueue)
+        decide.check_worker_args(concurrency, lease_ms, block_ms)
+        self._groups: List[List[Queue]] = decide.worker_groups(queues, Queue, ShardedQueue)
         self._parts: List[Queue] = [part for group in self._groups for part in group]
         for part in self._parts:
-            c.check_pool(part.client, len(self._groups) + concurrency + 2, block_ms)
+            decide.check_pool(part.client, len(self._groups) + concurrency + 2, block_ms)
         self.handler = handler
         self.concurrency = concurrency
         self.lease_ms = lease_ms
@@ -437,7 +437,7 @@ class Worker:
         lease_ms = self.lease_ms
         if len(group) == 1:
             part = group[0]
-            core: c.QueueCore = part._core
+            core: calls.QueueCore = part._core
 
             def pop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
                 return part, execute(part.client, core.pop_call(count, block_ms, lease_ms))
@@ -448,7 +448,7 @@ class Worker:
         by_name = {p.name: p for p in group}
 
         def mpop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-            name, batch = execute(client, c.mpop_call(cores, count, block_ms, lease_ms))
+            name, batch = execute(client, calls.mpop_call(cores, count, block_ms, lease_ms))
             return (by_name[name] if name is not None else group[0]), batch
 
         return mpop
@@ -514,7 +514,7 @@ class Worker:
             try:
                 handler(delivery)
             except BaseException as e:  # noqa: B036 - a handler's SystemExit must not kill the thread
-                if not isinstance(e, (c.Permanent, c.Retry)):
+                if not isinstance(e, (errors.Permanent, errors.Retry)):
                     log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
                                 delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
                 self._settle_alone(part, delivery, key, permitted, e)
@@ -602,18 +602,18 @@ class Worker:
                 log.exception("dq: on_settled raised")
 
     def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
-        action, call, error = c.settle_call(part._core, delivery, failure)
+        action, call, error = decide.settle_call(part._core, delivery, failure)
         if call is None:
             log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
                         "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
-            return Outcome(action, c.unsent_state(delivery), error, failure)
+            return Outcome(action, decide.unsent_state(delivery), error, failure)
         try:
             reply = execute(part.client, call)
-        except c.StaleDelivery as e:
+        except errors.StaleDelivery as e:
             log.warning("dq: %s", e)
             return Outcome(action, "stale", error, e)
         except Exception as e:
             log.error("dq: settling %s attempt %d in %s failed: %s (it comes back after its lease)",
                       delivery.id, delivery.attempt, delivery.queue, e)
             return Outcome(action, "unsettled", error, e)
-        return Outcome(action, c.settle_state(action, reply), error, failure)
+        return Outcome(action, decide.settle_state(action, reply), error, failure)

@@ -23,22 +23,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, O
 
 import redis.exceptions
 
-from . import _commands as c
-from ._commands import (
-    Call,
-    Delivery,
-    DqError,
-    Entry,
-    OutOfMemory,
-    Outcome,
-    Permanent,
-    Plan,
-    Retry,
-    Schedule,
-    StaleDelivery,
-    UnknownMessage,
-    WrongType,
-)
+from ._core import errors, queue as calls, sharding, worker as decide
+from ._core.errors import DqError, OutOfMemory, Permanent, Retry, StaleDelivery, UnknownMessage, WrongType
+from ._core.plans import Call, Plan
+from ._core.records import Delivery, Entry, Outcome, Schedule
 
 __all__ = [
     "Delivery",
@@ -78,7 +66,7 @@ async def execute(client: Client, call: Call) -> Any:
     try:
         reply = await client.execute_command(*call.args, NEVER_DECODE=True)
     except redis.exceptions.ResponseError as e:
-        raise c.translate(e) from e
+        raise errors.translate(e) from e
     return call.parse(reply)
 
 
@@ -238,7 +226,7 @@ class Queue(_Base):
     """One dq queue over an asyncio client: each method is one DQ.* command."""
 
     def __init__(self, client: Client, name: Union[str, bytes]) -> None:
-        self._core = c.QueueCore(name)
+        self._core = calls.QueueCore(name)
         super().__init__(client)
 
     async def add(
@@ -293,7 +281,7 @@ class ShardedQueue(_Base):
     """One logical queue over `shards` dq queues (docs/sharding.md)."""
 
     def __init__(self, client: Client, name: Union[str, bytes], shards: int) -> None:
-        self._core = c.ShardedCore(name, shards)
+        self._core = sharding.ShardedCore(name, shards)
         super().__init__(client)
         self.shards: List[Queue] = [Queue(client, core.key) for core in self._core.cores]
 
@@ -381,7 +369,7 @@ class ShardedQueue(_Base):
 async def queues(client: Client) -> List[str]:
     """DQ.QUEUES; on a cluster, every master's, merged and sorted by bytes."""
     _check_client(client)
-    call = c.queues_call()
+    call = calls.queues_call()
     if hasattr(client, "get_primaries"):
         await _ready(client)
         names: List[str] = []
@@ -389,7 +377,7 @@ async def queues(client: Client) -> List[str]:
             try:
                 reply = await client.execute_command(*call.args, target_nodes=node, NEVER_DECODE=True)
             except redis.exceptions.ResponseError as e:
-                raise c.translate(e) from e
+                raise errors.translate(e) from e
             names += call.parse(reply)
         return sorted(set(names), key=lambda n: n.encode("utf-8", "surrogateescape"))
     return await execute(client, call)
@@ -489,7 +477,7 @@ class _Acker:
                           len(batch), part.name, e)
                 outcomes = [Outcome("ack", "unsettled", None, e)] * len(batch)
             else:
-                state = c.ack_batch_state(count, len(batch))
+                state = decide.ack_batch_state(count, len(batch))
                 if state != "acked":
                     log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
                                 len(batch), part.name, count)
@@ -525,11 +513,11 @@ class Worker:
             raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
         if not isinstance(handle_signals, bool):
             raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
-        c.check_worker_args(concurrency, lease_ms, block_ms)
-        self._groups: List[List[Queue]] = c.worker_groups(queues, Queue, ShardedQueue)
+        decide.check_worker_args(concurrency, lease_ms, block_ms)
+        self._groups: List[List[Queue]] = decide.worker_groups(queues, Queue, ShardedQueue)
         self._parts: List[Queue] = [part for group in self._groups for part in group]
         for part in self._parts:
-            c.check_pool(part.client, len(self._groups) + concurrency + 2, block_ms)
+            decide.check_pool(part.client, len(self._groups) + concurrency + 2, block_ms)
         self.handler = handler
         self._async_handler = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)
@@ -638,7 +626,7 @@ class Worker:
         lease_ms = self.lease_ms
         if len(group) == 1:
             part = group[0]
-            core: c.QueueCore = part._core
+            core: calls.QueueCore = part._core
 
             async def pop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
                 return part, await execute(part.client, core.pop_call(count, block_ms, lease_ms))
@@ -649,7 +637,7 @@ class Worker:
         by_name = {p.name: p for p in group}
 
         async def mpop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-            name, batch = await execute(client, c.mpop_call(cores, count, block_ms, lease_ms))
+            name, batch = await execute(client, calls.mpop_call(cores, count, block_ms, lease_ms))
             return (by_name[name] if name is not None else group[0]), batch
 
         return mpop
@@ -724,12 +712,12 @@ class Worker:
             if self._beating.pop(key, None) is None:
                 return  # settled meanwhile: the STALE is our own ACK/NACK's doing
             try:
-                reason = c.over_reason(await execute(part.client, part._core.get_call(delivery.id)))
+                reason = decide.over_reason(await execute(part.client, part._core.get_call(delivery.id)))
             except Exception as e:
                 log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
                 reason = "lost"
-            c.mark_over(delivery, reason)
-            log.warning(c.OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
+            decide.mark_over(delivery, reason)
+            log.warning(decide.OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
             # A coroutine handler is cancelled where it waits (item[4]: it
             # runs now). A function in a thread cannot be: it has the event.
             task = item[3]
@@ -808,11 +796,11 @@ class Worker:
             log.exception("dq: on_settled raised")
 
     async def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
-        action, call, error = c.settle_call(part._core, delivery, failure)
+        action, call, error = decide.settle_call(part._core, delivery, failure)
         if call is None:
             log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
                         "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
-            return Outcome(action, c.unsent_state(delivery), error, failure)
+            return Outcome(action, decide.unsent_state(delivery), error, failure)
         try:
             reply = await execute(part.client, call)
         except StaleDelivery as e:
@@ -822,4 +810,4 @@ class Worker:
             log.error("dq: settling %s attempt %d in %s failed: %s (it comes back after its lease)",
                       delivery.id, delivery.attempt, delivery.queue, e)
             return Outcome(action, "unsettled", error, e)
-        return Outcome(action, c.settle_state(action, reply), error, failure)
+        return Outcome(action, decide.settle_state(action, reply), error, failure)

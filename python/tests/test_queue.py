@@ -10,7 +10,7 @@ import redis
 import dq
 
 from conftest import wait_for
-from dq import _commands as c
+from dq._core import args as c, sharding
 
 
 def test_add_every_option_shows_in_get(any_r, name):
@@ -275,6 +275,6 @@ def test_merge_stats():
     a = {"ready": 1, "acked": 2, "oldest-ready-age-ms": 5, "next-due-at": None}
     b = {"ready": 3, "acked": 0, "oldest-ready-age-ms": 9, "next-due-at": 100}
     z = {"ready": 0, "acked": 0, "oldest-ready-age-ms": None, "next-due-at": 50}
-    assert c.merge_stats([a, b, z]) == {"ready": 4, "acked": 2, "oldest-ready-age-ms": 9, "next-due-at": 50}
+    assert sharding.merge_stats([a, b, z]) == {"ready": 4, "acked": 2, "oldest-ready-age-ms": 9, "next-due-at": 50}
     none = {"ready": 0, "acked": 0, "oldest-ready-age-ms": None, "next-due-at": None}
-    assert c.merge_stats([none, none]) == none
+    assert sharding.merge_stats([none, none]) == none

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import dq
-from dq import _commands as c
+from dq._core import sharding as c
 
 from conftest import ROOT
 

@@ -1,0 +1,170 @@
+"""Argument checks: each public argument checked, and turned into the
+bytes the server reads, before anything is sent. A wrong type raises
+TypeError, a bad value ValueError, each naming the argument."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Optional, Tuple, Union
+
+from .records import Delivery
+
+STATES = ("delayed", "ready", "inflight", "dead")
+MAX_ERROR_BYTES = 4096
+MAX_ID_BYTES = 1024
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+UINT32_MAX = 2**32 - 1
+MAX_TIME = 2**53 - 1
+
+Bytesish = Union[str, bytes, bytearray, memoryview]
+
+
+def int_arg(what: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{what} must be from {low} to {high}, got {value}")
+    return value
+
+
+def bytes_arg(what: str, value: Any, *, allow_empty: bool = True, limit: Optional[int] = None) -> bytes:
+    if isinstance(value, str):
+        data = value.encode("utf-8", "surrogateescape")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    else:
+        raise TypeError(f"{what} must be str or bytes, got {type(value).__name__}")
+    if not allow_empty and not data:
+        raise ValueError(f"{what} must not be empty")
+    if limit is not None and len(data) > limit:
+        raise ValueError(f"{what} is longer than {limit} bytes ({len(data)})")
+    return data
+
+
+def id_arg(value: Any, what: str = "id") -> bytes:
+    if isinstance(value, Delivery):
+        value = value.id
+    return bytes_arg(what, value, allow_empty=False, limit=MAX_ID_BYTES)
+
+
+def queue_name(name: Any) -> bytes:
+    return bytes_arg("queue name", name)
+
+
+def state_arg(state: Any) -> bytes:
+    if not isinstance(state, str):
+        raise TypeError(f"state must be a str, got {type(state).__name__}")
+    if state.lower() not in STATES:
+        raise ValueError(f"state must be one of delayed, ready, inflight, dead; got {state!r}")
+    return state.upper().encode()
+
+
+def backoff_arg(what: str, value: Any) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str such as 'exp:1s:1h', got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{what} must not be empty")
+    return value.encode()
+
+
+def message_options(priority: Any, max_attempts: Any, backoff: Any, group: Any, ttl_ms: Any) -> List[Any]:
+    """The options DQ.ADD and DQ.SCHEDULE share, checked."""
+    args: List[Any] = []
+    if priority is not None:
+        args += [b"PRIORITY", int_arg("priority", priority, INT32_MIN, INT32_MAX)]
+    if max_attempts is not None:
+        args += [b"MAXATTEMPTS", int_arg("max_attempts", max_attempts, 1, INT32_MAX)]
+    if backoff is not None:
+        args += [b"BACKOFF", backoff_arg("backoff", backoff)]
+    if group is not None:
+        args += [b"GROUP", bytes_arg("group", group, allow_empty=False, limit=MAX_ID_BYTES)]
+    if ttl_ms is not None:
+        args += [b"TTL", int_arg("ttl_ms", ttl_ms, 1, MAX_TIME)]
+    return args
+
+
+MAX_SCHEDULE_NAME_BYTES = 1007  # a run's id is `name@T`: 1024 bytes at most
+MISSED = ("skip", "one", "all")
+OVERLAP = ("allow", "skip")
+UINT64_MAX = 2**64 - 1
+
+
+def schedule_name_arg(name: Any) -> bytes:
+    return bytes_arg("schedule name", name, allow_empty=False, limit=MAX_SCHEDULE_NAME_BYTES)
+
+
+def choice_arg(what: str, value: Any, choices: Tuple[str, ...]) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    if value.lower() not in choices:
+        raise ValueError(f"{what} must be one of {', '.join(choices)}; got {value!r}")
+    return value.upper().encode()
+
+
+def duration_arg(what: str, value: Any) -> bytes:
+    """A duration as the server reads it: a str such as '5m' (the server
+    checks its grammar) or int milliseconds."""
+    if isinstance(value, str):
+        if not value:
+            raise ValueError(f"{what} must not be empty")
+        return value.encode()
+    return b"%d" % int_arg(what, value, 1, MAX_TIME)
+
+
+RATE = re.compile(r"^([0-9]+)/(\S+)$")
+
+
+def rate_arg(value: Any) -> Tuple[bytes, Optional[Tuple[int, str]]]:
+    """RATE's value and, for `n/duration`, (n, duration); `0` and 'DEFAULT'
+    remove the limit (None)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"rate must be a str such as '100/1s' (or 0 to remove it), got {type(value).__name__}")
+    if isinstance(value, int):
+        if value != 0:
+            raise ValueError(f"rate must be a str such as '100/1s', or 0 to remove it; got {value}")
+        return b"0", None
+    if value in ("0", "DEFAULT"):
+        return value.encode(), None
+    m = RATE.match(value)
+    if m is None:
+        raise ValueError(f"rate must be n/duration, such as '100/1s' or '5000/1h' (or 0 to remove it); got {value!r}")
+    n = int(m.group(1))
+    return value.encode(), (None if n == 0 else (n, m.group(2)))
+
+
+def max_inflight_arg(value: Any) -> Tuple[bytes, Optional[int]]:
+    """MAXINFLIGHT's value and n; `0` and 'DEFAULT' remove the limit (None)."""
+    if value == "DEFAULT":
+        return b"DEFAULT", None
+    if isinstance(value, str):
+        raise ValueError(f"max_inflight must be an int or 'DEFAULT', got {value!r}")
+    n = int_arg("max_inflight", value, 0, UINT32_MAX)
+    return b"%d" % n, (n or None)
+
+
+def truncate_error(text: Any) -> Optional[bytes]:
+    """ERROR text for NACK: UTF-8, at most 4096 bytes cut on a character
+    boundary; None (no ERROR) when empty."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise TypeError(f"error must be a str, got {type(text).__name__}")
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) > MAX_ERROR_BYTES:
+        data = data[:MAX_ERROR_BYTES]
+        # Drop a partial character: continuation bytes are 0b10xxxxxx.
+        end = len(data)
+        while end > 0 and data[end - 1] & 0xC0 == 0x80:
+            end -= 1
+        if end > 0 and data[end - 1] >= 0xC0:
+            lead = data[end - 1]
+            need = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+            if len(data) - (end - 1) < need:
+                data = data[: end - 1]
+    return data or None
+
+
+def id_list(ids: Any) -> List[Any]:
+    if isinstance(ids, (str, bytes, bytearray, Delivery)):
+        raise TypeError("ids must be a list of ids, not a single id")
+    return list(ids)

@@ -1,0 +1,105 @@
+"""The values the library hands out: Entry, Delivery, Schedule, Outcome."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, fields
+from typing import NamedTuple, Optional
+
+
+class Entry(NamedTuple):
+    """One message as DQ.PEEK and DQ.SCAN show it."""
+
+    id: str
+    payload: bytes
+    attempt: int
+    time: int  # due time, lease deadline or time of death (Unix ms)
+    last_error: Optional[str]
+
+
+_EVENT_LOCK = threading.Lock()
+
+
+@dataclass(eq=False)
+class Delivery:
+    """One delivery of a message, as DQ.POP handed it out.
+
+    When a Worker's heartbeat learns that the delivery is over (its fenced
+    DQ.TOUCH replies STALE) it sets `lost_reason` — "cancelled" when the
+    message is gone (DQ.CANCEL, DQ.PURGE), "lost" when the lease ran out
+    and another consumer may hold it — then `lost` (True either way), then
+    the `cancelled` event: a handler doing long work checks `lost` or waits
+    on `cancelled`, and gives up."""
+
+    id: str
+    payload: bytes
+    attempt: int
+    queue: str
+    lost: bool = field(default=False)
+    lost_reason: Optional[str] = field(default=None)
+    # Made on first use: most deliveries never need one, and a Worker
+    # handles tens of thousands a second.
+    _cancelled: Optional[threading.Event] = field(default=None, init=False, repr=False)
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the worker learns that this delivery is over (see
+        `lost_reason`): stop working on it."""
+        event = self._cancelled
+        if event is None:
+            with _EVENT_LOCK:
+                event = self._cancelled
+                if event is None:
+                    event = self._cancelled = threading.Event()
+        return event
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One recurring schedule as DQ.SCHEDULES shows it; None where the
+    server says nil. Times are Unix ms; `spec` reads `every 5m` or
+    `cron 0 8 * * *`."""
+
+    name: str
+    spec: str
+    tz: str
+    next_run: Optional[int]  # None: no run is left (END passed, LIMIT reached)
+    last_run: Optional[int]  # None: before the first run
+    runs: int
+    skipped: int  # runs skipped by OVERLAP SKIP
+    limit: Optional[int]
+    start: int
+    end: Optional[int]
+    missed: str  # "skip", "one" or "all"
+    overlap: str  # "allow" or "skip"
+    payload: bytes
+    priority: int
+    max_attempts: Optional[int]
+    backoff: Optional[str]
+    group: Optional[str]
+    ttl: Optional[int]  # ms, counted from each run
+
+
+SCHEDULE_FIELDS = tuple(f.name for f in fields(Schedule))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the worker settled a delivery, given to Worker(on_settled=...);
+    docs/client-vocabulary.md has the same words for the three libraries.
+
+    action: what the handler asked for, what the worker sends: "ack" (it
+    returned), "nack" (it raised, or raised Retry: a retry is scheduled, or
+    the message dies if its attempts are used up) or "dead" (Permanent).
+    state: what the server made of it: "acked"; "acked-late" (the DQ.ACK of
+    its batch counted fewer: a message of that batch was no longer in
+    flight); the NACK's new state ("delayed", "ready", "dead"); "stale" (the
+    delivery was over, its lease lost: nothing changed); "unsettled" (the
+    call failed, `exception` says why: the message comes back after its
+    lease).
+    error: the ERROR text sent with the NACK, if any."""
+
+    action: str
+    state: str
+    error: Optional[str] = None
+    exception: Optional[BaseException] = None
