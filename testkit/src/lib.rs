@@ -1,7 +1,7 @@
 //! What dq's tests and benchmarks run against, in one place: the module's
 //! integration tests (tests/), the client's, the relay's and the
 //! dashboard's tests and benchmarks, and the module's benchmark
-//! (benches/dq.rs) all use this kit as a dev-dependency.
+//! (benches/dq.rs and benches/dq/) all use this kit as a dev-dependency.
 //!
 //! - [`Server`]: a redis-server (or `DQ_SERVER`) child process with the
 //!   built module loaded, on a free loopback port, in a fresh temporary

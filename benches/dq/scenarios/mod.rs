@@ -1,0 +1,33 @@
+//! The twelve scenarios, one file each (the numbers are the issues'
+//! targets' numbering, not the order they run in: see main). Each
+//! measures on servers of its own and adds its rows and notes to the
+//! report.
+
+mod add;
+mod backlog;
+mod burst;
+mod flow;
+mod idle;
+mod lateness;
+mod lifecycle;
+mod lines;
+mod memory;
+mod queues;
+/// How late dq.ready events come, shared by the queues and schedules
+/// scenarios.
+mod ready;
+mod schedules;
+mod unlink;
+
+pub use add::add_throughput;
+pub use backlog::backlog;
+pub use burst::burst;
+pub use flow::flow;
+pub use idle::idle;
+pub use lateness::lateness;
+pub use lifecycle::lifecycle;
+pub use lines::server_lines;
+pub use memory::memory;
+pub use queues::many_queues;
+pub use schedules::schedules;
+pub use unlink::unlink;
