@@ -61,16 +61,7 @@ fn a_big_backlog_does_not_starve_other_queues() {
         let mut c = server.conn();
         let n = factor * (3 * info_field(&mut c, "dq_tick_budget") + 1);
         let due = now_ms() + margin;
-        let mut pipe = redis::pipe();
-        for i in 0..n {
-            pipe.cmd("DQ.ADD")
-                .arg("big")
-                .arg(i)
-                .arg("AT")
-                .arg(due)
-                .ignore();
-        }
-        let () = pipe.query(&mut c).unwrap();
+        add_due_at(&mut c, "big", n, due);
         let small_due = due + 5;
         cmd(&mut c, &format!("DQ.ADD small x AT {small_due}"));
         if now_ms() >= due {

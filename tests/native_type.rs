@@ -115,20 +115,7 @@ fn dump_restore_and_migrate_carry_the_whole_queue() {
     };
     run(&mut s, &[b"RESTORE", b"again", b"0", &dump]).unwrap();
     assert_eq!(value_digest(&mut s, "again"), digest);
-    let port = target.port.to_string();
-    let migrated = run(
-        &mut s,
-        &[
-            b"MIGRATE",
-            b"127.0.0.1",
-            port.as_bytes(),
-            b"q",
-            b"0",
-            b"5000",
-        ],
-    )
-    .unwrap();
-    assert_eq!(text(&migrated), "OK");
+    migrate(&mut s, "q", target.port);
     assert_eq!(int(&cmd(&mut s, "EXISTS q")), 0);
     assert_eq!(value_digest(&mut t, "q"), digest);
     assert_eq!(

@@ -399,20 +399,7 @@ fn rename_and_migrate_carry_schedules_which_run_where_they_went() {
         0,
         "a run went to the old name"
     );
-    let port = other.port.to_string();
-    let migrated = run(
-        &mut c,
-        &[
-            b"MIGRATE",
-            b"127.0.0.1",
-            port.as_bytes(),
-            b"renamed",
-            b"0",
-            b"5000",
-        ],
-    )
-    .unwrap();
-    assert_eq!(text(&migrated), "OK");
+    migrate(&mut c, "renamed", other.port);
     let migrated_at = now_ms();
     assert_eq!(int(&cmd(&mut c, "EXISTS renamed")), 0);
     assert_eq!(

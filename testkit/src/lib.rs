@@ -10,7 +10,8 @@
 //! - [`Cluster`]: masters joined with the cli's `--cluster create`.
 //! - RESP helpers: [`cmd`], [`cmd_err`], [`run`], [`text`], [`int`],
 //!   [`list`], [`record`], [`field`], [`entries`], [`dq_get`],
-//!   [`dq_get_field`], [`info_field`], [`used_memory`], [`digest`].
+//!   [`dq_get_field`], [`info_field`], [`used_memory`], [`digest`],
+//!   [`field_names`], [`migrate`], [`add_due_at`]; [`STATS_COUNTERS`].
 //! - Time: [`wait_until`], [`in_time`], [`LONG`], [`now_ms`].
 //! - [`Process`]: a daemon (the relay, the dashboard) as a child process
 //!   whose log lines are collected.
@@ -42,8 +43,8 @@ pub use process::{command_without_env, Process};
 pub use receiver::{Received, Receiver, Reply};
 pub use redis::Value;
 pub use resp::{
-    cmd, cmd_err, digest, dq_get, dq_get_field, entries, field, info_field, int, list, record, run,
-    text, used_memory,
+    add_due_at, cmd, cmd_err, digest, dq_get, dq_get_field, entries, field, field_names,
+    info_field, int, list, migrate, record, run, text, used_memory, STATS_COUNTERS,
 };
 pub use server::{Server, ServerBuilder};
 

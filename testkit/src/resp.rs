@@ -150,3 +150,68 @@ pub fn used_memory(c: &mut redis::Connection) -> i64 {
 pub fn digest(con: &mut redis::Connection) -> String {
     text(&cmd(con, "DEBUG DIGEST"))
 }
+
+/// DQ.STATS's counters in the order its reply gives them: the four states,
+/// then the lifetime counts. The module's tests check the reply against
+/// this list, and a client's parser can be fed it, so that the two agree
+/// on one order.
+pub const STATS_COUNTERS: [&str; 16] = [
+    "delayed",
+    "ready",
+    "inflight",
+    "dead",
+    "added",
+    "delivered",
+    "acked",
+    "nacked",
+    "retried",
+    "lease-expired",
+    "dead-lettered",
+    "expired",
+    "redriven",
+    "cancelled",
+    "purged",
+    "throttled",
+];
+
+/// The field names of a record reply (DQ.GET, DQ.STATS, DQ.CONFIG), in
+/// the order the server gave them.
+pub fn field_names(v: &Value) -> Vec<String> {
+    record(v).into_iter().map(|f| f.0).collect()
+}
+
+/// Moves `key` of db 0 with `MIGRATE` from the server of `con` to the one
+/// on loopback `port`, with a 5 s timeout; panics unless it answers OK.
+pub fn migrate(con: &mut redis::Connection, key: &str, port: u16) {
+    let port = port.to_string();
+    let reply = run(
+        con,
+        &[
+            b"MIGRATE",
+            b"127.0.0.1",
+            port.as_bytes(),
+            key.as_bytes(),
+            b"0",
+            b"5000",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("MIGRATE {key}: {e}"));
+    assert_eq!(text(&reply), "OK", "MIGRATE {key}");
+}
+
+/// Adds `n` messages to `queue` in one pipeline, the i-th with payload
+/// `i`, all due at `at` (Unix ms): more than one tick can move when `n`
+/// is larger than INFO dq's tick_budget.
+pub fn add_due_at(con: &mut redis::Connection, queue: &str, n: i64, at: u64) {
+    let mut pipe = redis::pipe();
+    for i in 0..n {
+        pipe.cmd("DQ.ADD")
+            .arg(queue)
+            .arg(i)
+            .arg("AT")
+            .arg(at)
+            .ignore();
+    }
+    pipe.query::<()>(con)
+        .unwrap_or_else(|e| panic!("DQ.ADD {n} messages to {queue}: {e}"));
+}
