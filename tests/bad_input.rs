@@ -50,6 +50,22 @@ fn with_value(template: &str, value: &[u8], expected: &str) -> Case {
     }
 }
 
+/// `l`, whose last word is an option left without its value.
+fn needs_value(l: &str) -> Case {
+    let option = l.rsplit(' ').next().unwrap_or_default();
+    line(l, format!("ERR {option} needs a value"))
+}
+
+/// `l`, which gives `option` more than once.
+fn twice(l: &str, option: &str) -> Case {
+    line(l, format!("ERR {option} is given more than once"))
+}
+
+/// `l`, in which `word` stands where an option belongs and is none.
+fn unknown(l: &str, word: &str) -> Case {
+    line(l, format!("ERR unknown option '{word}'"))
+}
+
 fn arity(command: &str) -> String {
     format!("ERR wrong number of arguments for '{command}' command")
 }
@@ -248,16 +264,10 @@ fn add_cases() -> Vec<Case> {
         ),
         line("DQ.ADD q x XX", "ERR XX needs ID"),
         line("DQ.ADD q x XX PRIORITY 1", "ERR XX needs ID"),
-        line("DQ.ADD q x WHENEVER", "ERR unknown option 'WHENEVER'"),
-        line("DQ.ADD q x ID ready 5", "ERR unknown option '5'"),
-        line(
-            "DQ.ADD q x ID ready DELAY=5",
-            "ERR unknown option 'DELAY=5'",
-        ),
-        line(
-            "DQ.ADD q x ID ready -DELAY 5",
-            "ERR unknown option '-DELAY'",
-        ),
+        unknown("DQ.ADD q x WHENEVER", "WHENEVER"),
+        unknown("DQ.ADD q x ID ready 5", "5"),
+        unknown("DQ.ADD q x ID ready DELAY=5", "DELAY=5"),
+        unknown("DQ.ADD q x ID ready -DELAY 5", "-DELAY"),
         // An option name where a value belongs is the value, and a bad one.
         line("DQ.ADD q x DELAY ID ready", format!("ERR DELAY {MS}")),
         // Keywords are case-insensitive; errors use the canonical name.
@@ -311,14 +321,8 @@ fn add_cases() -> Vec<Case> {
         "GROUP",
         "TTL",
     ] {
-        cases.push(line(
-            &format!("DQ.ADD q x {option}"),
-            format!("ERR {option} needs a value"),
-        ));
-        cases.push(line(
-            &format!("DQ.ADD q x NX {option}"),
-            format!("ERR {option} needs a value"),
-        ));
+        cases.push(needs_value(&format!("DQ.ADD q x {option}")));
+        cases.push(needs_value(&format!("DQ.ADD q x NX {option}")));
     }
     for (option, value) in [
         ("DELAY", "1"),
@@ -334,43 +338,28 @@ fn add_cases() -> Vec<Case> {
     ] {
         let once = format!("{option} {value}");
         let once = once.trim_end();
-        cases.push(line(
-            &format!("DQ.ADD q x ID ready {once} {once}"),
-            format!("ERR {option} is given more than once"),
-        ));
+        cases.push(twice(&format!("DQ.ADD q x ID ready {once} {once}"), option));
     }
     // ID twice is also refused when both are fine on their own.
-    cases.push(line(
-        "DQ.ADD q x ID dead ID inflight",
-        "ERR ID is given more than once",
-    ));
+    cases.push(twice("DQ.ADD q x ID dead ID inflight", "ID"));
     cases
 }
 
 fn pop_cases() -> Vec<Case> {
     vec![
         line("DQ.POP", arity("dq.pop")),
-        line("DQ.POP q COUNT", "ERR COUNT needs a value"),
-        line("DQ.POP q BLOCK", "ERR BLOCK needs a value"),
-        line("DQ.POP q LEASE", "ERR LEASE needs a value"),
-        line("DQ.POP q COUNT 2 LEASE", "ERR LEASE needs a value"),
-        line(
-            "DQ.POP q COUNT 1 COUNT 1",
-            "ERR COUNT is given more than once",
-        ),
-        line(
-            "DQ.POP q BLOCK 1 BLOCK 1",
-            "ERR BLOCK is given more than once",
-        ),
-        line(
-            "DQ.POP q LEASE 1 LEASE 1",
-            "ERR LEASE is given more than once",
-        ),
-        line("DQ.POP q FAST", "ERR unknown option 'FAST'"),
-        line("DQ.POP q 1", "ERR unknown option '1'"),
-        line("DQ.POP q COUNT 1 1", "ERR unknown option '1'"),
+        needs_value("DQ.POP q COUNT"),
+        needs_value("DQ.POP q BLOCK"),
+        needs_value("DQ.POP q LEASE"),
+        needs_value("DQ.POP q COUNT 2 LEASE"),
+        twice("DQ.POP q COUNT 1 COUNT 1", "COUNT"),
+        twice("DQ.POP q BLOCK 1 BLOCK 1", "BLOCK"),
+        twice("DQ.POP q LEASE 1 LEASE 1", "LEASE"),
+        unknown("DQ.POP q FAST", "FAST"),
+        unknown("DQ.POP q 1", "1"),
+        unknown("DQ.POP q COUNT 1 1", "1"),
         // An error after a good BLOCK answers at once rather than blocking.
-        line("DQ.POP q BLOCK 0 NOW", "ERR unknown option 'NOW'"),
+        unknown("DQ.POP q BLOCK 0 NOW", "NOW"),
     ]
 }
 
@@ -387,17 +376,11 @@ fn nack_and_touch_cases() -> Vec<Case> {
     vec![
         line("DQ.NACK", arity("dq.nack")),
         line("DQ.NACK q", arity("dq.nack")),
-        line("DQ.NACK q inflight DELAY", "ERR DELAY needs a value"),
-        line(
-            "DQ.NACK q inflight DELAY 1 DELAY 1",
-            "ERR DELAY is given more than once",
-        ),
-        line("DQ.NACK q inflight SOON", "ERR unknown option 'SOON'"),
-        line("DQ.NACK q inflight LEASE 5", "ERR unknown option 'LEASE'"),
-        line(
-            "DQ.NACK q inflight DELAY 1 extra",
-            "ERR unknown option 'extra'",
-        ),
+        needs_value("DQ.NACK q inflight DELAY"),
+        twice("DQ.NACK q inflight DELAY 1 DELAY 1", "DELAY"),
+        unknown("DQ.NACK q inflight SOON", "SOON"),
+        unknown("DQ.NACK q inflight LEASE 5", "LEASE"),
+        unknown("DQ.NACK q inflight DELAY 1 extra", "extra"),
         // As DQ.ADD refuses a DELAY past the latest storable time.
         line(
             "DQ.NACK q inflight DELAY 9007199254740991",
@@ -411,20 +394,14 @@ fn nack_and_touch_cases() -> Vec<Case> {
             "DQ.NACK q inflight DELAY 5 DEAD",
             "ERR DELAY and DEAD cannot be used together",
         ),
-        line(
-            "DQ.NACK q inflight DEAD DEAD",
-            "ERR DEAD is given more than once",
-        ),
-        line("DQ.NACK q inflight ATTEMPT", "ERR ATTEMPT needs a value"),
+        twice("DQ.NACK q inflight DEAD DEAD", "DEAD"),
+        needs_value("DQ.NACK q inflight ATTEMPT"),
         line("DQ.NACK q inflight ATTEMPT 0", ATTEMPT),
         line("DQ.NACK q inflight ATTEMPT -1", ATTEMPT),
         line("DQ.NACK q inflight ATTEMPT 1.5", ATTEMPT),
         line("DQ.NACK q inflight ATTEMPT 4294967296", ATTEMPT),
-        line(
-            "DQ.NACK q inflight ATTEMPT 1 ATTEMPT 1",
-            "ERR ATTEMPT is given more than once",
-        ),
-        line("DQ.NACK q inflight ERROR", "ERR ERROR needs a value"),
+        twice("DQ.NACK q inflight ATTEMPT 1 ATTEMPT 1", "ATTEMPT"),
+        needs_value("DQ.NACK q inflight ERROR"),
         raw(
             &[b"DQ.NACK", b"q", b"inflight", b"ERROR", b""],
             "ERR ERROR must not be empty",
@@ -433,30 +410,18 @@ fn nack_and_touch_cases() -> Vec<Case> {
             &[b"DQ.NACK", b"q", b"inflight", b"ERROR", &[b'e'; 4097]],
             "ERR ERROR is longer than 4096 bytes",
         ),
-        line(
-            "DQ.NACK q inflight ERROR a ERROR b",
-            "ERR ERROR is given more than once",
-        ),
+        twice("DQ.NACK q inflight ERROR a ERROR b", "ERROR"),
         line("DQ.TOUCH", arity("dq.touch")),
         line("DQ.TOUCH q", arity("dq.touch")),
-        line("DQ.TOUCH q inflight LEASE", "ERR LEASE needs a value"),
-        line(
-            "DQ.TOUCH q inflight LEASE 1 LEASE 1",
-            "ERR LEASE is given more than once",
-        ),
-        line("DQ.TOUCH q inflight DELAY 5", "ERR unknown option 'DELAY'"),
-        line(
-            "DQ.TOUCH q inflight FOREVER",
-            "ERR unknown option 'FOREVER'",
-        ),
-        line("DQ.TOUCH q inflight ATTEMPT", "ERR ATTEMPT needs a value"),
+        needs_value("DQ.TOUCH q inflight LEASE"),
+        twice("DQ.TOUCH q inflight LEASE 1 LEASE 1", "LEASE"),
+        unknown("DQ.TOUCH q inflight DELAY 5", "DELAY"),
+        unknown("DQ.TOUCH q inflight FOREVER", "FOREVER"),
+        needs_value("DQ.TOUCH q inflight ATTEMPT"),
         line("DQ.TOUCH q inflight ATTEMPT 0", ATTEMPT),
-        line(
-            "DQ.TOUCH q inflight ATTEMPT 1 LEASE 5 ATTEMPT 1",
-            "ERR ATTEMPT is given more than once",
-        ),
-        line("DQ.TOUCH q inflight DEAD", "ERR unknown option 'DEAD'"),
-        line("DQ.TOUCH q inflight ERROR x", "ERR unknown option 'ERROR'"),
+        twice("DQ.TOUCH q inflight ATTEMPT 1 LEASE 5 ATTEMPT 1", "ATTEMPT"),
+        unknown("DQ.TOUCH q inflight DEAD", "DEAD"),
+        unknown("DQ.TOUCH q inflight ERROR x", "ERROR"),
     ]
 }
 
@@ -469,21 +434,15 @@ fn read_cases() -> Vec<Case> {
         line("DQ.GET q ready extra", arity("dq.get")),
         line("DQ.STATS", arity("dq.stats")),
         line("DQ.STATS q extra", arity("dq.stats")),
-        line("DQ.QUEUES extra", "ERR unknown option 'extra'"),
-        line("DQ.QUEUES MATCH", "ERR MATCH needs a value"),
-        line(
-            "DQ.QUEUES WITHSTATS WITHSTATS",
-            "ERR WITHSTATS is given more than once",
-        ),
+        unknown("DQ.QUEUES extra", "extra"),
+        needs_value("DQ.QUEUES MATCH"),
+        twice("DQ.QUEUES WITHSTATS WITHSTATS", "WITHSTATS"),
         line("DQ.PEEK", arity("dq.peek")),
         line("DQ.PEEK q", arity("dq.peek")),
-        line("DQ.PEEK q READY COUNT", "ERR COUNT needs a value"),
-        line(
-            "DQ.PEEK q READY COUNT 1 COUNT 2",
-            "ERR COUNT is given more than once",
-        ),
-        line("DQ.PEEK q READY ALL", "ERR unknown option 'ALL'"),
-        line("DQ.PEEK q READY 5", "ERR unknown option '5'"),
+        needs_value("DQ.PEEK q READY COUNT"),
+        twice("DQ.PEEK q READY COUNT 1 COUNT 2", "COUNT"),
+        unknown("DQ.PEEK q READY ALL", "ALL"),
+        unknown("DQ.PEEK q READY 5", "5"),
     ];
     for state in [
         &b"LATER"[..],
@@ -502,27 +461,24 @@ fn read_cases() -> Vec<Case> {
 fn admin_cases() -> Vec<Case> {
     vec![
         line("DQ.REDRIVE", arity("dq.redrive")),
-        line("DQ.REDRIVE q COUNT", "ERR COUNT needs a value"),
-        line("DQ.REDRIVE q ID", "ERR ID needs a value"),
+        needs_value("DQ.REDRIVE q COUNT"),
+        needs_value("DQ.REDRIVE q ID"),
         line(
             "DQ.REDRIVE q COUNT 1 ID dead",
             "ERR COUNT and ID cannot be used together",
         ),
-        line(
-            "DQ.REDRIVE q COUNT 1 COUNT 2",
-            "ERR COUNT is given more than once",
-        ),
-        line("DQ.REDRIVE q COUNT 1 extra", "ERR unknown option 'extra'"),
-        line("DQ.REDRIVE q EVERYTHING", "ERR unknown option 'EVERYTHING'"),
-        line("DQ.REDRIVE q dead", "ERR unknown option 'dead'"),
+        twice("DQ.REDRIVE q COUNT 1 COUNT 2", "COUNT"),
+        unknown("DQ.REDRIVE q COUNT 1 extra", "extra"),
+        unknown("DQ.REDRIVE q EVERYTHING", "EVERYTHING"),
+        unknown("DQ.REDRIVE q dead", "dead"),
         line("DQ.PURGE", arity("dq.purge")),
         line("DQ.PURGE q READY DEAD", arity("dq.purge")),
         line("DQ.CONFIG", arity("dq.config")),
         line("DQ.CONFIG q SET", arity("dq.config")),
         line("DQ.CONFIG q SET LEASE", arity("dq.config")),
         line("DQ.CONFIG q SET LEASE 5 MAXATTEMPTS", arity("dq.config")),
-        line("DQ.CONFIG q GET", "ERR unknown option 'GET'"),
-        line("DQ.CONFIG q LEASE 5", "ERR unknown option 'LEASE'"),
+        unknown("DQ.CONFIG q GET", "GET"),
+        unknown("DQ.CONFIG q LEASE 5", "LEASE"),
         line(
             "DQ.CONFIG q SET COLOR red",
             "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT",
@@ -531,22 +487,10 @@ fn admin_cases() -> Vec<Case> {
             "DQ.CONFIG q SET PRIORITY 1",
             "ERR unknown field 'PRIORITY': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT",
         ),
-        line(
-            "DQ.CONFIG q SET LEASE 1 LEASE 2",
-            "ERR LEASE is given more than once",
-        ),
-        line(
-            "DQ.CONFIG q SET LEASE DEFAULT lease 5",
-            "ERR LEASE is given more than once",
-        ),
-        line(
-            "DQ.CONFIG q SET MAXATTEMPTS 1 MAXATTEMPTS 2",
-            "ERR MAXATTEMPTS is given more than once",
-        ),
-        line(
-            "DQ.CONFIG q SET BACKOFF 1s BACKOFF 2s",
-            "ERR BACKOFF is given more than once",
-        ),
+        twice("DQ.CONFIG q SET LEASE 1 LEASE 2", "LEASE"),
+        twice("DQ.CONFIG q SET LEASE DEFAULT lease 5", "LEASE"),
+        twice("DQ.CONFIG q SET MAXATTEMPTS 1 MAXATTEMPTS 2", "MAXATTEMPTS"),
+        twice("DQ.CONFIG q SET BACKOFF 1s BACKOFF 2s", "BACKOFF"),
         // One bad pair refuses the good ones around it.
         line("DQ.CONFIG q SET MAXATTEMPTS 9 LEASE 0", LEASE),
         line("DQ.CONFIG q SET LEASE 9 MAXATTEMPTS 0", MAXATTEMPTS),
