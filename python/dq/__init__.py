@@ -9,27 +9,14 @@
 The same API on redis.asyncio is in dq.asyncio.
 """
 
-from ._core.errors import DqError, OutOfMemory, Permanent, Retry, StaleDelivery, UnknownMessage, WrongType
-from ._core.records import Delivery, Entry, Outcome, Schedule
-from ._sync import Queue, ShardedQueue, queues
-from ._worker import Worker
+from . import _core
+# The names dq and dq.asyncio share (_core.__all__): errors, Delivery, Entry, Outcome, Schedule.
+from ._core import Delivery, DqError, Entry, OutOfMemory, Outcome, Permanent, Retry, Schedule, StaleDelivery, UnknownMessage, WrongType
+from .queue import Queue, queues
+from .sharded import ShardedQueue
+from .worker import Worker
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Delivery",
-    "DqError",
-    "Entry",
-    "OutOfMemory",
-    "Outcome",
-    "Permanent",
-    "Queue",
-    "Retry",
-    "Schedule",
-    "ShardedQueue",
-    "StaleDelivery",
-    "UnknownMessage",
-    "Worker",
-    "WrongType",
-    "queues",
-]
+__all__ = ["Queue", "ShardedQueue", "Worker", "queues"]
+__all__ += _core.__all__

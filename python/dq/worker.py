@@ -29,7 +29,9 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, 
 
 from ._core import errors, queue as calls, worker as decide
 from ._core.records import Delivery, Outcome
-from ._sync import Queue, ShardedQueue, execute
+from ._io import drive, execute
+from .queue import Queue
+from .sharded import ShardedQueue
 
 log = logging.getLogger("dq")
 
@@ -249,7 +251,7 @@ class _Heartbeat(threading.Thread):
     def _touch(self, key: int, delivery: Delivery, part: Queue) -> None:
         state = self._state
         try:
-            execute(part.client, part._core.touch_call(delivery.id, lease_ms=self._lease_ms, attempt=delivery.attempt))
+            drive(part.client, Queue.touch.plan(part, delivery.id, lease_ms=self._lease_ms, attempt=delivery.attempt))
         except errors.StaleDelivery:
             with state.lock:
                 if state.beating.pop(key, None) is None:
@@ -270,7 +272,7 @@ class _Heartbeat(threading.Thread):
 def why_over(part: Queue, delivery: Delivery) -> str:
     """Why a delivery's TOUCH was STALE (decide.over_reason), by DQ.GET."""
     try:
-        record = execute(part.client, part._core.get_call(delivery.id))
+        record = drive(part.client, Queue.get.plan(part, delivery.id))
     except Exception as e:
         log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
         return "lost"
@@ -306,7 +308,7 @@ class _Acker(threading.Thread):
 
     def _send(self, part: Queue, deliveries: List[Delivery]) -> None:
         try:
-            count = execute(part.client, part._core.worker_ack_call(deliveries))
+            count = execute(part.client, calls.worker_ack_call(part, deliveries))
         except Exception as e:
             log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
                       len(deliveries), part.name, e)
@@ -437,19 +439,16 @@ class Worker:
         lease_ms = self.lease_ms
         if len(group) == 1:
             part = group[0]
-            core: calls.QueueCore = part._core
 
             def pop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-                return part, execute(part.client, core.pop_call(count, block_ms, lease_ms))
+                return part, execute(part.client, calls.pop_call(part, count, block_ms, lease_ms))
 
             return pop
         client = group[0].client
-        cores = [p._core for p in group]
-        by_name = {p.name: p for p in group}
 
         def mpop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-            name, batch = execute(client, calls.mpop_call(cores, count, block_ms, lease_ms))
-            return (by_name[name] if name is not None else group[0]), batch
+            taken, batch = execute(client, calls.mpop_call(group, count, block_ms, lease_ms))
+            return taken or group[0], batch
 
         return mpop
 
@@ -602,13 +601,13 @@ class Worker:
                 log.exception("dq: on_settled raised")
 
     def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
-        action, call, error = decide.settle_call(part._core, delivery, failure)
-        if call is None:
+        action, plan, error = decide.settle_call(part, delivery, failure)
+        if plan is None:
             log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
                         "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
             return Outcome(action, decide.unsent_state(delivery), error, failure)
         try:
-            reply = execute(part.client, call)
+            reply = drive(part.client, plan)
         except errors.StaleDelivery as e:
             log.warning("dq: %s", e)
             return Outcome(action, "stale", error, e)

@@ -1,8 +1,24 @@
-"""The DQ.* commands of one queue: arguments and reply of each."""
+"""The public methods of Queue and ShardedQueue, each written once for
+both flavors (see plans.py): each checks its arguments, builds its DQ.*
+command and says how to read the reply; where the command goes and how the
+replies of several shards are merged is the queue kind's (Queue here,
+ShardedQueue in sharded.py)."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from .args import (
     INT32_MAX,
@@ -27,10 +43,13 @@ from .args import (
     truncate_error,
 )
 from .errors import UnknownMessage
-from .plans import Call, Plan, one
-from .records import Delivery
+from .plans import Call, Items, Plan, Stream, all_of, command, one, stream, then
+from .records import Delivery, Entry, Schedule
+from .sharding import merge_config, merge_entries, merge_schedules, merge_stats
 from .replies import (
     as_bytes,
+    as_int,
+    as_text,
     ok,
     parse_config,
     parse_entries,
@@ -38,232 +57,200 @@ from .replies import (
     parse_scan,
     parse_schedules,
     parse_stats,
-    as_text,
-    as_int,
 )
 
+Name = Union[str, bytes]
+Payload = Union[bytes, str]
+Id = Union[str, bytes, Delivery]
+T = TypeVar("T")
 
-class QueueCore:
-    """DQ.* calls for one queue name."""
 
-    def __init__(self, name: Any) -> None:
-        self.key = queue_name(name)
-        self.name = as_text(self.key) or ""
+# What the flavors' scan() returns: typing.get_type_hints() evaluates its
+# annotation ("Iterator[Entry]", "AsyncIterator[Entry]") in this module.
+FLAVOR_ITERATORS = (Iterator, AsyncIterator)
 
-    def add_call(
-        self,
-        payload: Any,
-        *,
-        delay_ms: Optional[int] = None,
-        at_ms: Optional[int] = None,
-        id: Any = None,
-        nx: bool = False,
-        xx: bool = False,
-        priority: Optional[int] = None,
-        max_attempts: Optional[int] = None,
-        backoff: Optional[str] = None,
-        group: Any = None,
-        ttl_ms: Optional[int] = None,
-    ) -> Call:
-        args: List[Any] = ["DQ.ADD", self.key, bytes_arg("payload", payload)]
-        if delay_ms is not None and at_ms is not None:
-            raise ValueError("delay_ms and at_ms cannot be used together")
-        if delay_ms is not None:
-            args += [b"DELAY", int_arg("delay_ms", delay_ms, 0, MAX_TIME)]
-        if at_ms is not None:
-            args += [b"AT", int_arg("at_ms", at_ms, 0, MAX_TIME)]
-        if id is not None:
-            args += [b"ID", id_arg(id)]
-        for flag, value in (("nx", nx), ("xx", xx)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
-        if nx and xx:
-            raise ValueError("nx and xx cannot be used together")
-        if xx and id is None:
-            raise ValueError("xx needs an id")
-        if nx:
-            args.append(b"NX")
-        if xx:
-            args.append(b"XX")
-        args += message_options(priority, max_attempts, backoff, group, ttl_ms)
-        return Call(tuple(args), as_text)
 
-    def pop_call(self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None) -> Call:
-        args: List[Any] = ["DQ.POP", self.key, b"COUNT", int_arg("count", count, 1, 10000)]
-        if block_ms is not None:
-            args += [b"BLOCK", int_arg("block_ms", block_ms, 0, MAX_TIME)]
-        if lease_ms is not None:
-            args += [b"LEASE", int_arg("lease_ms", lease_ms, 1, MAX_TIME)]
-        name = self.name
+class Commands:
+    """The methods Queue and ShardedQueue share. The kind says where a
+    command goes (`_fan`, `_holder`, `_parts`) and runs the commands whose
+    routing is its own (`_pop`, `_ack`, `_redrive`); the flavor's base
+    class, first among the bases, checks the client."""
 
-        def parse(reply: Any) -> List[Delivery]:
-            return [Delivery(as_text(i[0]) or "", as_bytes(i[1]), int(i[2]), name) for i in reply or []]
+    client: Any
+    _key: bytes
+    _name: str
 
-        return Call(tuple(args), parse)
+    @staticmethod
+    def _check_client(client: Any) -> None:
+        raise NotImplementedError
 
-    def _own_id(self, value: Any) -> bytes:
-        if isinstance(value, Delivery) and value.queue != self.name:
-            raise ValueError(f"delivery {value.id!r} came from queue {value.queue!r}, not {self.name!r}")
-        return id_arg(value)
+    @property
+    def name(self) -> str:
+        """The queue's name."""
+        return self._name
 
-    def ack_call(self, ids: Sequence[Any]) -> Call:
+    # --- what the kind decides -----------------------------------------------------------------
+
+    def _fan(self, call: Callable[[QueueCommands], Call[T]], merge: Callable[[List[T]], T]) -> Plan[T]:
+        """The command on the queue, or on every shard with the replies merged."""
+        raise NotImplementedError
+
+    def _holder(self, schedule: bytes) -> QueueCommands:
+        """The queue that holds a schedule (a ShardedQueue: shard_for(name))."""
+        raise NotImplementedError
+
+    def _parts(self) -> List[QueueCommands]:
+        """The dq queues: the queue, or the shards."""
+        raise NotImplementedError
+
+    def _pop(self, count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> Plan[List[Delivery]]:
+        raise NotImplementedError
+
+    def _ack(self, ids: Sequence[Id]) -> Plan[int]:
+        raise NotImplementedError
+
+    def _redrive(self, count: Optional[int], ids: Optional[List[Id]]) -> Plan[int]:
+        raise NotImplementedError
+
+    def _split(self, what: str, n: int) -> Optional[int]:
+        """A whole-queue limit n as each shard gets it; None: not split."""
+        return None
+
+    # --- the methods ---------------------------------------------------------------------------
+
+    @command
+    def pop(self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None) -> Plan[List[Delivery]]:
+        """DQ.POP: up to `count` deliveries, [] when nothing was ready."""
+        return self._pop(count, block_ms, lease_ms)
+
+    @command
+    def ack(self, *ids: Id) -> Plan[int]:
+        """DQ.ACK: how many of the ids were in flight and are now gone."""
         if not ids:
             raise ValueError("ack needs at least one id")
-        return Call(("DQ.ACK", self.key, *[self._own_id(i) for i in ids]), int)
+        return self._ack(ids)
 
-    def worker_ack_call(self, deliveries: Sequence[Delivery]) -> Call:
-        """DQ.ACK of deliveries this queue handed out: their ids came from
-        the server, so they need no checking (a Worker sends thousands a
-        second)."""
-        return Call(("DQ.ACK", self.key, *[d.id.encode("utf-8", "surrogateescape") for d in deliveries]), int)
+    @command
+    def stats(self) -> Plan[Dict[str, Any]]:
+        """DQ.STATS as a dict: field names as the server gives them, values
+        int or None (`rate` a str such as "100/1s")."""
+        return self._fan(lambda q: Call(("DQ.STATS", q._key), parse_stats), merge_stats)
 
-    def nack_call(
-        self,
-        id: Any,
-        *,
-        delay_ms: Optional[int] = None,
-        dead: bool = False,
-        attempt: Optional[int] = None,
-        error: Optional[str] = None,
-    ) -> Call:
-        args: List[Any] = ["DQ.NACK", self.key, self._own_id(id)]
-        if not isinstance(dead, bool):
-            raise TypeError(f"dead must be a bool, got {type(dead).__name__}")
-        if dead and delay_ms is not None:
-            raise ValueError("delay_ms and dead cannot be used together")
-        if delay_ms is not None:
-            args += [b"DELAY", int_arg("delay_ms", delay_ms, 0, MAX_TIME)]
-        if dead:
-            args.append(b"DEAD")
-        if attempt is None and isinstance(id, Delivery):
-            attempt = id.attempt
-        if attempt is not None:
-            args += [b"ATTEMPT", int_arg("attempt", attempt, 1, UINT32_MAX)]
-        text = truncate_error(error)
-        if text is not None:
-            args += [b"ERROR", text]
-        shown = as_text(args[2])
+    @command
+    def peek(self, state: str, count: int = 10) -> Plan[List[Entry]]:
+        """DQ.PEEK: up to `count` entries of one state, in the order they leave it."""
+        args = (state_arg(state), b"COUNT", int_arg("count", count, 1, 10000))
+        return self._fan(lambda q: Call(("DQ.PEEK", q._key, *args), parse_entries), lambda p: merge_entries(p, count))
 
-        def parse(reply: Any) -> str:
-            if reply is None:
-                raise UnknownMessage(f"message {shown!r} is not in flight in queue {self.name!r}")
-            return as_text(reply) or ""
-
-        return Call(tuple(args), parse)
-
-    def touch_call(self, id: Any, *, lease_ms: Optional[int] = None, attempt: Optional[int] = None) -> Call:
-        args: List[Any] = ["DQ.TOUCH", self.key, self._own_id(id)]
-        if lease_ms is not None:
-            args += [b"LEASE", int_arg("lease_ms", lease_ms, 1, MAX_TIME)]
-        if attempt is None and isinstance(id, Delivery):
-            attempt = id.attempt
-        if attempt is not None:
-            args += [b"ATTEMPT", int_arg("attempt", attempt, 1, UINT32_MAX)]
-        shown = as_text(args[2])
-
-        def parse(reply: Any) -> int:
-            if reply is None:
-                raise UnknownMessage(f"message {shown!r} is not in flight in queue {self.name!r}")
-            return int(reply)
-
-        return Call(tuple(args), parse)
-
-    def stats_call(self) -> Call:
-        return Call(("DQ.STATS", self.key), parse_stats)
-
-    def get_call(self, id: Any) -> Call:
-        return Call(("DQ.GET", self.key, id_arg(id)), parse_get)
-
-    def peek_call(self, state: str, count: int = 10) -> Call:
-        return Call(
-            ("DQ.PEEK", self.key, state_arg(state), b"COUNT", int_arg("count", count, 1, 10000)),
-            parse_entries,
-        )
-
-    def scan_call(self, cursor: str, state: Optional[str] = None, count: Optional[int] = None) -> Call:
-        args: List[Any] = ["DQ.SCAN", self.key, cursor]
+    @stream
+    def scan(self, state: Optional[str] = None, count: Optional[int] = None) -> Stream[Entry]:
+        """Every entry (of one state), paging with DQ.SCAN cursors (dq.asyncio: an async iterator)."""
+        options: List[Any] = []
         if state is not None:
-            args += [b"STATE", state_arg(state)]
+            options += [b"STATE", state_arg(state)]
         if count is not None:
-            args += [b"COUNT", int_arg("count", count, 1, 10000)]
-        return Call(tuple(args), parse_scan)
+            options += [b"COUNT", int_arg("count", count, 1, 10000)]
+        return _scan(self._parts(), options)  # the arguments are checked now, not at the first next()
 
-    def redrive_call(self, count: Optional[int] = None, ids: Optional[Sequence[Any]] = None) -> Call:
-        args: List[Any] = ["DQ.REDRIVE", self.key]
+    @command
+    def redrive(self, count: Optional[int] = None, ids: Optional[Sequence[Id]] = None) -> Plan[int]:
+        """DQ.REDRIVE: dead messages back to ready; how many moved."""
         if count is not None and ids is not None:
             raise ValueError("count and ids cannot be used together")
         if count is not None:
-            args += [b"COUNT", int_arg("count", count, 1, 10000)]
-        if ids is not None:
-            ids = id_list(ids)
-            if not ids:
+            int_arg("count", count, 1, 10000)
+        listed = None if ids is None else id_list(ids)
+        if listed is not None:
+            if not listed:
                 raise ValueError("ids must not be empty")
-            args += [b"ID", *[id_arg(i) for i in ids]]
-        return Call(tuple(args), int)
+            for i in listed:
+                id_arg(i)
+        return self._redrive(count, listed)
 
-    def cancel_call(self, ids: Sequence[Any]) -> Call:
-        if not ids:
-            raise ValueError("cancel needs at least one id")
-        return Call(("DQ.CANCEL", self.key, *[id_arg(i) for i in ids]), int)
+    @command
+    def purge(self, state: Optional[str] = None) -> Plan[int]:
+        """DQ.PURGE: how many messages were deleted."""
+        args = () if state is None else (state_arg(state),)
+        return self._fan(lambda q: Call(("DQ.PURGE", q._key, *args), int), sum)
 
-    def purge_call(self, state: Optional[str] = None) -> Call:
-        args: List[Any] = ["DQ.PURGE", self.key]
-        if state is not None:
-            args.append(state_arg(state))
-        return Call(tuple(args), int)
+    @command
+    def config(self) -> Plan[Dict[str, Any]]:
+        """DQ.CONFIG: the values in force and where each comes from."""
+        return self._fan(lambda q: Call(("DQ.CONFIG", q._key), parse_config), merge_config)
 
-    def config_call(self) -> Call:
-        return Call(("DQ.CONFIG", self.key), parse_config)
-
-    def config_set_call(
-        self, lease_ms: Any = None, max_attempts: Any = None, backoff: Any = None, rate: Any = None,
-        max_inflight: Any = None,
-    ) -> Call:
-        args: List[Any] = ["DQ.CONFIG", self.key, b"SET"]
-        for field_name, value, low, high in (
-            ("LEASE", lease_ms, 1, MAX_TIME),
-            ("MAXATTEMPTS", max_attempts, 1, INT32_MAX),
+    @command
+    def config_set(
+        self,
+        *,
+        lease_ms: Union[int, str, None] = None,
+        max_attempts: Union[int, str, None] = None,
+        backoff: Optional[str] = None,
+        rate: Union[str, int, None] = None,
+        max_inflight: Union[int, str, None] = None,
+    ) -> Plan[None]:
+        """DQ.CONFIG SET; "DEFAULT" removes the queue's own value. `rate`
+        ("100/1s": at most 100 deliveries in any second) and `max_inflight`
+        (at most n in flight at once) limit the queue across all its
+        consumers; 0 removes either. A ShardedQueue splits them: each shard
+        gets floor(n / shards)."""
+        args: List[Any] = []
+        for what, field_name, given, high in (
+            ("lease_ms", b"LEASE", lease_ms, MAX_TIME),
+            ("max_attempts", b"MAXATTEMPTS", max_attempts, INT32_MAX),
         ):
-            if value is None:
-                continue
-            if value == "DEFAULT":
-                args += [field_name.encode(), b"DEFAULT"]
-            else:
-                what = "lease_ms" if field_name == "LEASE" else "max_attempts"
-                if isinstance(value, str):
-                    raise ValueError(f"{what} must be an int or 'DEFAULT', got {value!r}")
-                args += [field_name.encode(), int_arg(what, value, low, high)]
+            if given == "DEFAULT":
+                args += [field_name, b"DEFAULT"]
+            elif isinstance(given, str):
+                raise ValueError(f"{what} must be an int or 'DEFAULT', got {given!r}")
+            elif given is not None:
+                args += [field_name, int_arg(what, given, 1, high)]
         if backoff is not None:
             args += [b"BACKOFF", backoff_arg("backoff", backoff)]
         if rate is not None:
-            args += [b"RATE", rate_arg(rate)[0]]
+            value, parsed = rate_arg(rate)
+            split = None if parsed is None else self._split("rate", parsed[0])
+            if parsed is not None and split is not None:
+                value = b"%d/%s" % (split, parsed[1].encode())
+            args += [b"RATE", value]
         if max_inflight is not None:
-            args += [b"MAXINFLIGHT", max_inflight_arg(max_inflight)[0]]
-        if len(args) == 3:
+            value, n = max_inflight_arg(max_inflight)
+            split = None if n is None else self._split("max_inflight", n)
+            if split is not None:
+                value = b"%d" % split
+            args += [b"MAXINFLIGHT", value]
+        if not args:
             raise ValueError("config_set needs at least one of lease_ms, max_attempts, backoff, rate, max_inflight")
-        return Call(tuple(args), ok)
+        return self._fan(lambda q: Call(("DQ.CONFIG", q._key, b"SET", *args), ok), _none)
 
-    def schedule_call(
+    @command
+    def schedule(
         self,
-        name: Any,
-        payload: Any,
+        name: Name,
+        payload: Payload,
         *,
-        every: Any = None,
-        cron: Any = None,
-        tz: Any = None,
-        start: Any = None,
-        end: Any = None,
-        limit: Any = None,
-        missed: Any = None,
-        overlap: Any = None,
+        every: Union[str, int, None] = None,
+        cron: Optional[str] = None,
+        tz: Optional[str] = None,
+        start: Optional[int] = None,
+        end: Optional[int] = None,
+        limit: Optional[int] = None,
+        missed: Optional[str] = None,
+        overlap: Optional[str] = None,
         nx: bool = False,
-        priority: Any = None,
-        max_attempts: Any = None,
-        backoff: Any = None,
-        group: Any = None,
-        ttl_ms: Any = None,
-    ) -> Call:
-        args: List[Any] = ["DQ.SCHEDULE", self.key, schedule_name_arg(name), bytes_arg("payload", payload)]
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[str] = None,
+        group: Optional[Name] = None,
+        ttl_ms: Optional[int] = None,
+    ) -> Plan[Optional[int]]:
+        """DQ.SCHEDULE: creates or replaces the recurring schedule `name`,
+        `every` a duration ("5m", or int ms) or `cron` a five-field
+        expression (in `tz`, default UTC). Each run adds a message with id
+        `name@T`, due at T, with this payload and options. Returns the next
+        run time (Unix ms), or None when no run is left or `nx` found the
+        schedule. On a ShardedQueue the schedule lives on shard_for(name)."""
+        key = schedule_name_arg(name)
+        args: List[Any] = [key, bytes_arg("payload", payload)]
         if (every is None) == (cron is None):
             raise ValueError("a schedule needs exactly one of every (a duration such as '5m', or ms) and cron")
         if every is not None:
@@ -295,106 +282,260 @@ class QueueCore:
         if nx:
             args.append(b"NX")
         args += message_options(priority, max_attempts, backoff, group, ttl_ms)
-        return Call(tuple(args), as_int)
+        return one(Call(("DQ.SCHEDULE", self._holder(key)._key, *args), as_int))
 
-    def unschedule_call(self, names: Sequence[Any]) -> Call:
+    @command
+    def unschedule(self, *names: Name) -> Plan[int]:
+        """DQ.UNSCHEDULE: how many of the schedules existed (their runs' messages stay)."""
         if not names:
             raise ValueError("unschedule needs at least one name")
-        return Call(("DQ.UNSCHEDULE", self.key, *[schedule_name_arg(n) for n in names]), int)
+        per: Dict[int, Tuple[QueueCommands, List[bytes]]] = {}
+        for name in names:
+            key = schedule_name_arg(name)
+            holder = self._holder(key)
+            per.setdefault(id(holder), (holder, []))[1].append(key)
+        plans = [one(Call(("DQ.UNSCHEDULE", q._key, *keys), int)) for q, keys in per.values()]
+        return then(all_of(plans), sum)
 
-    def schedules_call(self) -> Call:
-        return Call(("DQ.SCHEDULES", self.key), parse_schedules)
+    @command
+    def schedules(self) -> Plan[List[Schedule]]:
+        """DQ.SCHEDULES: every schedule, by name (a ShardedQueue's merged)."""
+        return self._fan(lambda q: Call(("DQ.SCHEDULES", q._key), parse_schedules), merge_schedules)
 
-    def pause_call(self, for_ms: Any = None) -> Call:
-        args: List[Any] = ["DQ.PAUSE", self.key]
-        if for_ms is not None:
-            args += [b"FOR", int_arg("for_ms", for_ms, 1, MAX_TIME)]
-        return Call(tuple(args), ok)
+    @command
+    def pause(self, for_ms: Optional[int] = None) -> Plan[None]:
+        """DQ.PAUSE: POP delivers nothing until resume(), or for `for_ms`."""
+        args = () if for_ms is None else (b"FOR", int_arg("for_ms", for_ms, 1, MAX_TIME))
+        return self._fan(lambda q: Call(("DQ.PAUSE", q._key, *args), ok), _none)
 
-    def resume_call(self) -> Call:
-        return Call(("DQ.RESUME", self.key), lambda reply: bool(int(reply)))
+    @command
+    def resume(self) -> Plan[bool]:
+        """DQ.RESUME: whether the queue was paused (a ShardedQueue: any shard)."""
+        return self._fan(lambda q: Call(("DQ.RESUME", q._key), lambda reply: bool(int(reply))), any)
 
-    # Plans, so that Queue and ShardedQueue share one driver.
-    def add(self, payload: Any, **options: Any) -> Plan:
-        return one(self.add_call(payload, **options))
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
-    def pop(self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None) -> Plan:
-        return one(self.pop_call(count, block_ms, lease_ms))
 
-    def ack(self, ids: Sequence[Any]) -> Plan:
-        return one(self.ack_call(ids))
+def _none(results: List[None]) -> None:
+    return None
 
-    def nack(self, id: Any, **options: Any) -> Plan:
-        return one(self.nack_call(id, **options))
 
-    def touch(self, id: Any, **options: Any) -> Plan:
-        return one(self.touch_call(id, **options))
+def _scan(parts: List[QueueCommands], options: List[Any]) -> Stream[Entry]:
+    for part in parts:
+        cursor = "0"
+        while True:
+            cursor, entries = yield from one(Call(("DQ.SCAN", part._key, cursor, *options), parse_scan))
+            yield Items(entries)
+            if cursor == "0":
+                break
 
-    def stats(self) -> Plan:
-        return one(self.stats_call())
 
-    def get(self, id: Any) -> Plan:
-        return one(self.get_call(id))
+class QueueCommands(Commands):
+    """One dq queue: each method is one DQ.* command."""
 
-    def peek(self, state: str, count: int = 10) -> Plan:
-        return one(self.peek_call(state, count))
+    def __init__(self, client: Any, name: Name) -> None:
+        self._key = queue_name(name)
+        self._name = as_text(self._key) or ""
+        self._check_client(client)
+        self.client = client
 
-    def redrive(self, count: Optional[int] = None, ids: Optional[Sequence[Any]] = None) -> Plan:
-        return one(self.redrive_call(count, ids))
+    def _fan(self, call: Callable[[QueueCommands], Call[T]], merge: Callable[[List[T]], T]) -> Plan[T]:
+        return one(call(self))
 
-    def cancel(self, ids: Sequence[Any]) -> Plan:
-        return one(self.cancel_call(ids))
+    def _holder(self, schedule: bytes) -> QueueCommands:
+        return self
 
-    def purge(self, state: Optional[str] = None) -> Plan:
-        return one(self.purge_call(state))
-
-    def config(self) -> Plan:
-        return one(self.config_call())
-
-    def config_set(self, **options: Any) -> Plan:
-        return one(self.config_set_call(**options))
-
-    def schedule(self, name: Any, payload: Any, **options: Any) -> Plan:
-        return one(self.schedule_call(name, payload, **options))
-
-    def unschedule(self, names: Sequence[Any]) -> Plan:
-        return one(self.unschedule_call(names))
-
-    def schedules(self) -> Plan:
-        return one(self.schedules_call())
-
-    def pause(self, for_ms: Any = None) -> Plan:
-        return one(self.pause_call(for_ms))
-
-    def resume(self) -> Plan:
-        return one(self.resume_call())
-
-    @property
-    def parts(self) -> List["QueueCore"]:
+    def _parts(self) -> List[QueueCommands]:
         return [self]
 
+    def _pop(self, count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> Plan[List[Delivery]]:
+        return one(pop_call(self, count, block_ms, lease_ms))
 
-def mpop_call(cores: Sequence[QueueCore], count: int = 1, block_ms: Optional[int] = None,
-              lease_ms: Optional[int] = None) -> Call:
+    def _ack(self, ids: Sequence[Id]) -> Plan[int]:
+        return one(Call(("DQ.ACK", self._key, *[self._own_id(i) for i in ids]), int))
+
+    def _redrive(self, count: Optional[int], ids: Optional[List[Id]]) -> Plan[int]:
+        args: List[Any] = ["DQ.REDRIVE", self._key]
+        if count is not None:
+            args += [b"COUNT", count]
+        if ids is not None:
+            args += [b"ID", *[id_arg(i) for i in ids]]
+        return one(Call(tuple(args), int))
+
+    def _own_id(self, value: Any) -> bytes:
+        if isinstance(value, Delivery) and value.queue != self.name:
+            raise ValueError(f"delivery {value.id!r} came from queue {value.queue!r}, not {self.name!r}")
+        return id_arg(value)
+
+    @command
+    def add(
+        self,
+        payload: Payload,
+        *,
+        delay_ms: Optional[int] = None,
+        at_ms: Optional[int] = None,
+        id: Optional[Name] = None,
+        nx: bool = False,
+        xx: bool = False,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[str] = None,
+        group: Optional[Name] = None,
+        ttl_ms: Optional[int] = None,
+    ) -> Plan[Optional[str]]:
+        """DQ.ADD: the id, or None when NX found the id / XX did not."""
+        args: List[Any] = ["DQ.ADD", self._key, bytes_arg("payload", payload)]
+        if delay_ms is not None and at_ms is not None:
+            raise ValueError("delay_ms and at_ms cannot be used together")
+        if delay_ms is not None:
+            args += [b"DELAY", int_arg("delay_ms", delay_ms, 0, MAX_TIME)]
+        if at_ms is not None:
+            args += [b"AT", int_arg("at_ms", at_ms, 0, MAX_TIME)]
+        if id is not None:
+            args += [b"ID", id_arg(id)]
+        for flag, value in (("nx", nx), ("xx", xx)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{flag} must be a bool, got {type(value).__name__}")
+        if nx and xx:
+            raise ValueError("nx and xx cannot be used together")
+        if xx and id is None:
+            raise ValueError("xx needs an id")
+        if nx:
+            args.append(b"NX")
+        if xx:
+            args.append(b"XX")
+        args += message_options(priority, max_attempts, backoff, group, ttl_ms)
+        return one(Call(tuple(args), as_text))
+
+    @command
+    def nack(
+        self,
+        id: Id,
+        *,
+        delay_ms: Optional[int] = None,
+        dead: bool = False,
+        attempt: Optional[int] = None,
+        error: Optional[str] = None,
+    ) -> Plan[str]:
+        """DQ.NACK: the new state ("delayed", "ready" or "dead"). A Delivery
+        passes its own attempt. Raises StaleDelivery, or UnknownMessage
+        (without attempt, when the id is not in flight)."""
+        args: List[Any] = ["DQ.NACK", self._key, self._own_id(id)]
+        if not isinstance(dead, bool):
+            raise TypeError(f"dead must be a bool, got {type(dead).__name__}")
+        if dead and delay_ms is not None:
+            raise ValueError("delay_ms and dead cannot be used together")
+        if delay_ms is not None:
+            args += [b"DELAY", int_arg("delay_ms", delay_ms, 0, MAX_TIME)]
+        if dead:
+            args.append(b"DEAD")
+        args += self._attempt(id, attempt)
+        text = truncate_error(error)
+        if text is not None:
+            args += [b"ERROR", text]
+        return one(Call(tuple(args), self._in_flight(args[2], lambda reply: as_text(reply) or "")))
+
+    @command
+    def touch(self, id: Id, *, lease_ms: Optional[int] = None, attempt: Optional[int] = None) -> Plan[int]:
+        """DQ.TOUCH: the new lease deadline (Unix ms)."""
+        args: List[Any] = ["DQ.TOUCH", self._key, self._own_id(id)]
+        if lease_ms is not None:
+            args += [b"LEASE", int_arg("lease_ms", lease_ms, 1, MAX_TIME)]
+        args += self._attempt(id, attempt)
+        return one(Call(tuple(args), self._in_flight(args[2], int)))
+
+    @staticmethod
+    def _attempt(id: Id, attempt: Optional[int]) -> List[Any]:
+        """ATTEMPT n: the one given, else a Delivery's."""
+        if attempt is None and isinstance(id, Delivery):
+            attempt = id.attempt
+        return [] if attempt is None else [b"ATTEMPT", int_arg("attempt", attempt, 1, UINT32_MAX)]
+
+    def _in_flight(self, key: bytes, parse: Callable[[Any], T]) -> Callable[[Any], T]:
+        """NACK's and TOUCH's reply: nil (the id is not in flight) raises UnknownMessage."""
+        shown, name = as_text(key), self.name
+
+        def parse_reply(reply: Any) -> T:
+            if reply is None:
+                raise UnknownMessage(f"message {shown!r} is not in flight in queue {name!r}")
+            return parse(reply)
+
+        return parse_reply
+
+    @command
+    def get(self, id: Name) -> Plan[Optional[Dict[str, Any]]]:
+        """DQ.GET: the message's record, or None."""
+        return one(Call(("DQ.GET", self._key, id_arg(id)), parse_get))
+
+    @command
+    def cancel(self, *ids: Name) -> Plan[int]:
+        """DQ.CANCEL: how many of the ids existed."""
+        if not ids:
+            raise ValueError("cancel needs at least one id")
+        return one(Call(("DQ.CANCEL", self._key, *[id_arg(i) for i in ids]), int))
+
+
+Q = TypeVar("Q", bound=QueueCommands)
+
+
+def pop_call(queue: QueueCommands, count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> Call[List[Delivery]]:
+    args: List[Any] = ["DQ.POP", queue._key, *_pop_options(count, block_ms, lease_ms)]
+    name = queue.name
+    return Call(tuple(args), lambda reply: _deliveries(reply, name))
+
+
+def mpop_call(
+    queues: Sequence[Q], count: int, block_ms: Optional[int], lease_ms: Optional[int]
+) -> Call[Tuple[Optional[Q], List[Delivery]]]:
     """DQ.MPOP over the queues in this order: (the queue it took from or
     None, its deliveries)."""
-    if not cores:
-        raise ValueError("mpop needs at least one queue")
-    args: List[Any] = ["DQ.MPOP", len(cores), *[core.key for core in cores], b"COUNT", int_arg("count", count, 1, 10000)]
+    by_name = {q.name: q for q in queues}
+    args = ("DQ.MPOP", len(queues), *[q._key for q in queues], *_pop_options(count, block_ms, lease_ms))
+
+    def parse(reply: Any) -> Tuple[Optional[Q], List[Delivery]]:
+        if not reply:
+            return None, []
+        name = as_text(reply[0]) or ""
+        return by_name.get(name), _deliveries(reply[1], name)
+
+    return Call(args, parse)
+
+
+def _pop_options(count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> List[Any]:
+    args: List[Any] = [b"COUNT", int_arg("count", count, 1, 10000)]
     if block_ms is not None:
         args += [b"BLOCK", int_arg("block_ms", block_ms, 0, MAX_TIME)]
     if lease_ms is not None:
         args += [b"LEASE", int_arg("lease_ms", lease_ms, 1, MAX_TIME)]
-
-    def parse(reply: Any) -> Tuple[Optional[str], List[Delivery]]:
-        if not reply:
-            return None, []
-        name = as_text(reply[0]) or ""
-        return name, [Delivery(as_text(i[0]) or "", as_bytes(i[1]), int(i[2]), name) for i in reply[1] or []]
-
-    return Call(tuple(args), parse)
+    return args
 
 
+def _deliveries(reply: Any, queue: str) -> List[Delivery]:
+    return [Delivery(as_text(i[0]) or "", as_bytes(i[1]), int(i[2]), queue) for i in reply or []]
 
-def queues_call() -> Call:
-    return Call(("DQ.QUEUES",), lambda reply: [as_text(n) or "" for n in reply or []])
+
+def worker_ack_call(queue: QueueCommands, deliveries: Sequence[Delivery]) -> Call[int]:
+    """DQ.ACK of deliveries this queue handed out: their ids came from the
+    server, so they need no checking (a Worker sends thousands a second)."""
+    return Call(("DQ.ACK", queue._key, *[d.id.encode("utf-8", "surrogateescape") for d in deliveries]), int)
+
+
+def is_cluster(client: Any) -> bool:
+    return hasattr(client, "get_primaries")
+
+
+def queues(client: Any) -> Plan[List[str]]:
+    """DQ.QUEUES; on a cluster, every master's, merged and sorted by bytes."""
+    if not is_cluster(client):
+        return one(Call(("DQ.QUEUES",), _names))
+    plans = [one(Call(("DQ.QUEUES",), _names, node)) for node in client.get_primaries()]
+    return then(all_of(plans), lambda lists: sorted({n for names in lists for n in names}, key=_utf8))
+
+
+def _names(reply: Any) -> List[str]:
+    return [as_text(n) or "" for n in reply or []]
+
+
+def _utf8(name: str) -> bytes:
+    return name.encode("utf-8", "surrogateescape")

@@ -1,20 +1,18 @@
-"""Sharded queues (docs/sharding.md): shard names and slots, routing, and
-the merging of the shards' replies."""
+"""The arithmetic of sharded queues (docs/sharding.md): cluster slots,
+shard names, which shard a message goes to, how a whole-queue limit is
+split and how the shards' records are merged. ShardedQueue's methods are
+in sharded.py."""
 
 from __future__ import annotations
 
 import binascii
 import functools
 import os
-import time
 import zlib
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
-from .args import MAX_ID_BYTES, RATE, bytes_arg, id_arg, max_inflight_arg, queue_name, rate_arg, schedule_name_arg
-from .plans import Call, Plan, gather, one
-from .queue import QueueCore
-from .records import Delivery
-from .replies import as_text
+from .args import RATE
+from .records import Entry, Schedule
 
 SLOTS = 16384
 
@@ -144,212 +142,6 @@ def split_limit(what: str, n: int, shards: int) -> int:
     return n // shards
 
 
-class ShardedCore:
-    """The plans of a sharded queue: N QueueCores and the routing rules."""
-
-    def __init__(self, name: Any, shards: Any) -> None:
-        key = queue_name(name)
-        if b"{" in key or b"}" in key:
-            raise ValueError(f"a sharded queue's name must not contain '{{' or '}}': {as_text(key)!r}")
-        if isinstance(shards, bool) or not isinstance(shards, int):
-            raise TypeError(f"shards must be an int, got {type(shards).__name__}")
-        if not 1 <= shards <= 1024 or shards & (shards - 1):
-            raise ValueError(f"shards must be a power of two from 1 to 1024, got {shards}")
-        self.key = key
-        self.name = as_text(key) or ""
-        self.shards = shards
-        self.cores = [QueueCore(n) for n in shard_names(key, shards)]
-        self._by_name = {c.name: c for c in self.cores}
-        self._next = 0
-
-    @property
-    def parts(self) -> List[QueueCore]:
-        return self.cores
-
-    def shard_for(self, basis: Any) -> int:
-        return shard_of(bytes_arg("basis", basis, allow_empty=False, limit=MAX_ID_BYTES), self.shards)
-
-    def _routed(self, id: Any = None, group: Any = None, shard_key: Any = None) -> Optional[QueueCore]:
-        """The shard named by a Delivery, a group, a shard key (in that order), else None."""
-        if isinstance(id, Delivery):
-            core = self._by_name.get(id.queue)
-            if core is None:
-                raise ValueError(f"delivery {id.id!r} came from queue {id.queue!r}, not a shard of {self.name!r}")
-            return core
-        if group is not None:
-            return self.cores[shard_of(bytes_arg("group", group, allow_empty=False, limit=MAX_ID_BYTES), self.shards)]
-        if shard_key is not None:
-            return self.cores[
-                shard_of(bytes_arg("shard_key", shard_key, allow_empty=False, limit=MAX_ID_BYTES), self.shards)
-            ]
-        return None
-
-    def add(self, payload: Any, *, id: Any = None, group: Any = None, shard_key: Any = None, **options: Any) -> Plan:
-        if options.get("xx") and id is None:
-            raise ValueError("xx needs an id")
-        if shard_key is not None:
-            bytes_arg("shard_key", shard_key, allow_empty=False, limit=MAX_ID_BYTES)
-        if id is None:
-            id = random_id()
-        core = self._routed(group=group, shard_key=shard_key) or self.cores[shard_of(id_arg(id), self.shards)]
-        return one(core.add_call(payload, id=id, group=group, **options))
-
-    def pop(self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None) -> Plan:
-        # Validate once, eagerly.
-        self.cores[0].pop_call(count, block_ms, lease_ms)
-        return self._pop(count, block_ms, lease_ms)
-
-    def _pop(self, count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> Plan:
-        deadline = None if block_ms is None else time.monotonic() + block_ms / 1000
-        pause = 0.01
-        while True:
-            got: List[Delivery] = []
-            for _ in range(self.shards):
-                core = self.cores[self._next]
-                self._next = (self._next + 1) % self.shards
-                got += yield from one(core.pop_call(count - len(got), None, lease_ms))
-                if len(got) >= count:
-                    break
-            if got or deadline is None:
-                return got
-            left = deadline - time.monotonic() if block_ms else pause
-            if block_ms and left <= 0:
-                return got
-            yield min(pause, left)
-            pause = min(pause * 2, 0.25)
-
-    def ack(self, ids: Sequence[Any]) -> Plan:
-        if not ids:
-            raise ValueError("ack needs at least one id")
-        per: Dict[str, List[Any]] = {}
-        for i in ids:
-            id_arg(i)
-            routed = self._routed(i)
-            for core in [routed] if routed else self.cores:
-                per.setdefault(core.name, []).append(i)
-        calls = [self._by_name[n].ack_call(v) for n, v in per.items()]
-        return self._sum(calls)
-
-    def _sum(self, calls: List[Call]) -> Plan:
-        results = yield from gather(calls)
-        return sum(results)
-
-    def nack(self, id: Any, *, group: Any = None, shard_key: Any = None, **options: Any) -> Plan:
-        core = self._routed(id, group, shard_key) or self.cores[shard_of(id_arg(id), self.shards)]
-        return one(core.nack_call(id, **options))
-
-    def touch(self, id: Any, *, group: Any = None, shard_key: Any = None, **options: Any) -> Plan:
-        core = self._routed(id, group, shard_key) or self.cores[shard_of(id_arg(id), self.shards)]
-        return one(core.touch_call(id, **options))
-
-    def stats(self) -> Plan:
-        return self._merge_stats()
-
-    def _merge_stats(self) -> Plan:
-        results = yield from gather([c.stats_call() for c in self.cores])
-        return merge_stats(results)
-
-    def get(self, id: Any, *, group: Any = None, shard_key: Any = None) -> Plan:
-        routed = self._routed(None, group, shard_key)
-        if routed is not None:
-            return one(routed.get_call(id))
-        return self._first([c.get_call(id) for c in self.cores])
-
-    def _first(self, calls: List[Call]) -> Plan:
-        results = yield from gather(calls)
-        return next((r for r in results if r is not None), None)
-
-    def peek(self, state: str, count: int = 10) -> Plan:
-        calls = [c.peek_call(state, count) for c in self.cores]
-        return self._merge_peek(calls, count)
-
-    def _merge_peek(self, calls: List[Call], count: int) -> Plan:
-        results = yield from gather(calls)
-        merged = sorted((e for r in results for e in r), key=lambda e: e.time)
-        return merged[:count]
-
-    def redrive(self, count: Optional[int] = None, ids: Optional[Sequence[Any]] = None) -> Plan:
-        self.cores[0].redrive_call(count, ids)  # validate
-        if ids is not None:
-            return self._sum([c.redrive_call(None, ids) for c in self.cores])
-        return self._redrive_count(count)
-
-    def _redrive_count(self, count: Optional[int]) -> Plan:
-        moved = 0
-        for core in self.cores:
-            if count is not None and moved >= count:
-                break
-            moved += yield from one(core.redrive_call(None if count is None else count - moved))
-        return moved
-
-    def cancel(self, ids: Sequence[Any], *, group: Any = None, shard_key: Any = None) -> Plan:
-        routed = self._routed(None, group, shard_key)
-        if routed is not None:
-            return one(routed.cancel_call(ids))
-        return self._sum([c.cancel_call(ids) for c in self.cores])
-
-    def purge(self, state: Optional[str] = None) -> Plan:
-        return self._sum([c.purge_call(state) for c in self.cores])
-
-    def config(self) -> Plan:
-        return self._merge_config([c.config_call() for c in self.cores])
-
-    def _merge_config(self, calls: List[Call]) -> Plan:
-        results = yield from gather(calls)
-        return merge_config(results)
-
-    def config_set(self, *, rate: Any = None, max_inflight: Any = None, **options: Any) -> Plan:
-        # The whole queue's limits, split: each shard gets floor(n / shards).
-        if rate is not None:
-            parsed = rate_arg(rate)[1]
-            if parsed is not None:
-                n, window = parsed
-                rate = f"{split_limit('rate', n, self.shards)}/{window}"
-        if max_inflight is not None:
-            n_inflight = max_inflight_arg(max_inflight)[1]
-            if n_inflight is not None:
-                max_inflight = split_limit("max_inflight", n_inflight, self.shards)
-        calls = [c.config_set_call(rate=rate, max_inflight=max_inflight, **options) for c in self.cores]
-        return self._all_ok(calls)
-
-    def schedule_core(self, name: Any) -> QueueCore:
-        """The shard that holds schedule `name`: placed by its name as a
-        message is by its basis."""
-        return self.cores[shard_of(schedule_name_arg(name), self.shards)]
-
-    def schedule(self, name: Any, payload: Any, **options: Any) -> Plan:
-        return one(self.schedule_core(name).schedule_call(name, payload, **options))
-
-    def unschedule(self, names: Sequence[Any]) -> Plan:
-        if not names:
-            raise ValueError("unschedule needs at least one name")
-        per: Dict[str, List[Any]] = {}
-        for n in names:
-            per.setdefault(self.schedule_core(n).name, []).append(n)
-        return self._sum([self._by_name[shard].unschedule_call(v) for shard, v in per.items()])
-
-    def schedules(self) -> Plan:
-        return self._merge_schedules([c.schedules_call() for c in self.cores])
-
-    def _merge_schedules(self, calls: List[Call]) -> Plan:
-        results = yield from gather(calls)
-        return sorted((s for r in results for s in r), key=lambda s: s.name.encode("utf-8", "surrogateescape"))
-
-    def pause(self, for_ms: Any = None) -> Plan:
-        return self._all_ok([c.pause_call(for_ms) for c in self.cores])
-
-    def resume(self) -> Plan:
-        return self._any([c.resume_call() for c in self.cores])
-
-    def _any(self, calls: List[Call]) -> Plan:
-        results = yield from gather(calls)
-        return any(results)
-
-    def _all_ok(self, calls: List[Call]) -> Plan:
-        yield from gather(calls)
-        return None
-
-
 def hash_slot(key: bytes) -> int:
     """The cluster slot of a key, hash tags included: the part between the
     first '{' and the next '}' when it is not empty."""
@@ -359,3 +151,13 @@ def hash_slot(key: bytes) -> int:
         if right > left + 1:
             key = key[left + 1 : right]
     return crc16(key) % SLOTS
+
+
+def merge_entries(pages: List[List[Entry]], count: int) -> List[Entry]:
+    """The shards' DQ.PEEK pages as one: by time, `count` kept."""
+    return sorted((e for page in pages for e in page), key=lambda e: e.time)[:count]
+
+
+def merge_schedules(lists: List[List[Schedule]]) -> List[Schedule]:
+    """The shards' schedules as one list, by name (its bytes)."""
+    return sorted((s for r in lists for s in r), key=lambda s: s.name.encode("utf-8", "surrogateescape"))

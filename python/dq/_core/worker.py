@@ -8,13 +8,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .args import MAX_TIME, int_arg
 from .errors import Permanent, Retry
-from .plans import Call
-from .queue import QueueCore
+from .plans import Plan
+from .queue import QueueCommands as Queue, is_cluster
 from .records import Delivery
 from .sharding import hash_slot
 
 
-def settle_call(core: QueueCore, delivery: Delivery, failure: Optional[BaseException]) -> Tuple[str, Optional[Call], Optional[str]]:
+def settle_call(
+    part: Queue, delivery: Delivery, failure: Optional[BaseException]
+) -> Tuple[str, Optional[Plan[Any]], Optional[str]]:
     """(action, the call that settles the delivery alone, the error text sent).
 
     A Worker sends the ACKs of deliveries that are not lost in batches
@@ -33,13 +35,13 @@ def settle_call(core: QueueCore, delivery: Delivery, failure: Optional[BaseExcep
     if delivery.lost_reason == "cancelled":
         return action, None, text
     if action == "ack":
-        return action, core.ack_call([delivery.id]), None
+        return action, Queue.ack.plan(part, delivery.id), None
     if delivery.lost:
         return action, None, text
     if action == "dead":
-        return action, core.nack_call(delivery.id, dead=True, attempt=delivery.attempt, error=text), text
+        return action, Queue.nack.plan(part, delivery.id, dead=True, attempt=delivery.attempt, error=text), text
     delay_ms = failure.delay_ms if isinstance(failure, Retry) else None
-    return action, core.nack_call(delivery.id, delay_ms=delay_ms, attempt=delivery.attempt, error=text), text
+    return action, Queue.nack.plan(part, delivery.id, delay_ms=delay_ms, attempt=delivery.attempt, error=text), text
 
 
 def mark_over(delivery: Delivery, reason: str) -> None:
@@ -88,10 +90,6 @@ def check_worker_args(concurrency: Any, lease_ms: Any, block_ms: Any) -> None:
     int_arg("block_ms", block_ms, 1, MAX_TIME)
 
 
-def is_cluster(client: Any) -> bool:
-    return hasattr(client, "get_primaries")
-
-
 def worker_groups(queues: Any, queue_kind: type, sharded_kind: type) -> List[List[Any]]:
     """The worker's pollers, each the single queues it polls: one DQ.MPOP
     over all of them, in the order given, when they are plain Queues on one
@@ -124,7 +122,7 @@ def mpop_serves(queues: Sequence[Any]) -> bool:
         return False
     if not is_cluster(client):
         return True
-    return len({hash_slot(q._core.key) for q in queues}) == 1
+    return len({hash_slot(q._key) for q in queues}) == 1
 
 
 def _pool_kwargs(client: Any) -> List[Dict[str, Any]]:

@@ -1,15 +1,7 @@
-"""dq on redis.asyncio: the same Queue, ShardedQueue, queues() and Worker
-as `dq`, with coroutines, an async iterator for scan, and a Worker made of
-asyncio tasks.
-
-    import redis.asyncio as redis
-    from dq.asyncio import Queue, Worker
-
-    client = redis.Redis()
-    orders = Queue(client, "orders")
-    await orders.add(b"...", delay_ms=30_000)
-    await Worker(orders, handle, concurrency=8).run()
-"""
+"""dq.asyncio.Worker: asyncio tasks — one per poller (a DQ.POP queue, or a
+DQ.MPOP group), one per running handler, one heartbeat task, a flusher task
+per queue that sends the ACKs of the deliveries that finished since its
+last round trip in one DQ.ACK — and an asyncio FIFO permit queue."""
 
 from __future__ import annotations
 
@@ -19,371 +11,16 @@ import logging
 import signal
 import threading
 from collections import deque
-from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-import redis.exceptions
-
-from ._core import errors, queue as calls, sharding, worker as decide
-from ._core.errors import DqError, OutOfMemory, Permanent, Retry, StaleDelivery, UnknownMessage, WrongType
-from ._core.plans import Call, Plan
-from ._core.records import Delivery, Entry, Outcome, Schedule
-
-__all__ = [
-    "Delivery",
-    "DqError",
-    "Entry",
-    "OutOfMemory",
-    "Outcome",
-    "Permanent",
-    "Queue",
-    "Retry",
-    "Schedule",
-    "ShardedQueue",
-    "StaleDelivery",
-    "UnknownMessage",
-    "Worker",
-    "WrongType",
-    "queues",
-]
+from .._core import queue as calls, worker as decide
+from .._core.errors import Permanent, Retry, StaleDelivery
+from .._core.records import Delivery, Outcome
+from ._io import drive, execute
+from .queue import Queue
+from .sharded import ShardedQueue
 
 log = logging.getLogger("dq")
-
-Client = Any  # redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster
-Id = Union[str, bytes, Delivery]
-
-
-async def _ready(client: Client) -> None:
-    # redis-py's asyncio RedisCluster initializes itself on first use; with
-    # several first commands at once (a sharded queue's calls go out
-    # together) redis 8.1.0 was seen to break a connection while it was being
-    # set up. So a cluster client is initialized, once, before any dq call.
-    if getattr(client, "_initialize", False) and hasattr(client, "get_primaries"):
-        await client.initialize()
-
-
-async def execute(client: Client, call: Call) -> Any:
-    await _ready(client)
-    try:
-        reply = await client.execute_command(*call.args, NEVER_DECODE=True)
-    except redis.exceptions.ResponseError as e:
-        raise errors.translate(e) from e
-    return call.parse(reply)
-
-
-async def _result(client: Client, call: Call) -> Any:
-    try:
-        return await execute(client, call)
-    except DqError as e:
-        return e
-
-
-async def drive(client: Client, plan: Plan) -> Any:
-    try:
-        step = next(plan)
-        while True:
-            if isinstance(step, float):
-                await asyncio.sleep(step)
-                step = plan.send(None)
-                continue
-            # The calls of one step go out together (to their nodes, on a cluster).
-            results = await asyncio.gather(*[_result(client, call) for call in step])
-            step = plan.send(list(results))
-    except StopIteration as stop:
-        return stop.value
-
-
-def _check_client(client: Any) -> None:
-    if not inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
-        raise TypeError(
-            f"client must be a redis.asyncio Redis or RedisCluster, got {type(client).__name__} "
-            "(use dq, not dq.asyncio, with a blocking client)"
-        )
-
-
-class _Base:
-    _core: Any
-
-    def __init__(self, client: Client) -> None:
-        _check_client(client)
-        self.client = client
-
-    @property
-    def name(self) -> str:
-        return self._core.name
-
-    async def _run(self, plan: Plan) -> Any:
-        return await drive(self.client, plan)
-
-    async def pop(
-        self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None
-    ) -> List[Delivery]:
-        """DQ.POP: up to `count` deliveries, [] when nothing was ready."""
-        return await self._run(self._core.pop(count, block_ms, lease_ms))
-
-    async def ack(self, *ids: Id) -> int:
-        """DQ.ACK: how many of the ids were in flight and are now gone."""
-        return await self._run(self._core.ack(ids))
-
-    async def stats(self) -> Dict[str, Any]:
-        """DQ.STATS as a dict."""
-        return await self._run(self._core.stats())
-
-    async def peek(self, state: str, count: int = 10) -> List[Entry]:
-        """DQ.PEEK."""
-        return await self._run(self._core.peek(state, count))
-
-    def scan(self, state: Optional[str] = None, count: Optional[int] = None) -> AsyncIterator[Entry]:
-        """Every entry (of one state), paging with DQ.SCAN cursors: `async for`."""
-        for part in self._core.parts:
-            part.scan_call("0", state, count)  # check the arguments now
-        return self._scan(state, count)
-
-    async def _scan(self, state: Optional[str], count: Optional[int]) -> AsyncIterator[Entry]:
-        for part in self._core.parts:
-            cursor = "0"
-            while True:
-                cursor, entries = await execute(self.client, part.scan_call(cursor, state, count))
-                for entry in entries:
-                    yield entry
-                if cursor == "0":
-                    break
-
-    async def redrive(self, count: Optional[int] = None, ids: Optional[Sequence[Id]] = None) -> int:
-        """DQ.REDRIVE."""
-        return await self._run(self._core.redrive(count, ids))
-
-    async def purge(self, state: Optional[str] = None) -> int:
-        """DQ.PURGE."""
-        return await self._run(self._core.purge(state))
-
-    async def config(self) -> Dict[str, Any]:
-        """DQ.CONFIG."""
-        return await self._run(self._core.config())
-
-    async def config_set(
-        self,
-        *,
-        lease_ms: Union[int, str, None] = None,
-        max_attempts: Union[int, str, None] = None,
-        backoff: Optional[str] = None,
-        rate: Union[str, int, None] = None,
-        max_inflight: Union[int, str, None] = None,
-    ) -> None:
-        """DQ.CONFIG SET, as dq.Queue.config_set (a ShardedQueue splits the limits)."""
-        return await self._run(self._core.config_set(lease_ms=lease_ms, max_attempts=max_attempts, backoff=backoff,
-                                                     rate=rate, max_inflight=max_inflight))
-
-    async def schedule(
-        self,
-        name: Union[str, bytes],
-        payload: Union[bytes, str],
-        *,
-        every: Union[str, int, None] = None,
-        cron: Optional[str] = None,
-        tz: Optional[str] = None,
-        start: Optional[int] = None,
-        end: Optional[int] = None,
-        limit: Optional[int] = None,
-        missed: Optional[str] = None,
-        overlap: Optional[str] = None,
-        nx: bool = False,
-        priority: Optional[int] = None,
-        max_attempts: Optional[int] = None,
-        backoff: Optional[str] = None,
-        group: Optional[Union[str, bytes]] = None,
-        ttl_ms: Optional[int] = None,
-    ) -> Optional[int]:
-        """DQ.SCHEDULE, as dq.Queue.schedule: the next run time, or None."""
-        return await self._run(
-            self._core.schedule(
-                name, payload, every=every, cron=cron, tz=tz, start=start, end=end, limit=limit, missed=missed,
-                overlap=overlap, nx=nx, priority=priority, max_attempts=max_attempts, backoff=backoff, group=group,
-                ttl_ms=ttl_ms,
-            )
-        )
-
-    async def unschedule(self, *names: Union[str, bytes]) -> int:
-        """DQ.UNSCHEDULE: how many of the schedules existed."""
-        return await self._run(self._core.unschedule(names))
-
-    async def schedules(self) -> List[Schedule]:
-        """DQ.SCHEDULES: every schedule, by name."""
-        return await self._run(self._core.schedules())
-
-    async def pause(self, for_ms: Optional[int] = None) -> None:
-        """DQ.PAUSE."""
-        return await self._run(self._core.pause(for_ms))
-
-    async def resume(self) -> bool:
-        """DQ.RESUME: whether the queue was paused."""
-        return await self._run(self._core.resume())
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r})"
-
-
-class Queue(_Base):
-    """One dq queue over an asyncio client: each method is one DQ.* command."""
-
-    def __init__(self, client: Client, name: Union[str, bytes]) -> None:
-        self._core = calls.QueueCore(name)
-        super().__init__(client)
-
-    async def add(
-        self,
-        payload: Union[bytes, str],
-        *,
-        delay_ms: Optional[int] = None,
-        at_ms: Optional[int] = None,
-        id: Optional[Union[str, bytes]] = None,
-        nx: bool = False,
-        xx: bool = False,
-        priority: Optional[int] = None,
-        max_attempts: Optional[int] = None,
-        backoff: Optional[str] = None,
-        group: Optional[Union[str, bytes]] = None,
-        ttl_ms: Optional[int] = None,
-    ) -> Optional[str]:
-        """DQ.ADD: the id, or None when NX found the id / XX did not."""
-        return await self._run(
-            self._core.add(
-                payload, delay_ms=delay_ms, at_ms=at_ms, id=id, nx=nx, xx=xx, priority=priority,
-                max_attempts=max_attempts, backoff=backoff, group=group, ttl_ms=ttl_ms,
-            )
-        )
-
-    async def nack(
-        self,
-        id: Id,
-        *,
-        delay_ms: Optional[int] = None,
-        dead: bool = False,
-        attempt: Optional[int] = None,
-        error: Optional[str] = None,
-    ) -> str:
-        """DQ.NACK: the new state. A Delivery passes its own attempt."""
-        return await self._run(self._core.nack(id, delay_ms=delay_ms, dead=dead, attempt=attempt, error=error))
-
-    async def touch(self, id: Id, *, lease_ms: Optional[int] = None, attempt: Optional[int] = None) -> int:
-        """DQ.TOUCH: the new lease deadline (Unix ms)."""
-        return await self._run(self._core.touch(id, lease_ms=lease_ms, attempt=attempt))
-
-    async def get(self, id: Union[str, bytes]) -> Optional[Dict[str, Any]]:
-        """DQ.GET: the record, or None."""
-        return await self._run(self._core.get(id))
-
-    async def cancel(self, *ids: Union[str, bytes]) -> int:
-        """DQ.CANCEL."""
-        return await self._run(self._core.cancel(ids))
-
-
-class ShardedQueue(_Base):
-    """One logical queue over `shards` dq queues (docs/sharding.md)."""
-
-    def __init__(self, client: Client, name: Union[str, bytes], shards: int) -> None:
-        self._core = sharding.ShardedCore(name, shards)
-        super().__init__(client)
-        self.shards: List[Queue] = [Queue(client, core.key) for core in self._core.cores]
-
-    @property
-    def shard_names(self) -> List[str]:
-        return [core.name for core in self._core.cores]
-
-    def shard_for(self, basis: Union[str, bytes]) -> int:
-        return self._core.shard_for(basis)
-
-    async def add(
-        self,
-        payload: Union[bytes, str],
-        *,
-        delay_ms: Optional[int] = None,
-        at_ms: Optional[int] = None,
-        id: Optional[Union[str, bytes]] = None,
-        nx: bool = False,
-        xx: bool = False,
-        priority: Optional[int] = None,
-        max_attempts: Optional[int] = None,
-        backoff: Optional[str] = None,
-        group: Optional[Union[str, bytes]] = None,
-        ttl_ms: Optional[int] = None,
-        shard_key: Optional[Union[str, bytes]] = None,
-    ) -> Optional[str]:
-        """DQ.ADD on the shard of the group, else the shard key, else the id."""
-        return await self._run(
-            self._core.add(
-                payload, delay_ms=delay_ms, at_ms=at_ms, id=id, nx=nx, xx=xx, priority=priority,
-                max_attempts=max_attempts, backoff=backoff, group=group, ttl_ms=ttl_ms, shard_key=shard_key,
-            )
-        )
-
-    async def nack(
-        self,
-        id: Id,
-        *,
-        delay_ms: Optional[int] = None,
-        dead: bool = False,
-        attempt: Optional[int] = None,
-        error: Optional[str] = None,
-        group: Optional[Union[str, bytes]] = None,
-        shard_key: Optional[Union[str, bytes]] = None,
-    ) -> str:
-        return await self._run(
-            self._core.nack(id, delay_ms=delay_ms, dead=dead, attempt=attempt, error=error, group=group,
-                            shard_key=shard_key)
-        )
-
-    async def touch(
-        self,
-        id: Id,
-        *,
-        lease_ms: Optional[int] = None,
-        attempt: Optional[int] = None,
-        group: Optional[Union[str, bytes]] = None,
-        shard_key: Optional[Union[str, bytes]] = None,
-    ) -> int:
-        return await self._run(
-            self._core.touch(id, lease_ms=lease_ms, attempt=attempt, group=group, shard_key=shard_key)
-        )
-
-    async def get(
-        self,
-        id: Union[str, bytes],
-        *,
-        group: Optional[Union[str, bytes]] = None,
-        shard_key: Optional[Union[str, bytes]] = None,
-    ) -> Optional[Dict[str, Any]]:
-        return await self._run(self._core.get(id, group=group, shard_key=shard_key))
-
-    async def cancel(
-        self,
-        *ids: Union[str, bytes],
-        group: Optional[Union[str, bytes]] = None,
-        shard_key: Optional[Union[str, bytes]] = None,
-    ) -> int:
-        return await self._run(self._core.cancel(ids, group=group, shard_key=shard_key))
-
-    def __repr__(self) -> str:
-        return f"ShardedQueue({self.name!r}, shards={self._core.shards})"
-
-
-async def queues(client: Client) -> List[str]:
-    """DQ.QUEUES; on a cluster, every master's, merged and sorted by bytes."""
-    _check_client(client)
-    call = calls.queues_call()
-    if hasattr(client, "get_primaries"):
-        await _ready(client)
-        names: List[str] = []
-        for node in client.get_primaries():
-            try:
-                reply = await client.execute_command(*call.args, target_nodes=node, NEVER_DECODE=True)
-            except redis.exceptions.ResponseError as e:
-                raise errors.translate(e) from e
-            names += call.parse(reply)
-        return sorted(set(names), key=lambda n: n.encode("utf-8", "surrogateescape"))
-    return await execute(client, call)
-
-
-# --- the worker ---------------------------------------------------------------------------------
 
 
 class _Permits:
@@ -471,7 +108,7 @@ class _Acker:
         while self._pending:
             batch, self._pending = self._pending, []
             try:
-                count = await execute(part.client, part._core.ack_call([d.id for d in batch]))
+                count = await execute(part.client, calls.worker_ack_call(part, batch))
             except Exception as e:
                 log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
                           len(batch), part.name, e)
@@ -626,19 +263,16 @@ class Worker:
         lease_ms = self.lease_ms
         if len(group) == 1:
             part = group[0]
-            core: calls.QueueCore = part._core
 
             async def pop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-                return part, await execute(part.client, core.pop_call(count, block_ms, lease_ms))
+                return part, await execute(part.client, calls.pop_call(part, count, block_ms, lease_ms))
 
             return pop
         client = group[0].client
-        cores = [p._core for p in group]
-        by_name = {p.name: p for p in group}
 
         async def mpop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-            name, batch = await execute(client, calls.mpop_call(cores, count, block_ms, lease_ms))
-            return (by_name[name] if name is not None else group[0]), batch
+            taken, batch = await execute(client, calls.mpop_call(group, count, block_ms, lease_ms))
+            return taken or group[0], batch
 
         return mpop
 
@@ -706,13 +340,13 @@ class Worker:
     async def _touch(self, key: int, item: List[Any], every: float) -> None:
         delivery, part = item[0], item[1]
         try:
-            await execute(part.client, part._core.touch_call(delivery.id, lease_ms=self.lease_ms,
-                                                             attempt=delivery.attempt))
+            await drive(part.client, Queue.touch.plan(part, delivery.id, lease_ms=self.lease_ms,
+                                                      attempt=delivery.attempt))
         except StaleDelivery:
             if self._beating.pop(key, None) is None:
                 return  # settled meanwhile: the STALE is our own ACK/NACK's doing
             try:
-                reason = decide.over_reason(await execute(part.client, part._core.get_call(delivery.id)))
+                reason = decide.over_reason(await drive(part.client, Queue.get.plan(part, delivery.id)))
             except Exception as e:
                 log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
                 reason = "lost"
@@ -796,13 +430,13 @@ class Worker:
             log.exception("dq: on_settled raised")
 
     async def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
-        action, call, error = decide.settle_call(part._core, delivery, failure)
-        if call is None:
+        action, plan, error = decide.settle_call(part, delivery, failure)
+        if plan is None:
             log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
                         "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
             return Outcome(action, decide.unsent_state(delivery), error, failure)
         try:
-            reply = await execute(part.client, call)
+            reply = await drive(part.client, plan)
         except StaleDelivery as e:
             log.warning("dq: %s", e)
             return Outcome(action, "stale", error, e)
