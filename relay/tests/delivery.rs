@@ -91,6 +91,11 @@ fn envelope(url: &str) -> String {
     serde_json::json!({ "url": url, "body": { "event": "order.paid", "order": 42 } }).to_string()
 }
 
+/// A webhook to `url` on the relay's queue, `hooks`, as message `id`.
+fn add_hook(con: &mut redis::Connection, id: &str, url: &str, opts: &[&str]) {
+    add(con, "hooks", id, &envelope(url), opts);
+}
+
 fn wait_state(con: &mut redis::Connection, id: &str, state: &str) {
     let mut last = String::new();
     let ok = wait_until(LONG, || {
@@ -155,19 +160,17 @@ fn a_500_is_retried_by_the_backoff_and_dies_with_its_reason_when_attempts_run_ou
     let _relay = relay(&server, &[]);
     let mut con = server.conn();
     // Three quick attempts, then dead.
-    add(
+    add_hook(
         &mut con,
-        "hooks",
         "quick",
-        &envelope(&receiver.url("/quick")),
+        &receiver.url("/quick"),
         &["MAXATTEMPTS", "3", "BACKOFF", "fixed:50ms"],
     );
     // One attempt, then a minute's wait by the backoff.
-    add(
+    add_hook(
         &mut con,
-        "hooks",
         "slow",
-        &envelope(&receiver.url("/slow")),
+        &receiver.url("/slow"),
         &["MAXATTEMPTS", "3", "BACKOFF", "fixed:60s"],
     );
 
@@ -230,13 +233,7 @@ fn retry_after_sets_the_delay_in_seconds_or_as_a_date() {
     let _relay = relay(&server, &[]);
     let mut con = server.conn();
     for (id, path) in [("secs", "/seconds"), ("date", "/date")] {
-        add(
-            &mut con,
-            "hooks",
-            id,
-            &envelope(&receiver.url(path)),
-            &["BACKOFF", "fixed:1s"],
-        );
+        add_hook(&mut con, id, &receiver.url(path), &["BACKOFF", "fixed:1s"]);
     }
     for id in ["secs", "date"] {
         wait_state(&mut con, id, "delayed");
@@ -286,13 +283,7 @@ fn a_410_is_dead_at_once() {
     let receiver = Receiver::start(|_| Reply::status(410).body("this hook was removed"));
     let _relay = relay(&server, &[]);
     let mut con = server.conn();
-    add(
-        &mut con,
-        "hooks",
-        "gone",
-        &envelope(&receiver.url("/h")),
-        &["MAXATTEMPTS", "8"],
-    );
+    add_hook(&mut con, "gone", &receiver.url("/h"), &["MAXATTEMPTS", "8"]);
     wait_state(&mut con, "gone", "dead");
     assert_eq!(
         dq_get_field(&mut con, "hooks", "gone", "dead-reason"),
@@ -345,13 +336,7 @@ fn a_refused_connection_is_retried() {
     let _relay = relay(&server, &[]);
     let mut con = server.conn();
     let url = format!("http://127.0.0.1:{}/down", free_port());
-    add(
-        &mut con,
-        "hooks",
-        "down",
-        &envelope(&url),
-        &["BACKOFF", "fixed:60s"],
-    );
+    add_hook(&mut con, "down", &url, &["BACKOFF", "fixed:60s"]);
     wait_state(&mut con, "down", "delayed");
     let error = dq_get_field(&mut con, "hooks", "down", "last-error");
     assert!(error.starts_with("connection failed: "), "{error}");
@@ -393,15 +378,9 @@ fn a_url_outside_the_allow_list_is_dead_and_never_called() {
         ),
     ];
     for (id, url, _) in &cases {
-        add(&mut con, "hooks", id, &envelope(url), &[]);
+        add_hook(&mut con, id, url, &[]);
     }
-    add(
-        &mut con,
-        "hooks",
-        "ok",
-        &envelope(&receiver.url("/allowed/ok")),
-        &[],
-    );
+    add_hook(&mut con, "ok", &receiver.url("/allowed/ok"), &[]);
     wait_gone(&mut con, "hooks", "ok");
     for (id, _, shown) in &cases {
         wait_state(&mut con, id, "dead");
@@ -504,13 +483,7 @@ fn kill_9_mid_call_redelivers_after_the_lease() {
     });
     let mut first = relay(&server, &["--lease", "2s"]);
     let mut con = server.conn();
-    add(
-        &mut con,
-        "hooks",
-        "job",
-        &envelope(&receiver.url("/job")),
-        &[],
-    );
+    add_hook(&mut con, "job", &receiver.url("/job"), &[]);
     receiver.wait_for(1, LONG);
     first.signal(libc::SIGKILL);
     assert!(first.wait_exit(LONG).is_some());
@@ -544,23 +517,11 @@ fn sigterm_finishes_the_calls_in_flight_and_takes_no_more() {
         let receiver = Receiver::start(move |_| Reply::status(200).after(call));
         let mut relay = relay(&server, &[]);
         let mut con = server.conn();
-        add(
-            &mut con,
-            "hooks",
-            "in-flight",
-            &envelope(&receiver.url("/a")),
-            &[],
-        );
+        add_hook(&mut con, "in-flight", &receiver.url("/a"), &[]);
         receiver.wait_for(1, LONG);
         relay.signal(libc::SIGTERM);
         relay.wait_for_event("stopping", LONG);
-        add(
-            &mut con,
-            "hooks",
-            "later",
-            &envelope(&receiver.url("/b")),
-            &[],
-        );
+        add_hook(&mut con, "later", &receiver.url("/b"), &[]);
 
         let status = relay.wait_exit(LONG).expect("the relay exits");
         assert!(status.success(), "{status:?}; log:\n{}", relay.log());
@@ -661,25 +622,12 @@ fn metrics_count_deliveries_by_outcome() {
         .expect("the metrics address")
         .to_string();
     let mut con = server.conn();
-    add(
+    add_hook(&mut con, "ok", &receiver.url("/ok"), &[]);
+    add_hook(&mut con, "missing", &receiver.url("/missing"), &[]);
+    add_hook(
         &mut con,
-        "hooks",
-        "ok",
-        &envelope(&receiver.url("/ok")),
-        &[],
-    );
-    add(
-        &mut con,
-        "hooks",
-        "missing",
-        &envelope(&receiver.url("/missing")),
-        &[],
-    );
-    add(
-        &mut con,
-        "hooks",
         "retry",
-        &envelope(&receiver.url("/retry")),
+        &receiver.url("/retry"),
         &["BACKOFF", "fixed:60s"],
     );
     let expected = [
@@ -820,13 +768,7 @@ fn the_readme_python_snippet_verifies_a_signature() {
     let receiver = Receiver::start(|_| Reply::status(200));
     let _relay = relay(&server, &[]);
     let mut con = server.conn();
-    add(
-        &mut con,
-        "hooks",
-        "py",
-        &envelope(&receiver.url("/py")),
-        &[],
-    );
+    add_hook(&mut con, "py", &receiver.url("/py"), &[]);
     let request = receiver.wait_for(1, LONG).remove(0);
     let header = request.header("x-dq-signature").unwrap_or("").to_string();
 
@@ -974,13 +916,7 @@ fn the_relay_reaches_the_server_over_tls() {
     .collect();
     let relay = RelayProcess::start(&args);
     let mut con = server.conn();
-    add(
-        &mut con,
-        "hooks",
-        "tls",
-        &envelope(&receiver.url("/tls")),
-        &[],
-    );
+    add_hook(&mut con, "tls", &receiver.url("/tls"), &[]);
     wait_gone(&mut con, "hooks", "tls");
     assert_eq!(receiver.count(), 1);
     // The relay's connections are the ones on the TLS port.
@@ -1006,13 +942,7 @@ fn an_https_receiver_is_called_over_tls_and_an_untrusted_one_is_retried() {
     });
     let server = Server::start();
     let mut con = server.conn();
-    add(
-        &mut con,
-        "hooks",
-        "trusted",
-        &envelope(&receiver.https_url("/tls")),
-        &[],
-    );
+    add_hook(&mut con, "trusted", &receiver.https_url("/tls"), &[]);
     add(
         &mut con,
         "untrusted",
@@ -1063,79 +993,47 @@ fn the_relay_reconnects_when_the_server_restarts() {
     let receiver = Receiver::start(|_| Reply::status(200));
     let relay = relay(&server, &[]);
     let mut con = server.conn();
-    add(
-        &mut con,
-        "hooks",
-        "before",
-        &envelope(&receiver.url("/before")),
-        &[],
-    );
+    add_hook(&mut con, "before", &receiver.url("/before"), &[]);
     wait_gone(&mut con, "hooks", "before");
 
     server.restart();
     let mut con = server.conn();
-    add(
-        &mut con,
-        "hooks",
-        "after",
-        &envelope(&receiver.url("/after")),
-        &[],
-    );
+    add_hook(&mut con, "after", &receiver.url("/after"), &[]);
     wait_gone(&mut con, "hooks", "after");
     let paths: Vec<String> = receiver.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(paths, ["/before", "/after"], "{}", relay.log());
 }
 
-#[test]
-fn calls_to_one_host_respect_the_per_host_limit() {
+/// Sends `n` messages through a relay started with `limits` to a receiver
+/// that answers each after 300 ms, so that calls overlap; checks that all
+/// were delivered and that at most `most` were ever in progress at once.
+fn calls_overlap_at_most(limits: &[&str], n: usize, most: usize) {
     let server = Server::start();
     let receiver = Receiver::start(|_| Reply::status(200).after(Duration::from_millis(300)));
-    let _relay = relay(&server, &["--per-host", "2", "--concurrency", "16"]);
+    let _relay = relay(&server, limits);
     let mut con = server.conn();
-    for i in 0..8 {
-        add(
-            &mut con,
-            "hooks",
-            &format!("m{i}"),
-            &envelope(&receiver.url("/slow")),
-            &[],
-        );
+    for i in 0..n {
+        add_hook(&mut con, &format!("m{i}"), &receiver.url("/slow"), &[]);
     }
-    for i in 0..8 {
+    for i in 0..n {
         wait_gone(&mut con, "hooks", &format!("m{i}"));
     }
-    assert_eq!(receiver.count(), 8);
+    assert_eq!(receiver.count(), n);
     assert!(
-        receiver.most_at_once() <= 2,
+        receiver.most_at_once() <= most,
         "{} at once",
         receiver.most_at_once()
     );
 }
 
 #[test]
+fn calls_to_one_host_respect_the_per_host_limit() {
+    calls_overlap_at_most(&["--per-host", "2", "--concurrency", "16"], 8, 2);
+}
+
+#[test]
 fn calls_of_one_queue_respect_its_concurrency() {
-    let server = Server::start();
-    let receiver = Receiver::start(|_| Reply::status(200).after(Duration::from_millis(300)));
-    let _relay = relay(&server, &["--per-host", "100", "--concurrency", "3"]);
-    let mut con = server.conn();
-    for i in 0..9 {
-        add(
-            &mut con,
-            "hooks",
-            &format!("m{i}"),
-            &envelope(&receiver.url("/slow")),
-            &[],
-        );
-    }
-    for i in 0..9 {
-        wait_gone(&mut con, "hooks", &format!("m{i}"));
-    }
-    assert_eq!(receiver.count(), 9);
-    assert!(
-        receiver.most_at_once() <= 3,
-        "{} at once",
-        receiver.most_at_once()
-    );
+    calls_overlap_at_most(&["--per-host", "100", "--concurrency", "3"], 9, 3);
 }
 
 /// `field` of a queue's DQ.STATS, as an integer.
@@ -1212,13 +1110,7 @@ fn two_relays_keep_to_the_queue_rate_together() {
     // All ready before the relays start, so that the first POP asks for
     // more than the rate lets through whatever the order of events.
     for i in 0..20 {
-        add(
-            &mut con,
-            "hooks",
-            &format!("m{i}"),
-            &envelope(&receiver.url("/rated")),
-            &[],
-        );
+        add_hook(&mut con, &format!("m{i}"), &receiver.url("/rated"), &[]);
     }
     let _relays = [
         relay(&server, &["--concurrency", "4"]),
@@ -1263,13 +1155,7 @@ fn two_relays_keep_to_the_queue_maxinflight_together() {
         Value::Okay
     );
     for i in 0..8 {
-        add(
-            &mut con,
-            "hooks",
-            &format!("m{i}"),
-            &envelope(&receiver.url("/held")),
-            &[],
-        );
+        add_hook(&mut con, &format!("m{i}"), &receiver.url("/held"), &[]);
     }
     let _relays = [
         relay(&server, &["--concurrency", "4"]),
