@@ -15,7 +15,11 @@ threads share is in one `_State` under one lock, so that settling a job,
 taking the next one or deciding to poll is one lock acquisition. A burst
 of quick jobs is then run much as a plain POP/handle/ACK loop would run
 it, the ACKs sent alongside by the acker; jobs that block wake thread
-after thread until each has its own."""
+after thread until each has its own.
+
+What the threads decide is dq/_core/worker.py's, shared with
+dq.asyncio.Worker: the arguments, each POP turn, the heartbeat's TOUCH,
+how a handler's outcome is settled and what an ACK batch's reply means."""
 
 from __future__ import annotations
 
@@ -25,18 +29,16 @@ import signal
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from ._core import errors, queue as calls, worker as decide
 from ._core.records import Delivery, Outcome
-from ._io import drive, execute
+from ._core.worker import Poller, WorkerCore, ack_batch, batched, handler_failed, settle
+from ._io import drive
 from .queue import Queue
 from .sharded import ShardedQueue
 
 log = logging.getLogger("dq")
 
-Handler = Callable[[Delivery], Any]
-OnSettled = Callable[[Delivery, Outcome], Any]
 Gate = Any  # a held _thread lock: its owner sleeps acquiring it again, a waker releases it
 
 # One job: the queue it came from, the delivery, its heartbeat key, whether
@@ -50,21 +52,9 @@ def _gate() -> Gate:
     return gate
 
 
-class _Group:
-    """One poller: the queues one take() serves, and whether a thread is
-    polling them now (the lock's)."""
-
-    def __init__(self, parts: List[Queue], take: Callable[[int, Optional[int]], Tuple[Queue, List[Delivery]]]) -> None:
-        self.parts = parts
-        self.take = take
-        self.where = "+".join(p.name for p in parts)
-        self.polling = False
-        self.pause = 0.1  # after a failed POP, doubling up to 5 s
-
-
 # A poll's outcome: the poller, the queue taken from (None: nothing taken),
 # the deliveries, the permits they hold.
-Polled = Tuple[_Group, Optional[Queue], List[Delivery], int]
+Polled = Tuple[Poller[Queue], Optional[Queue], List[Delivery], int]
 
 
 class _State:
@@ -78,7 +68,7 @@ class _State:
     - the running deliveries the heartbeat renews;
     - the ACKs waiting for the acker, one list per queue."""
 
-    def __init__(self, concurrency: int, groups: List[_Group]) -> None:
+    def __init__(self, concurrency: int, groups: List[Poller[Queue]], share: int) -> None:
         self.lock = threading.Lock()
         self.jobs: Deque[Job] = deque()
         self.sleeping: List[Gate] = []  # each sleeping thread's gate
@@ -88,9 +78,7 @@ class _State:
         self.waiters: Deque[List[Any]] = deque()  # [gate, permits granted]
         self.stopping = False
         self.groups = groups
-        # A poll takes at most its share of the free permits, so that one
-        # poller blocked on an empty queue does not hold them all.
-        self.share = max(1, concurrency // len(groups))
+        self.share = share  # the permits one poll takes at most (WorkerCore._share)
         self.next_group = 0
         self.polling = 0
         self.polls_over = threading.Event()  # stopping, and no thread polls
@@ -147,7 +135,7 @@ class _State:
 
     # --- turns -------------------------------------------------------------------------
 
-    def _poll_turn(self) -> Tuple[Optional[_Group], int]:
+    def _poll_turn(self) -> Tuple[Optional[Poller[Queue]], int]:
         """(Lock held.) A poller whose turn it is and the permits it takes,
         when a POP is due: not stopping, free permits that no job waits for,
         and either no job waiting for a thread or a whole share free (a job
@@ -224,16 +212,16 @@ class _State:
 
 class _Heartbeat(threading.Thread):
     """TOUCHes each running delivery a third of a lease after its last
-    renewal; on STALE, learns why (decide.over_reason) and tells the handler. It
-    looks four times per renewal period over the running deliveries (at
-    most concurrency + pollers), so adding and removing one costs a dict
-    operation, no wakeup."""
+    renewal (WorkerCore._renew, which on STALE learns why and tells the
+    handler). It looks four times per renewal period over the running
+    deliveries (at most concurrency + pollers), so adding and removing one
+    costs a dict operation, no wakeup."""
 
-    def __init__(self, state: _State, lease_ms: int) -> None:
+    def __init__(self, state: _State, worker: Worker) -> None:
         super().__init__(name="dq-heartbeat", daemon=True)
         self._state = state
-        self._lease_ms = lease_ms
-        self.every = lease_ms / 3000
+        self._renew = worker._renew
+        self.every = worker.lease_ms / 3000
         self._done = threading.Event()
 
     def finish(self) -> None:
@@ -250,33 +238,17 @@ class _Heartbeat(threading.Thread):
 
     def _touch(self, key: int, delivery: Delivery, part: Queue) -> None:
         state = self._state
-        try:
-            drive(part.client, Queue.touch.plan(part, delivery.id, lease_ms=self._lease_ms, attempt=delivery.attempt))
-        except errors.StaleDelivery:
+
+        def forget() -> bool:
             with state.lock:
-                if state.beating.pop(key, None) is None:
-                    return  # settled meanwhile: the STALE is our own ACK/NACK's doing
-            reason = why_over(part, delivery)
-            decide.mark_over(delivery, reason)
-            log.warning(decide.OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
-            return
-        except Exception as e:  # connection trouble: try again at the next look
-            log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
-            return
+                return state.beating.pop(key, None) is not None
+
+        if drive(part.client, self._renew(part, delivery, forget)) != "renewed":
+            return  # a failed TOUCH is tried again at the next look
         with state.lock:
             item = state.beating.get(key)
             if item is not None:
                 item[2] = time.monotonic() + self.every
-
-
-def why_over(part: Queue, delivery: Delivery) -> str:
-    """Why a delivery's TOUCH was STALE (decide.over_reason), by DQ.GET."""
-    try:
-        record = drive(part.client, Queue.get.plan(part, delivery.id))
-    except Exception as e:
-        log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
-        return "lost"
-    return decide.over_reason(record)
 
 
 class _Acker(threading.Thread):
@@ -307,25 +279,13 @@ class _Acker(threading.Thread):
                 self._send(part, deliveries)
 
     def _send(self, part: Queue, deliveries: List[Delivery]) -> None:
-        try:
-            count = execute(part.client, calls.worker_ack_call(part, deliveries))
-        except Exception as e:
-            log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
-                      len(deliveries), part.name, e)
-            for d in deliveries:
-                self._settled(d, Outcome("ack", "unsettled", None, e))
-            return
-        state = decide.ack_batch_state(count, len(deliveries))
-        if state != "acked":
-            log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
-                        len(deliveries), part.name, count)
-        outcome = Outcome("ack", state)  # frozen: one for the batch
+        outcome = drive(part.client, ack_batch(part, deliveries))  # frozen: one for the batch
         settled = self._settled
         for d in deliveries:
             settled(d, outcome)
 
 
-class Worker:
+class Worker(WorkerCore[Queue, ShardedQueue]):
     """Runs `handler(delivery)` for the messages of one or more queues.
 
     Returns normally -> DQ.ACK (the ACKs of deliveries that finished since
@@ -337,59 +297,21 @@ class Worker:
     the handler's thread, for an ACK in the worker's acker thread (keep it
     short: the next ACKs wait for it)."""
 
-    def __init__(
-        self,
-        queues: Union[Queue, ShardedQueue, Sequence[Union[Queue, ShardedQueue]]],
-        handler: Handler,
-        *,
-        concurrency: int = 1,
-        lease_ms: int = 30000,
-        block_ms: int = 1000,
-        handle_signals: bool = True,
-        on_settled: Optional[OnSettled] = None,
-    ) -> None:
-        if not callable(handler):
-            raise TypeError(f"handler must be callable, got {type(handler).__name__}")
-        if on_settled is not None and not callable(on_settled):
-            raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
-        if not isinstance(handle_signals, bool):
-            raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
-        decide.check_worker_args(concurrency, lease_ms, block_ms)
-        self._groups: List[List[Queue]] = decide.worker_groups(queues, Queue, ShardedQueue)
-        self._parts: List[Queue] = [part for group in self._groups for part in group]
-        for part in self._parts:
-            decide.check_pool(part.client, len(self._groups) + concurrency + 2, block_ms)
-        self.handler = handler
-        self.concurrency = concurrency
-        self.lease_ms = lease_ms
-        self.block_ms = block_ms
-        self.handle_signals = handle_signals
-        self.on_settled = on_settled
+    _queue_class = Queue
+    _sharded_class = ShardedQueue
+
+    def _prepare(self) -> None:
         self._stop = threading.Event()
-        self._state = _State(concurrency, [_Group(g, self._taker(g)) for g in self._groups])
+        self._state = _State(self.concurrency, self._pollers, self._share)
         self._started = False
         self._lock = threading.Lock()
-
-    @property
-    def queue_names(self) -> List[str]:
-        """The (shard) queues this worker polls."""
-        return [p.name for p in self._parts]
-
-    @property
-    def pollers(self) -> List[List[str]]:
-        """The queues each poller takes from: one list of several names when
-        one DQ.MPOP serves them all (in that order), else one per queue."""
-        return [[p.name for p in group] for group in self._groups]
 
     def stop(self) -> None:
         """Asks the worker to stop (from any thread or a signal handler): no
         new POP; running handlers finish and are settled; run() returns."""
+        self._stopping = True
         self._stop.set()
         self._state.stop()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
 
     def run(self) -> None:
         """Polls and handles until stop() (or SIGTERM/SIGINT, when called in
@@ -403,14 +325,14 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda signum, frame: self.stop())
         state = self._state
-        heartbeat = _Heartbeat(state, self.lease_ms)
+        heartbeat = _Heartbeat(state, self)
         heartbeat.start()
-        acker = _Acker(state, self._settled)
+        acker = _Acker(state, self._report)
         acker.start()
         # A thread for each handler and one for each poller: when every
         # poller waits in a blocking POP, `concurrency` handlers still run.
         threads = [threading.Thread(target=self._serve, args=(heartbeat.every,), name=f"dq-worker-{i}", daemon=True)
-                   for i in range(self.concurrency + len(self._groups))]
+                   for i in range(self.concurrency + len(self._pollers))]
         with state.lock:
             state.free_threads = len(threads)
         log.info("dq: worker started on %d queue(s), concurrency %d", len(self._parts), self.concurrency)
@@ -432,25 +354,6 @@ class Worker:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         log.info("dq: worker stopped")
-
-    def _taker(self, group: List[Queue]) -> Callable[[int, Optional[int]], Tuple[Queue, List[Delivery]]]:
-        """take(count, block_ms) -> (the queue taken from, its deliveries):
-        DQ.POP for one queue, DQ.MPOP (in the group's order) for several."""
-        lease_ms = self.lease_ms
-        if len(group) == 1:
-            part = group[0]
-
-            def pop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-                return part, execute(part.client, calls.pop_call(part, count, block_ms, lease_ms))
-
-            return pop
-        client = group[0].client
-
-        def mpop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-            taken, batch = execute(client, calls.mpop_call(group, count, block_ms, lease_ms))
-            return taken or group[0], batch
-
-        return mpop
 
     def _serve(self, every: float) -> None:
         """A worker thread: polls when a POP is due and it is free, else
@@ -510,22 +413,20 @@ class Worker:
                 # Taken by a blocking POP without a permit: wait for one (none
                 # once stopping: leased to us, it is handled all the same).
                 permitted = state.acquire_one()
+            failure: Optional[BaseException] = None
             try:
                 handler(delivery)
             except BaseException as e:  # noqa: B036 - a handler's SystemExit must not kill the thread
-                if not isinstance(e, (errors.Permanent, errors.Retry)):
-                    log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
-                                delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
-                self._settle_alone(part, delivery, key, permitted, e)
-                continue
-            if delivery.lost:
-                self._settle_alone(part, delivery, key, permitted, None)
-                continue
-            finished = (part, delivery, key, permitted)
+                handler_failed(delivery, e)
+                failure = e
+            if batched(delivery, failure):
+                finished = (part, delivery, key, permitted)
+            else:
+                self._settle_alone(part, delivery, key, permitted, failure)
 
-    def _poll(self, group: _Group, n: int) -> Polled:
-        """One turn of a poller holding n permits: (the poller, the queue
-        taken from, the deliveries, the permits they hold)."""
+    def _poll(self, group: Poller[Queue], n: int) -> Polled:
+        """One turn of a poller holding n permits (WorkerCore._take): (the
+        poller, the queue taken from, the deliveries, the permits they hold)."""
         state = self._state
         if n < state.share:
             # Handlers finishing now free their permits too: let them run,
@@ -534,26 +435,9 @@ class Worker:
             n += state.take_more(state.share - n)
         if self._stop.is_set():
             return group, None, [], n
-        try:
-            # What is ready now, up to the permits held.
-            part, batch = group.take(n, None)
-            if not batch and not self._stop.is_set():
-                # Nothing ready. The only poller keeps its permits and waits
-                # for as many messages: a burst that falls due comes in one
-                # reply. Among several, it gives them back (another queue
-                # may have work) and waits for one message holding none;
-                # that one then waits for a permit, its lease kept alive by
-                # the heartbeat.
-                if len(state.groups) > 1:
-                    state.release(n)
-                    n = 0
-                part, batch = group.take(max(n, 1), self.block_ms)
-        except Exception as e:
-            log.error("dq: POP from %s failed: %s (retrying in %.1f s)", group.where, e, group.pause)
-            self._stop.wait(group.pause)
-            group.pause = min(group.pause * 2, 5.0)
-            return group, None, [], n
-        group.pause = 0.1
+        part, batch, n, pause = drive(group.client, self._take(group, n, state.release))
+        if pause:
+            self._stop.wait(pause)
         return group, part, batch, n
 
     def _hand_over(self, polled: Polled, due: float, wake: List[Gate]) -> None:
@@ -591,28 +475,5 @@ class Worker:
             state._wake_needed(wake)  # a POP may be due while this thread sends the NACK
         for g in wake:
             g.release()
-        self._settled(delivery, self._settle(part, delivery, failure))
+        self._report(delivery, drive(part.client, settle(part, delivery, failure)))
 
-    def _settled(self, delivery: Delivery, outcome: Outcome) -> None:
-        if self.on_settled is not None:
-            try:
-                self.on_settled(delivery, outcome)
-            except Exception:
-                log.exception("dq: on_settled raised")
-
-    def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
-        action, plan, error = decide.settle_call(part, delivery, failure)
-        if plan is None:
-            log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
-                        "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
-            return Outcome(action, decide.unsent_state(delivery), error, failure)
-        try:
-            reply = drive(part.client, plan)
-        except errors.StaleDelivery as e:
-            log.warning("dq: %s", e)
-            return Outcome(action, "stale", error, e)
-        except Exception as e:
-            log.error("dq: settling %s attempt %d in %s failed: %s (it comes back after its lease)",
-                      delivery.id, delivery.attempt, delivery.queue, e)
-            return Outcome(action, "unsettled", error, e)
-        return Outcome(action, decide.settle_state(action, reply), error, failure)

@@ -1,17 +1,225 @@
-"""The decisions both Workers share: how a handler's outcome is settled,
-what the server's replies mean, which queues one poller serves, and which
-clients a worker can use."""
+"""What dq.Worker and dq.asyncio.Worker share: their arguments and the
+queues each poller takes from, and every decision that is not about
+threads or tasks — one POP turn (what to take, when to give permits back
+and block), the heartbeat's TOUCH and what a STALE reply means, how a
+handler's outcome is settled, and what the replies of one DQ.ACK for a
+batch of deliveries mean. These are plans (plans.py): dq.Worker runs them
+on its threads, dq.asyncio.Worker on its tasks."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import logging
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .args import MAX_TIME, int_arg
-from .errors import Permanent, Retry
-from .plans import Plan
-from .queue import QueueCommands as Queue, is_cluster
-from .records import Delivery
+from .errors import Permanent, Retry, StaleDelivery
+from .plans import Plan, one
+from .queue import Q, QueueCommands as Queue, is_cluster, mpop_call, pop_call, worker_ack_call
+from .records import Delivery, Outcome
+from .sharded import ShardedCommands
 from .sharding import hash_slot
+
+log = logging.getLogger("dq")
+
+Handler = Callable[[Delivery], Any]
+OnSettled = Callable[[Delivery, Outcome], Any]
+S = TypeVar("S", bound=ShardedCommands[Any])
+
+
+class Poller(Generic[Q]):
+    """One poller: the queues one POP (one queue) or one DQ.MPOP (several,
+    in their order) takes from."""
+
+    def __init__(self, parts: List[Q], lease_ms: int) -> None:
+        self.parts = parts
+        self.client = parts[0].client
+        self.where = "+".join(p.name for p in parts)
+        self.lease_ms = lease_ms
+        self.pause = 0.1  # after a failed POP, doubling up to 5 s
+        self.polling = False  # dq.Worker: a thread polls it now
+
+    def take(self, count: int, block_ms: Optional[int]) -> Plan[Tuple[Q, List[Delivery]]]:
+        """(the queue taken from, its deliveries)"""
+        parts = self.parts
+        if len(parts) == 1:
+            batch = yield from one(pop_call(parts[0], count, block_ms, self.lease_ms))
+            return parts[0], batch
+        taken, batch = yield from one(mpop_call(parts, count, block_ms, self.lease_ms))
+        return taken or parts[0], batch
+
+
+# A POP turn's outcome: the queue taken from (None: nothing taken), the
+# deliveries, the permits they hold, the pause before the poller's next POP
+# (0 unless the POP failed).
+Polled = Tuple[Optional[Q], List[Delivery], int, float]
+
+
+class WorkerCore(Generic[Q, S]):
+    """The part of a Worker that is the same on threads and on tasks. The
+    flavor's Worker sets `_queue_class` and `_sharded_class` (what it takes)."""
+
+    _queue_class: Type[Q]
+    _sharded_class: Type[S]
+
+    def __init__(
+        self,
+        queues: Union[Q, S, Sequence[Union[Q, S]]],
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        lease_ms: int = 30000,
+        block_ms: int = 1000,
+        handle_signals: bool = True,
+        on_settled: Optional[OnSettled] = None,
+    ) -> None:
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, got {type(handler).__name__}")
+        if on_settled is not None and not callable(on_settled):
+            raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
+        if not isinstance(handle_signals, bool):
+            raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
+        check_worker_args(concurrency, lease_ms, block_ms)
+        groups: List[List[Q]] = worker_groups(queues, self._queue_class, self._sharded_class)
+        self._parts = [part for group in groups for part in group]
+        for part in self._parts:
+            check_pool(part.client, len(groups) + concurrency + 2, block_ms)
+        self._pollers = [Poller(group, lease_ms) for group in groups]
+        self.handler = handler
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.block_ms = block_ms
+        self.handle_signals = handle_signals
+        self.on_settled = on_settled
+        # A POP takes at most its poller's share of the free permits, so that
+        # one poller blocked on an empty queue does not hold them all.
+        self._share = max(1, concurrency // len(groups))
+        self._stopping = False
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """The flavor's own state (threads' or tasks')."""
+
+    @property
+    def queue_names(self) -> List[str]:
+        """The (shard) queues this worker polls."""
+        return [p.name for p in self._parts]
+
+    @property
+    def pollers(self) -> List[List[str]]:
+        """The queues each poller takes from: one list of several names when
+        one DQ.MPOP serves them all (in that order), else one per queue."""
+        return [[p.name for p in poller.parts] for poller in self._pollers]
+
+    @property
+    def stopping(self) -> bool:
+        """Whether stop() was called."""
+        return self._stopping
+
+    def _take(self, poller: Poller[Q], n: int, release: Callable[[int], None]) -> Plan[Polled[Q]]:
+        """One POP turn of a poller holding n permits: what is ready now, up
+        to n. When nothing is, the only poller keeps its permits and waits
+        for as many messages (a burst that falls due comes in one reply);
+        one among several gives them back (`release`: another queue may
+        have work) and waits for one message holding none, which then waits
+        for a permit, its lease kept alive by the heartbeat."""
+        try:
+            part, batch = yield from poller.take(n, None)
+            if not batch and not self._stopping:
+                if len(self._pollers) > 1:
+                    release(n)
+                    n = 0
+                part, batch = yield from poller.take(max(n, 1), self.block_ms)
+        except Exception as e:
+            pause = poller.pause
+            log.error("dq: POP from %s failed: %s (retrying in %.1f s)", poller.where, e, pause)
+            poller.pause = min(pause * 2, 5.0)
+            return None, [], n, pause
+        poller.pause = 0.1
+        return part, batch, n, 0.0
+
+    def _renew(self, part: Q, delivery: Delivery, forget: Callable[[], bool]) -> Plan[str]:
+        """The heartbeat's TOUCH of a running delivery: "renewed", or
+        "failed" (logged; try again). On STALE, `forget()` takes the delivery
+        off the heartbeat — False when it was settled meanwhile, its own
+        ACK or NACK being why ("settled") — DQ.GET says why it is over, and
+        the handler is told (mark_over): "over"."""
+        try:
+            yield from Queue.touch.plan(part, delivery.id, lease_ms=self.lease_ms, attempt=delivery.attempt)
+        except StaleDelivery:
+            if not forget():
+                return "settled"
+            try:
+                reason = over_reason((yield from Queue.get.plan(part, delivery.id)))
+            except Exception as e:
+                log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
+                reason = "lost"
+            mark_over(delivery, reason)
+            log.warning(OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
+            return "over"
+        except Exception as e:  # connection trouble
+            log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
+            return "failed"
+        return "renewed"
+
+    def _report(self, delivery: Delivery, outcome: Outcome) -> Any:
+        """Calls on_settled, if given (what it raises is logged): what it returned."""
+        if self.on_settled is None:
+            return None
+        try:
+            return self.on_settled(delivery, outcome)
+        except Exception:
+            log.exception("dq: on_settled raised")
+            return None
+
+
+def handler_failed(delivery: Delivery, failure: BaseException) -> None:
+    """Logs what a handler raised, but for Permanent and Retry (asked for)."""
+    if not isinstance(failure, (Permanent, Retry)):
+        log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
+                    delivery.id, delivery.attempt, delivery.queue, type(failure).__name__, failure)
+
+
+def batched(delivery: Delivery, failure: Optional[BaseException]) -> bool:
+    """Whether a delivery whose handler is done is ACKed in its queue's next
+    DQ.ACK (ack_batch): its handler returned and the delivery is not over.
+    Any other is settled alone (settle)."""
+    return failure is None and not delivery.lost
+
+
+def settle(part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Plan[Outcome]:
+    """Settles one delivery alone: its NACK, its lone ACK when it was over,
+    or nothing when it was cancelled or over and failed."""
+    action, plan, error = settle_call(part, delivery, failure)
+    if plan is None:
+        log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
+                    "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
+        return Outcome(action, unsent_state(delivery), error, failure)
+    try:
+        reply = yield from plan
+    except StaleDelivery as e:
+        log.warning("dq: %s", e)
+        return Outcome(action, "stale", error, e)
+    except Exception as e:
+        log.error("dq: settling %s attempt %d in %s failed: %s (it comes back after its lease)",
+                  delivery.id, delivery.attempt, delivery.queue, e)
+        return Outcome(action, "unsettled", error, e)
+    return Outcome(action, settle_state(action, reply), error, failure)
+
+
+def ack_batch(part: Queue, deliveries: List[Delivery]) -> Plan[Outcome]:
+    """One DQ.ACK for the deliveries of one queue whose handlers returned
+    while the last was on its way: one outcome for them all."""
+    try:
+        count = yield from one(worker_ack_call(part, deliveries))
+    except Exception as e:
+        log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
+                  len(deliveries), part.name, e)
+        return Outcome("ack", "unsettled", None, e)
+    state = ack_batch_state(count, len(deliveries))
+    if state != "acked":
+        log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
+                    len(deliveries), part.name, count)
+    return Outcome("ack", state)
 
 
 def settle_call(

@@ -1,7 +1,11 @@
 """dq.asyncio.Worker: asyncio tasks — one per poller (a DQ.POP queue, or a
 DQ.MPOP group), one per running handler, one heartbeat task, a flusher task
 per queue that sends the ACKs of the deliveries that finished since its
-last round trip in one DQ.ACK — and an asyncio FIFO permit queue."""
+last round trip in one DQ.ACK — and an asyncio FIFO permit queue.
+
+What the tasks decide is dq/_core/worker.py's, shared with dq.Worker: the
+arguments, each POP turn, the heartbeat's TOUCH, how a handler's outcome
+is settled and what an ACK batch's reply means."""
 
 from __future__ import annotations
 
@@ -11,12 +15,11 @@ import logging
 import signal
 import threading
 from collections import deque
-from typing import Any, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Deque, Dict, List, Optional, Set
 
-from .._core import queue as calls, worker as decide
-from .._core.errors import Permanent, Retry, StaleDelivery
 from .._core.records import Delivery, Outcome
-from ._io import drive, execute
+from .._core.worker import Poller, WorkerCore, ack_batch, batched, handler_failed, settle
+from ._io import drive
 from .queue import Queue
 from .sharded import ShardedQueue
 
@@ -74,10 +77,6 @@ class _Permits:
                 fut.set_result(0)
 
 
-Handler = Callable[[Delivery], Any]
-OnSettled = Callable[[Delivery, Outcome], Any]
-
-
 class _Acker:
     """One queue's ACKs: the deliveries that finished while the last DQ.ACK
     was on its way go in the next one, sent the moment the previous one is
@@ -107,25 +106,14 @@ class _Acker:
         part = self._part
         while self._pending:
             batch, self._pending = self._pending, []
-            try:
-                count = await execute(part.client, calls.worker_ack_call(part, batch))
-            except Exception as e:
-                log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
-                          len(batch), part.name, e)
-                outcomes = [Outcome("ack", "unsettled", None, e)] * len(batch)
-            else:
-                state = decide.ack_batch_state(count, len(batch))
-                if state != "acked":
-                    log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
-                                len(batch), part.name, count)
-                outcomes = [Outcome("ack", state)] * len(batch)
-            for d, outcome in zip(batch, outcomes):
+            outcome = await drive(part.client, ack_batch(part, batch))
+            for d in batch:
                 await self._settled(d, outcome)
         self._busy = False
         self.idle.set()
 
 
-class Worker:
+class Worker(WorkerCore[Queue, ShardedQueue]):
     """Runs `handler(delivery)` for the messages of one or more queues, on
     asyncio tasks. A coroutine function handler is awaited; a plain
     function runs in a thread (asyncio.to_thread) so it cannot block the
@@ -133,40 +121,15 @@ class Worker:
     since the last round trip in one DQ.ACK per queue). `on_settled(delivery,
     outcome)` may be a function or a coroutine function."""
 
-    def __init__(
-        self,
-        queues: Union[Queue, ShardedQueue, Sequence[Union[Queue, ShardedQueue]]],
-        handler: Handler,
-        *,
-        concurrency: int = 1,
-        lease_ms: int = 30000,
-        block_ms: int = 1000,
-        handle_signals: bool = True,
-        on_settled: Optional[OnSettled] = None,
-    ) -> None:
-        if not callable(handler):
-            raise TypeError(f"handler must be callable, got {type(handler).__name__}")
-        if on_settled is not None and not callable(on_settled):
-            raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
-        if not isinstance(handle_signals, bool):
-            raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
-        decide.check_worker_args(concurrency, lease_ms, block_ms)
-        self._groups: List[List[Queue]] = decide.worker_groups(queues, Queue, ShardedQueue)
-        self._parts: List[Queue] = [part for group in self._groups for part in group]
-        for part in self._parts:
-            decide.check_pool(part.client, len(self._groups) + concurrency + 2, block_ms)
-        self.handler = handler
+    _queue_class = Queue
+    _sharded_class = ShardedQueue
+
+    def _prepare(self) -> None:
+        handler = self.handler
         self._async_handler = inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)
         )
-        self.concurrency = concurrency
-        self.lease_ms = lease_ms
-        self.block_ms = block_ms
-        self.handle_signals = handle_signals
-        self.on_settled = on_settled
-        self._stopping = False
-        self._permits = _Permits(concurrency)
-        self._share = max(1, concurrency // len(self._groups))  # see dq.Worker
+        self._permits = _Permits(self.concurrency)
         self._tasks: Set["asyncio.Task[None]"] = set()
         self._started = False
         self._wake: Optional[asyncio.Event] = None
@@ -175,19 +138,6 @@ class Worker:
         self._beating: Dict[int, List[Any]] = {}
         self._ackers = {id(part): _Acker(part, self._settled) for part in self._parts}
         self._touches: Set["asyncio.Future[None]"] = set()
-
-    @property
-    def queue_names(self) -> List[str]:
-        return [p.name for p in self._parts]
-
-    @property
-    def pollers(self) -> List[List[str]]:
-        """The queues each poller takes from (see dq.Worker.pollers)."""
-        return [[p.name for p in group] for group in self._groups]
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping
 
     def stop(self) -> None:
         """Asks the worker to stop, from the worker's loop or any other thread:
@@ -232,7 +182,7 @@ class Worker:
         log.info("dq: worker started on %d queue(s), concurrency %d", len(self._parts), self.concurrency)
         heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
-            await asyncio.gather(*[self._poll(group) for group in self._groups])
+            await asyncio.gather(*[self._poll(poller) for poller in self._pollers])
             while self._tasks:
                 await asyncio.gather(*list(self._tasks), return_exceptions=True)
             for acker in self._ackers.values():
@@ -257,29 +207,9 @@ class Worker:
         except asyncio.TimeoutError:
             pass
 
-    def _taker(self, group: List[Queue]) -> Callable[[int, Optional[int]], Awaitable[Tuple[Queue, List[Delivery]]]]:
-        """take(count, block_ms) -> (the queue taken from, its deliveries):
-        DQ.POP for one queue, DQ.MPOP (in the group's order) for several."""
-        lease_ms = self.lease_ms
-        if len(group) == 1:
-            part = group[0]
-
-            async def pop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-                return part, await execute(part.client, calls.pop_call(part, count, block_ms, lease_ms))
-
-            return pop
-        client = group[0].client
-
-        async def mpop(count: int, block_ms: Optional[int]) -> Tuple[Queue, List[Delivery]]:
-            taken, batch = await execute(client, calls.mpop_call(group, count, block_ms, lease_ms))
-            return taken or group[0], batch
-
-        return mpop
-
-    async def _poll(self, group: List[Queue]) -> None:
-        take = self._taker(group)
-        where = "+".join(p.name for p in group)
-        pause = 0.1
+    async def _poll(self, poller: Poller[Queue]) -> None:
+        """A poller's task: takes permits, then a POP turn (WorkerCore._take)
+        with them, and starts a task per delivery; until stopped."""
         while not self._stopping:
             n = await self._permits.acquire(self._share)
             if n == 0:
@@ -292,29 +222,12 @@ class Worker:
             if self._stopping:
                 self._permits.release(n)
                 break
-            try:
-                # What is ready now, up to this poller's permits.
-                part, batch = await take(n, None)
-                if not batch and not self._stopping:
-                    # Nothing ready. The only poller keeps its permits and
-                    # waits for as many messages: a burst that falls due
-                    # comes in one reply. Among several, it gives them back
-                    # (another queue may have work) and waits for one message
-                    # holding none; that one then waits for a permit, its
-                    # lease kept alive by the heartbeat.
-                    if len(self._groups) > 1:
-                        self._permits.release(n)
-                        n = 0
-                    part, batch = await take(max(n, 1), self.block_ms)
-            except Exception as e:
-                self._permits.release(n)
-                log.error("dq: POP from %s failed: %s (retrying in %.1f s)", where, e, pause)
-                await self._pause(pause)
-                pause = min(pause * 2, 5.0)
-                continue
-            pause = 0.1
+            part, batch, n, pause = await drive(poller.client, self._take(poller, n, self._permits.release))
             if len(batch) < n:
                 self._permits.release(n - len(batch))
+            if part is None:  # the POP failed
+                await self._pause(pause)
+                continue
             # Deliveries taken after a stop request are handled all the same.
             for i, delivery in enumerate(batch):
                 task = asyncio.ensure_future(self._handle(part, delivery, permitted=i < n))
@@ -339,19 +252,10 @@ class Worker:
 
     async def _touch(self, key: int, item: List[Any], every: float) -> None:
         delivery, part = item[0], item[1]
-        try:
-            await drive(part.client, Queue.touch.plan(part, delivery.id, lease_ms=self.lease_ms,
-                                                      attempt=delivery.attempt))
-        except StaleDelivery:
-            if self._beating.pop(key, None) is None:
-                return  # settled meanwhile: the STALE is our own ACK/NACK's doing
-            try:
-                reason = decide.over_reason(await drive(part.client, Queue.get.plan(part, delivery.id)))
-            except Exception as e:
-                log.warning("dq: DQ.GET %s in %s failed: %s", delivery.id, delivery.queue, e)
-                reason = "lost"
-            decide.mark_over(delivery, reason)
-            log.warning(decide.OVER_LOG[reason], delivery.id, delivery.attempt, delivery.queue)
+        renewed = await drive(part.client, self._renew(part, delivery, lambda: self._beating.pop(key, None) is not None))
+        if renewed == "settled":
+            return
+        if renewed == "over":
             # A coroutine handler is cancelled where it waits (item[4]: it
             # runs now). A function in a thread cannot be: it has the event.
             task = item[3]
@@ -359,8 +263,6 @@ class Worker:
                 item[5] = True
                 task.cancel()
             return
-        except Exception as e:
-            log.warning("dq: TOUCH %s in %s failed: %s", delivery.id, delivery.queue, e)
         item[2] = asyncio.get_running_loop().time() + every
 
     async def _handle(self, part: Queue, delivery: Delivery, permitted: bool = True) -> None:
@@ -386,19 +288,17 @@ class Worker:
                     failure = await self._run_cancellable(item, result)
         except Exception as e:
             failure = e
-            if not isinstance(e, (Permanent, Retry)):
-                log.warning("dq: handler failed on %s attempt %d in %s: %s: %s",
-                            delivery.id, delivery.attempt, delivery.queue, type(e).__name__, e)
+            handler_failed(delivery, e)
         finally:
             self._beating.pop(key, None)
             # The handler is done: its permit goes to the next POP while the
             # ACK or NACK is on its way.
             if permitted:
                 self._permits.release(1)
-        if failure is None and not delivery.lost:
+        if batched(delivery, failure):
             self._ackers[id(part)].add(delivery)
             return
-        await self._settled(delivery, await self._settle(part, delivery, failure))
+        await self._settled(delivery, await drive(part.client, settle(part, delivery, failure)))
 
     async def _run_cancellable(self, item: List[Any], handler: Awaitable[Any]) -> Optional[BaseException]:
         """Awaits a handler that the heartbeat may cancel (when its delivery
@@ -420,28 +320,9 @@ class Worker:
         return None
 
     async def _settled(self, delivery: Delivery, outcome: Outcome) -> None:
-        if self.on_settled is None:
-            return
-        try:
-            result = self.on_settled(delivery, outcome)
-            if inspect.isawaitable(result):
+        result = self._report(delivery, outcome)
+        if inspect.isawaitable(result):
+            try:
                 await result
-        except Exception:
-            log.exception("dq: on_settled raised")
-
-    async def _settle(self, part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Outcome:
-        action, plan, error = decide.settle_call(part, delivery, failure)
-        if plan is None:
-            log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
-                        "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
-            return Outcome(action, decide.unsent_state(delivery), error, failure)
-        try:
-            reply = await drive(part.client, plan)
-        except StaleDelivery as e:
-            log.warning("dq: %s", e)
-            return Outcome(action, "stale", error, e)
-        except Exception as e:
-            log.error("dq: settling %s attempt %d in %s failed: %s (it comes back after its lease)",
-                      delivery.id, delivery.attempt, delivery.queue, e)
-            return Outcome(action, "unsettled", error, e)
-        return Outcome(action, decide.settle_state(action, reply), error, failure)
+            except Exception:
+                log.exception("dq: on_settled raised")
