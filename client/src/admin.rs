@@ -12,11 +12,16 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, Value};
+use redis::Value;
 
 use crate::error::Error;
+use crate::reply::{
+    array, bad, bytes, cmd, field_name, fields, int, ok, opt_bytes, opt_text, opt_uint, pairs,
+    query, text, uint,
+};
 use crate::schedule::{Schedule, ScheduleInfo};
 
 /// The state of a message, as DQ.PEEK, SCAN and PURGE name it.
@@ -140,6 +145,103 @@ impl Stats {
             ("throttled", self.throttled),
         ]
     }
+
+    /// [`Stats::rate`] read: None when the queue has no RATE (or one this
+    /// client cannot read).
+    pub fn rate_limit(&self) -> Option<Rate> {
+        self.rate.as_deref().and_then(Rate::parse)
+    }
+
+    /// Adds another queue's numbers to these, as a total over many queues
+    /// (a server's, a sharded queue's): the counts per state, the lifetime
+    /// counters, `throttled` and `schedules` summed (saturating); the
+    /// oldest ready age the largest, the next due time the earliest. The
+    /// flow control (`paused`, `rate`, ...) is left as it is: what a sum of
+    /// limits means is the caller's to say.
+    pub fn accumulate(&mut self, other: &Stats) {
+        for (sum, part) in [
+            (&mut self.delayed, other.delayed),
+            (&mut self.ready, other.ready),
+            (&mut self.inflight, other.inflight),
+            (&mut self.dead, other.dead),
+            (&mut self.added, other.added),
+            (&mut self.delivered, other.delivered),
+            (&mut self.acked, other.acked),
+            (&mut self.nacked, other.nacked),
+            (&mut self.retried, other.retried),
+            (&mut self.lease_expired, other.lease_expired),
+            (&mut self.dead_lettered, other.dead_lettered),
+            (&mut self.expired, other.expired),
+            (&mut self.redriven, other.redriven),
+            (&mut self.cancelled, other.cancelled),
+            (&mut self.purged, other.purged),
+            (&mut self.throttled, other.throttled),
+            (&mut self.schedules, other.schedules),
+        ] {
+            *sum = sum.saturating_add(part);
+        }
+        self.oldest_ready_age_ms = self.oldest_ready_age_ms.max(other.oldest_ready_age_ms);
+        self.next_due_at = match (self.next_due_at, other.next_due_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// A queue's RATE: at most `deliveries` deliveries (first or repeated) in
+/// any window of `window`. Displayed as the server prints it, `100/1s`:
+/// the window in its largest exact unit (`ms`, `s`, `m`, `h`, `d`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rate {
+    pub deliveries: u64,
+    pub window: Duration,
+}
+
+/// The units of a RATE window, largest first.
+const UNITS: [(&str, u64); 5] = [
+    ("d", 86_400_000),
+    ("h", 3_600_000),
+    ("m", 60_000),
+    ("s", 1_000),
+    ("ms", 1),
+];
+
+impl Rate {
+    /// RATE as DQ.STATS and DQ.CONFIG print it (`100/1s`, `5000/1h`,
+    /// `10/1500ms`; a window without a unit is milliseconds). None for
+    /// anything else, and for a window of 0, which no server prints.
+    pub fn parse(text: &str) -> Option<Rate> {
+        let (n, window) = text.split_once('/')?;
+        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let deliveries = n.parse::<u64>().ok()?;
+        let digits_end = window
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(window.len());
+        let (digits, unit) = window.split_at(digits_end);
+        let scale = match unit {
+            "" => 1,
+            _ => UNITS.iter().find(|(name, _)| *name == unit)?.1,
+        };
+        let window_ms = digits.parse::<u64>().ok()?.checked_mul(scale)?;
+        (window_ms > 0).then(|| Rate {
+            deliveries,
+            window: Duration::from_millis(window_ms),
+        })
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = u64::try_from(self.window.as_millis()).unwrap_or(u64::MAX);
+        let (unit, scale) = UNITS
+            .iter()
+            .find(|(_, scale)| ms > 0 && ms.is_multiple_of(*scale))
+            .copied()
+            .unwrap_or(("ms", 1));
+        write!(f, "{}/{}{unit}", self.deliveries, ms / scale)
+    }
 }
 
 /// DQ.GET: one message and all that is known about it.
@@ -210,6 +312,14 @@ pub struct QueueConfig {
     pub throttled: u64,
 }
 
+impl QueueConfig {
+    /// [`QueueConfig::rate`] read: None when the queue has no RATE (or one
+    /// this client cannot read).
+    pub fn rate_limit(&self) -> Option<Rate> {
+        self.rate.as_deref().and_then(Rate::parse)
+    }
+}
+
 /// `INFO dq`: the fields of the module's section, without the `dq_` prefix,
 /// as text (every one is an integer today).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -228,22 +338,6 @@ impl InfoDq {
 }
 
 // --- commands ---------------------------------------------------------------
-
-fn cmd(name: &str, queue: &[u8]) -> Cmd {
-    let mut c = redis::cmd(name);
-    c.arg(queue);
-    c
-}
-
-async fn query<C: ConnectionLike + ?Sized>(con: &mut C, c: &Cmd) -> Result<Value, Error> {
-    // A connection may hand the server's refusal back as a value rather
-    // than an error (redis's ConnectionManager does): it is an error here,
-    // typed as every other (Error::WrongType, Error::Redis, ...).
-    match con.req_packed_command(c).await? {
-        Value::ServerError(e) => Err(Error::from(redis::RedisError::from(e))),
-        v => Ok(v),
-    }
-}
 
 /// DQ.QUEUES: the queues of the connection's database (on this node, in a
 /// cluster), sorted by bytes.
@@ -395,14 +489,7 @@ pub async fn config_set<C: ConnectionLike + ?Sized>(
     for (field, value) in pairs {
         c.arg(*field).arg(*value);
     }
-    match query(con, &c).await? {
-        Value::Okay => Ok(()),
-        Value::SimpleString(s) if s == "OK" => Ok(()),
-        other => Err(Error::Reply {
-            command: "DQ.CONFIG",
-            detail: format!("{other:?}"),
-        }),
-    }
+    ok("DQ.CONFIG", query(con, &c).await?)
 }
 
 /// DQ.PAUSE: POP delivers nothing from the queue until DQ.RESUME, or
@@ -412,7 +499,7 @@ pub async fn config_set<C: ConnectionLike + ?Sized>(
 pub async fn pause<C: ConnectionLike + ?Sized>(
     con: &mut C,
     queue: &[u8],
-    for_: Option<std::time::Duration>,
+    for_: Option<Duration>,
 ) -> Result<(), Error> {
     let mut c = cmd("DQ.PAUSE", queue);
     if let Some(d) = for_ {
@@ -421,11 +508,7 @@ pub async fn pause<C: ConnectionLike + ?Sized>(
         let ms = u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
         c.arg("FOR").arg(ms.max(1));
     }
-    match query(con, &c).await? {
-        Value::Okay => Ok(()),
-        Value::SimpleString(s) if s == "OK" => Ok(()),
-        other => Err(bad("DQ.PAUSE", format!("{other:?}"))),
-    }
+    ok("DQ.PAUSE", query(con, &c).await?)
 }
 
 /// DQ.RESUME: whether the queue was paused.
@@ -454,14 +537,7 @@ pub async fn unschedule<C: ConnectionLike + ?Sized>(
     queue: &[u8],
     names: &[&[u8]],
 ) -> Result<u64, Error> {
-    if names.is_empty() {
-        return Ok(0);
-    }
-    let mut c = cmd("DQ.UNSCHEDULE", queue);
-    for name in names {
-        c.arg(*name);
-    }
-    parse_count("DQ.UNSCHEDULE", query(con, &c).await?)
+    count_of_each(con, "DQ.UNSCHEDULE", queue, None, names).await
 }
 
 /// DQ.SCHEDULES: every schedule of the queue, by name.
@@ -479,15 +555,7 @@ pub async fn redrive_ids<C: ConnectionLike + ?Sized>(
     queue: &[u8],
     ids: &[&[u8]],
 ) -> Result<u64, Error> {
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    let mut c = cmd("DQ.REDRIVE", queue);
-    c.arg("ID");
-    for id in ids {
-        c.arg(*id);
-    }
-    parse_count("DQ.REDRIVE", query(con, &c).await?)
+    count_of_each(con, "DQ.REDRIVE", queue, Some("ID"), ids).await
 }
 
 /// DQ.CANCEL: deletes those messages in any state. Returns how many existed.
@@ -496,14 +564,30 @@ pub async fn cancel<C: ConnectionLike + ?Sized>(
     queue: &[u8],
     ids: &[&[u8]],
 ) -> Result<u64, Error> {
-    if ids.is_empty() {
+    count_of_each(con, "DQ.CANCEL", queue, None, ids).await
+}
+
+/// `command queue [keyword] item ...` and its count: what DQ.CANCEL, DQ.REDRIVE
+/// ID and DQ.UNSCHEDULE have in common. No items: 0, and nothing sent (the
+/// server would refuse the call).
+async fn count_of_each<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    command: &'static str,
+    queue: &[u8],
+    keyword: Option<&str>,
+    items: &[&[u8]],
+) -> Result<u64, Error> {
+    if items.is_empty() {
         return Ok(0);
     }
-    let mut c = cmd("DQ.CANCEL", queue);
-    for id in ids {
-        c.arg(*id);
+    let mut c = cmd(command, queue);
+    if let Some(keyword) = keyword {
+        c.arg(keyword);
     }
-    parse_count("DQ.CANCEL", query(con, &c).await?)
+    for item in items {
+        c.arg(*item);
+    }
+    parse_count(command, query(con, &c).await?)
 }
 
 /// DQ.PURGE: deletes every message of `state`, or of the queue when None.
@@ -529,108 +613,6 @@ pub async fn info_dq<C: ConnectionLike + ?Sized>(con: &mut C) -> Result<InfoDq, 
 }
 
 // --- parsing -----------------------------------------------------------------
-
-fn bad(command: &'static str, detail: impl Into<String>) -> Error {
-    Error::Reply {
-        command,
-        detail: detail.into(),
-    }
-}
-
-fn bytes(command: &'static str, v: Value) -> Result<Vec<u8>, Error> {
-    match v {
-        Value::BulkString(b) => Ok(b),
-        Value::SimpleString(s) => Ok(s.into_bytes()),
-        Value::VerbatimString { text, .. } => Ok(text.into_bytes()),
-        Value::Okay => Ok(b"OK".to_vec()),
-        other => Err(bad(command, format!("expected a string, got {other:?}"))),
-    }
-}
-
-pub(crate) fn opt_bytes(command: &'static str, v: Value) -> Result<Option<Vec<u8>>, Error> {
-    match v {
-        Value::Nil => Ok(None),
-        v => bytes(command, v).map(Some),
-    }
-}
-
-pub(crate) fn text(command: &'static str, v: &Value) -> Result<String, Error> {
-    bytes(command, v.clone()).map(|b| String::from_utf8_lossy(&b).into_owned())
-}
-
-pub(crate) fn int(command: &'static str, v: &Value) -> Result<i64, Error> {
-    match v {
-        Value::Int(n) => Ok(*n),
-        Value::BulkString(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| bad(command, "expected an integer")),
-        Value::SimpleString(s) => s.parse().map_err(|_| bad(command, "expected an integer")),
-        other => Err(bad(command, format!("expected an integer, got {other:?}"))),
-    }
-}
-
-pub(crate) fn uint(command: &'static str, v: &Value) -> Result<u64, Error> {
-    let n = int(command, v)?;
-    u64::try_from(n).map_err(|_| bad(command, format!("expected a non-negative integer, got {n}")))
-}
-
-pub(crate) fn opt_uint(command: &'static str, v: &Value) -> Result<Option<u64>, Error> {
-    match v {
-        Value::Nil => Ok(None),
-        v => uint(command, v).map(Some),
-    }
-}
-
-fn array(command: &'static str, v: Value) -> Result<Vec<Value>, Error> {
-    match v {
-        Value::Array(items) | Value::Set(items) => Ok(items),
-        // An absent array (DQ.POP's nil) reads as empty.
-        Value::Nil => Ok(Vec::new()),
-        other => Err(bad(command, format!("expected an array, got {other:?}"))),
-    }
-}
-
-/// RESP3 map or RESP2 flat array of alternating keys and values, as pairs.
-fn pairs(command: &'static str, v: Value, odd: &str) -> Result<Vec<(Value, Value)>, Error> {
-    match v {
-        Value::Map(pairs) => Ok(pairs),
-        Value::Array(items) => {
-            if items.len() % 2 != 0 {
-                return Err(bad(command, odd));
-            }
-            let mut it = items.into_iter();
-            let mut pairs = Vec::with_capacity(it.len() / 2);
-            while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                pairs.push((k, v));
-            }
-            Ok(pairs)
-        }
-        other => Err(bad(command, format!("expected a record, got {other:?}"))),
-    }
-}
-
-/// A record: RESP3 map or RESP2 flat field/value array, as (name, value).
-pub(crate) fn record(command: &'static str, v: Value) -> Result<Vec<(String, Value)>, Error> {
-    pairs(command, v, "a record with an odd number of elements")?
-        .into_iter()
-        .map(|(k, v)| Ok((text(command, &k)?, v)))
-        .collect()
-}
-
-/// A field name as bytes, without copying: DQ.QUEUES WITHSTATS has
-/// seventeen of them per queue, and a node may hold many thousand queues.
-fn field_name<'a>(command: &'static str, k: &'a Value) -> Result<&'a [u8], Error> {
-    match k {
-        Value::BulkString(b) => Ok(b),
-        Value::SimpleString(s) => Ok(s.as_bytes()),
-        Value::VerbatimString { text, .. } => Ok(text.as_bytes()),
-        other => Err(bad(
-            command,
-            format!("expected a field name, got {other:?}"),
-        )),
-    }
-}
 
 pub(crate) fn parse_queues(v: Value) -> Result<Vec<Vec<u8>>, Error> {
     array("DQ.QUEUES", v)?
@@ -658,7 +640,7 @@ pub(crate) fn parse_stats(v: Value) -> Result<Stats, Error> {
 
 fn stats_record(command: &'static str, v: Value) -> Result<Stats, Error> {
     let mut s = Stats::default();
-    for (name, value) in pairs(command, v, "a record with an odd number of elements")? {
+    for (name, value) in fields(command, v)? {
         let slot = match field_name(command, &name)? {
             b"delayed" => &mut s.delayed,
             b"ready" => &mut s.ready,
@@ -715,31 +697,31 @@ pub(crate) fn parse_message(v: Value) -> Result<Option<Message>, Error> {
     }
     let mut m = Message::default();
     let mut seen_id = false;
-    for (name, value) in record(C, v)? {
-        match name.as_str() {
-            "id" => {
+    for (name, value) in fields(C, v)? {
+        match field_name(C, &name)? {
+            b"id" => {
                 m.id = bytes(C, value)?;
                 seen_id = true;
             }
-            "state" => m.state = text(C, &value)?,
-            "payload" => m.payload = bytes(C, value)?,
-            "priority" => m.priority = int(C, &value)?,
-            "attempt" => m.attempt = uint(C, &value)?,
-            "due-at" => m.due_at = opt_uint(C, &value)?,
-            "lease-deadline" => m.lease_deadline = opt_uint(C, &value)?,
-            "added-at" => m.added_at = opt_uint(C, &value)?,
-            "replacement-pending" => m.replacement_pending = opt_uint(C, &value)? == Some(1),
-            "max-attempts" => m.max_attempts = opt_uint(C, &value)?,
-            "max-attempts-from" => m.max_attempts_from = opt_text(C, value)?,
-            "backoff" => m.backoff = opt_text(C, value)?,
-            "backoff-from" => m.backoff_from = opt_text(C, value)?,
-            "dead-reason" => m.dead_reason = opt_text(C, value)?,
-            "died-at" => m.died_at = opt_uint(C, &value)?,
-            "expires-at" => m.expires_at = opt_uint(C, &value)?,
-            "group" => m.group = opt_bytes(C, value)?,
-            "waiting-for" => m.waiting_for = opt_bytes(C, value)?,
-            "attempts-left" => m.attempts_left = opt_uint(C, &value)?,
-            "last-error" => m.last_error = opt_bytes(C, value)?,
+            b"state" => m.state = text(C, &value)?,
+            b"payload" => m.payload = bytes(C, value)?,
+            b"priority" => m.priority = int(C, &value)?,
+            b"attempt" => m.attempt = uint(C, &value)?,
+            b"due-at" => m.due_at = opt_uint(C, &value)?,
+            b"lease-deadline" => m.lease_deadline = opt_uint(C, &value)?,
+            b"added-at" => m.added_at = opt_uint(C, &value)?,
+            b"replacement-pending" => m.replacement_pending = opt_uint(C, &value)? == Some(1),
+            b"max-attempts" => m.max_attempts = opt_uint(C, &value)?,
+            b"max-attempts-from" => m.max_attempts_from = opt_text(C, value)?,
+            b"backoff" => m.backoff = opt_text(C, value)?,
+            b"backoff-from" => m.backoff_from = opt_text(C, value)?,
+            b"dead-reason" => m.dead_reason = opt_text(C, value)?,
+            b"died-at" => m.died_at = opt_uint(C, &value)?,
+            b"expires-at" => m.expires_at = opt_uint(C, &value)?,
+            b"group" => m.group = opt_bytes(C, value)?,
+            b"waiting-for" => m.waiting_for = opt_bytes(C, value)?,
+            b"attempts-left" => m.attempts_left = opt_uint(C, &value)?,
+            b"last-error" => m.last_error = opt_bytes(C, value)?,
             _ => {}
         }
     }
@@ -747,10 +729,6 @@ pub(crate) fn parse_message(v: Value) -> Result<Option<Message>, Error> {
         return Err(bad(C, "a record without an id"));
     }
     Ok(Some(m))
-}
-
-pub(crate) fn opt_text(command: &'static str, v: Value) -> Result<Option<String>, Error> {
-    Ok(opt_bytes(command, v)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 
 fn parse_entry(command: &'static str, v: Value) -> Result<Entry, Error> {
@@ -789,19 +767,19 @@ pub(crate) fn parse_scan(v: Value) -> Result<(u64, Vec<Entry>), Error> {
 pub(crate) fn parse_config(v: Value) -> Result<QueueConfig, Error> {
     const C: &str = "DQ.CONFIG";
     let mut c = QueueConfig::default();
-    for (name, value) in record(C, v)? {
-        match name.as_str() {
-            "lease-ms" => c.lease_ms = uint(C, &value)?,
-            "lease-ms-from" => c.lease_ms_from = text(C, &value)?,
-            "max-attempts" => c.max_attempts = uint(C, &value)?,
-            "max-attempts-from" => c.max_attempts_from = text(C, &value)?,
-            "backoff" => c.backoff = text(C, &value)?,
-            "backoff-from" => c.backoff_from = text(C, &value)?,
-            "rate" => c.rate = opt_text(C, value)?,
-            "max-inflight" => c.max_inflight = opt_uint(C, &value)?,
-            "paused" => c.paused = opt_uint(C, &value)?.unwrap_or(0) != 0,
-            "paused-until" => c.paused_until = opt_uint(C, &value)?,
-            "throttled" => c.throttled = opt_uint(C, &value)?.unwrap_or(0),
+    for (name, value) in fields(C, v)? {
+        match field_name(C, &name)? {
+            b"lease-ms" => c.lease_ms = uint(C, &value)?,
+            b"lease-ms-from" => c.lease_ms_from = text(C, &value)?,
+            b"max-attempts" => c.max_attempts = uint(C, &value)?,
+            b"max-attempts-from" => c.max_attempts_from = text(C, &value)?,
+            b"backoff" => c.backoff = text(C, &value)?,
+            b"backoff-from" => c.backoff_from = text(C, &value)?,
+            b"rate" => c.rate = opt_text(C, value)?,
+            b"max-inflight" => c.max_inflight = opt_uint(C, &value)?,
+            b"paused" => c.paused = opt_uint(C, &value)?.unwrap_or(0) != 0,
+            b"paused-until" => c.paused_until = opt_uint(C, &value)?,
+            b"throttled" => c.throttled = opt_uint(C, &value)?.unwrap_or(0),
             _ => {}
         }
     }
@@ -835,27 +813,9 @@ mod tests {
 
     fn stats_fields() -> Vec<(Value, Value)> {
         let mut f = Vec::new();
-        for (i, name) in [
-            "delayed",
-            "ready",
-            "inflight",
-            "dead",
-            "added",
-            "delivered",
-            "acked",
-            "nacked",
-            "retried",
-            "lease-expired",
-            "dead-lettered",
-            "expired",
-            "redriven",
-            "cancelled",
-            "purged",
-            "throttled",
-        ]
-        .iter()
-        .enumerate()
-        {
+        // The module's own order (the test kit's list, which the module's
+        // tests check its reply against).
+        for (i, name) in dq_testkit::STATS_COUNTERS.iter().enumerate() {
             f.push((simple(name), Value::Int(i as i64 + 1)));
         }
         f.push((simple("oldest-ready-age-ms"), Value::Int(1500)));
@@ -957,6 +917,77 @@ mod tests {
         assert!(parse_queues_with_stats(Value::Int(3)).is_err());
         let err = parse_queues_with_stats(Value::Array(vec![bulk(b"a")])).unwrap_err();
         assert!(err.to_string().contains("DQ.QUEUES"), "{err}");
+    }
+
+    #[test]
+    fn rates_as_the_server_prints_them() {
+        let rate = |n, ms| Rate {
+            deliveries: n,
+            window: Duration::from_millis(ms),
+        };
+        for (text, n, ms) in [
+            ("100/1s", 100, 1_000),
+            ("5000/1h", 5000, 3_600_000),
+            ("10/1500ms", 10, 1_500),
+            ("7/90s", 7, 90_000),
+            ("2/1m", 2, 60_000),
+            ("10/1d", 10, 86_400_000),
+        ] {
+            assert_eq!(Rate::parse(text), Some(rate(n, ms)), "{text}");
+            assert_eq!(rate(n, ms).to_string(), text);
+        }
+        // A bare window is milliseconds; shown in its largest exact unit.
+        assert_eq!(Rate::parse("3/250"), Some(rate(3, 250)));
+        assert_eq!(
+            Rate::parse("3/2000").map(|r| r.to_string()),
+            Some("3/2s".into())
+        );
+        for bad in [
+            "", "100", "x/1s", "1/s", "1/0s", "1/1w", "-1/1s", "+1/1s", "1/1h30m", "/1s",
+        ] {
+            assert_eq!(Rate::parse(bad), None, "{bad}");
+        }
+        let mut s = Stats::default();
+        assert_eq!(s.rate_limit(), None);
+        s.rate = Some("100/1s".into());
+        assert_eq!(s.rate_limit(), Some(rate(100, 1_000)));
+        let c = QueueConfig {
+            rate: Some("5/1m".into()),
+            ..QueueConfig::default()
+        };
+        assert_eq!(c.rate_limit(), Some(rate(5, 60_000)));
+    }
+
+    #[test]
+    fn stats_accumulate_into_a_total() {
+        let mut total = Stats::default();
+        let a = parse_stats(Value::Map(stats_fields())).unwrap();
+        let b = Stats {
+            ready: 10,
+            throttled: 1,
+            schedules: 1,
+            oldest_ready_age_ms: Some(99_999),
+            next_due_at: Some(7),
+            purged: u64::MAX,
+            ..Stats::default()
+        };
+        total.accumulate(&a);
+        total.accumulate(&b);
+        assert_eq!((total.ready, total.dead, total.added), (12, 4, 5));
+        assert_eq!((total.throttled, total.schedules), (17, 3));
+        assert_eq!(total.purged, u64::MAX, "saturates");
+        assert_eq!(total.oldest_ready_age_ms, Some(99_999));
+        assert_eq!(total.next_due_at, Some(7));
+        // Flow control is not summed: it stays the caller's.
+        assert!(!total.paused);
+        assert_eq!((total.rate, total.max_inflight), (None, None));
+        let mut one = Stats::default();
+        one.accumulate(&Stats {
+            next_due_at: Some(5),
+            ..Stats::default()
+        });
+        assert_eq!(one.next_due_at, Some(5));
+        assert_eq!(one.oldest_ready_age_ms, None);
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub fn truncate_error(text: &str, max: usize) -> &str {
 /// Milliseconds for a command argument; a lease or block of 0 ms would
 /// mean something else (forever, or an error), so shorter rounds up to 1.
 fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+    crate::args::ms(d).max(1)
 }
 
 /// DQ.POP; without `block` it takes only what is ready now.
@@ -209,15 +209,7 @@ pub(crate) fn is_stale(e: &redis::RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(cmd: &Cmd) -> Vec<String> {
-        cmd.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<not a plain argument>".into(),
-            })
-            .collect()
-    }
+    use crate::args::sent as args;
 
     #[test]
     fn pop_names_count_block_and_lease_in_ms() {

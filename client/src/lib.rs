@@ -17,8 +17,11 @@
 //!
 //! Queues also carry the server's recurring schedules ([`Schedule`],
 //! [`Queue::schedule`]) and flow control ([`Queue::pause`], `RATE` and
-//! `MAXINFLIGHT` through [`Queue::config_set`]); on a [`ShardedQueue`] a
-//! schedule lives on the shard of its name and limits are split exactly.
+//! `MAXINFLIGHT` through [`Queue::config_set`], a RATE read back as a
+//! [`Rate`]); on a [`ShardedQueue`] a schedule lives on the shard of its
+//! name and limits are split exactly. The [`admin`] calls take any
+//! connection; [`admin::queues_with_stats`] reads every queue of a node,
+//! flow control included, in one call.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -41,16 +44,18 @@
 //! ```
 
 pub mod admin;
+mod args;
 mod commands;
 mod consumer;
 mod delivery;
 mod error;
 mod queue;
+mod reply;
 mod schedule;
 mod server;
 mod shard;
 
-pub use admin::{Entry, InfoDq, Message, QueueConfig, State, Stats};
+pub use admin::{Entry, InfoDq, Message, QueueConfig, Rate, State, Stats};
 pub use commands::{truncate_error, MAX_ERROR_BYTES};
 pub use consumer::{stop_on_signals, Consumer, ConsumerConfig, Source};
 /// The name the Python and Node.js libraries give a [`Consumer`]

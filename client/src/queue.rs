@@ -6,6 +6,7 @@ use std::time::Duration;
 use redis::{Cmd, Value};
 
 use crate::admin::{self, Entry, Message, QueueConfig, State, Stats};
+use crate::args::{message_options, ms};
 use crate::commands::{self, MAX_ERROR_BYTES};
 use crate::delivery::NackState;
 use crate::error::Error;
@@ -40,10 +41,6 @@ pub struct AddOptions {
     pub shard_key: Option<Vec<u8>>,
 }
 
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 fn add_cmd(queue: &str, payload: &[u8], o: &AddOptions) -> Cmd {
     let mut cmd = redis::cmd("DQ.ADD");
     cmd.arg(queue).arg(payload);
@@ -62,21 +59,8 @@ fn add_cmd(queue: &str, payload: &[u8], o: &AddOptions) -> Cmd {
     if o.xx {
         cmd.arg("XX");
     }
-    if let Some(p) = o.priority {
-        cmd.arg("PRIORITY").arg(p);
-    }
-    if let Some(n) = o.max_attempts {
-        cmd.arg("MAXATTEMPTS").arg(n);
-    }
-    if let Some(b) = &o.backoff {
-        cmd.arg("BACKOFF").arg(b);
-    }
-    if let Some(g) = &o.group {
-        cmd.arg("GROUP").arg(g.as_slice());
-    }
-    if let Some(t) = o.ttl {
-        cmd.arg("TTL").arg(ms(t));
-    }
+    let (backoff, group) = (o.backoff.as_deref(), o.group.as_deref());
+    message_options(&mut cmd, o.priority, o.max_attempts, backoff, group, o.ttl);
     cmd
 }
 
@@ -314,32 +298,7 @@ impl ShardedQueue {
         let mut flows = Vec::new();
         for shard in self.each() {
             let s = shard.stats().await?;
-            for (total, part) in [
-                (&mut sum.delayed, s.delayed),
-                (&mut sum.ready, s.ready),
-                (&mut sum.inflight, s.inflight),
-                (&mut sum.dead, s.dead),
-                (&mut sum.added, s.added),
-                (&mut sum.delivered, s.delivered),
-                (&mut sum.acked, s.acked),
-                (&mut sum.nacked, s.nacked),
-                (&mut sum.retried, s.retried),
-                (&mut sum.lease_expired, s.lease_expired),
-                (&mut sum.dead_lettered, s.dead_lettered),
-                (&mut sum.expired, s.expired),
-                (&mut sum.redriven, s.redriven),
-                (&mut sum.cancelled, s.cancelled),
-                (&mut sum.purged, s.purged),
-                (&mut sum.throttled, s.throttled),
-                (&mut sum.schedules, s.schedules),
-            ] {
-                *total += part;
-            }
-            sum.oldest_ready_age_ms = sum.oldest_ready_age_ms.max(s.oldest_ready_age_ms);
-            sum.next_due_at = match (sum.next_due_at, s.next_due_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            sum.accumulate(&s);
             flows.push(Flow {
                 paused: s.paused,
                 paused_until: s.paused_until,
@@ -723,6 +682,7 @@ async fn touch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::sent as args;
 
     fn flow(paused: bool, until: Option<u64>, rate: Option<&str>, max: Option<u64>) -> Flow {
         Flow {
@@ -789,15 +749,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("MAXINFLIGHT 7") && e.contains("8 shards"), "{e}");
-    }
-
-    fn args(cmd: &Cmd) -> Vec<String> {
-        cmd.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<not a plain argument>".into(),
-            })
-            .collect()
     }
 
     #[test]

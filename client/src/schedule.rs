@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use redis::{Cmd, Value};
 
-use crate::admin::{opt_bytes, opt_text, opt_uint, record, text, uint};
+use crate::args::{message_options, ms};
 use crate::error::Error;
+use crate::reply::{
+    array, bad, field_name, fields, opt_bytes, opt_int, opt_text, opt_uint, text, uint,
+};
 
 /// Which run times a master makes when it takes over a queue whose runs
 /// fell due while no master held it (`MISSED`).
@@ -198,10 +201,6 @@ impl Schedule {
     }
 }
 
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// `DQ.SCHEDULE queue name payload ...`.
 pub(crate) fn schedule_cmd(queue: &[u8], name: &[u8], payload: &[u8], s: &Schedule) -> Cmd {
     let mut cmd = redis::cmd("DQ.SCHEDULE");
@@ -232,21 +231,8 @@ pub(crate) fn schedule_cmd(queue: &[u8], name: &[u8], payload: &[u8], s: &Schedu
     if s.nx {
         cmd.arg("NX");
     }
-    if let Some(p) = s.priority {
-        cmd.arg("PRIORITY").arg(p);
-    }
-    if let Some(n) = s.max_attempts {
-        cmd.arg("MAXATTEMPTS").arg(n);
-    }
-    if let Some(b) = &s.backoff {
-        cmd.arg("BACKOFF").arg(b);
-    }
-    if let Some(g) = &s.group {
-        cmd.arg("GROUP").arg(g.as_slice());
-    }
-    if let Some(t) = s.ttl {
-        cmd.arg("TTL").arg(ms(t));
-    }
+    let (backoff, group) = (s.backoff.as_deref(), s.group.as_deref());
+    message_options(&mut cmd, s.priority, s.max_attempts, backoff, group, s.ttl);
     cmd
 }
 
@@ -308,57 +294,39 @@ impl ScheduleInfo {
 /// DQ.SCHEDULES's reply: an array of records, RESP2 or RESP3.
 pub(crate) fn parse_schedules(v: Value) -> Result<Vec<ScheduleInfo>, Error> {
     const C: &str = "DQ.SCHEDULES";
-    let items = match v {
-        Value::Array(items) | Value::Set(items) => items,
-        Value::Nil => Vec::new(),
-        other => {
-            return Err(Error::Reply {
-                command: C,
-                detail: format!("expected an array, got {other:?}"),
-            })
-        }
-    };
-    items
+    array(C, v)?
         .into_iter()
         .map(|item| {
             let mut s = ScheduleInfo::default();
             let mut seen_name = false;
-            for (field, value) in record(C, item)? {
-                match field.as_str() {
-                    "name" => {
+            for (field, value) in fields(C, item)? {
+                match field_name(C, &field)? {
+                    b"name" => {
                         s.name = opt_bytes(C, value)?.unwrap_or_default();
                         seen_name = true;
                     }
-                    "spec" => s.spec = text(C, &value)?,
-                    "tz" => s.tz = opt_text(C, value)?.unwrap_or_default(),
-                    "next-run" => s.next_run = opt_uint(C, &value)?,
-                    "last-run" => s.last_run = opt_uint(C, &value)?,
-                    "runs" => s.runs = uint(C, &value)?,
-                    "skipped" => s.skipped = uint(C, &value)?,
-                    "limit" => s.limit = opt_uint(C, &value)?,
-                    "start" => s.start = opt_uint(C, &value)?,
-                    "end" => s.end = opt_uint(C, &value)?,
-                    "missed" => s.missed = text(C, &value)?,
-                    "overlap" => s.overlap = text(C, &value)?,
-                    "payload" => s.payload = opt_bytes(C, value)?.unwrap_or_default(),
-                    "priority" => {
-                        s.priority = match value {
-                            Value::Nil => None,
-                            v => Some(crate::admin::int(C, &v)?),
-                        }
-                    }
-                    "max-attempts" => s.max_attempts = opt_uint(C, &value)?,
-                    "backoff" => s.backoff = opt_text(C, value)?,
-                    "group" => s.group = opt_bytes(C, value)?,
-                    "ttl" => s.ttl = opt_uint(C, &value)?.map(Duration::from_millis),
+                    b"spec" => s.spec = text(C, &value)?,
+                    b"tz" => s.tz = opt_text(C, value)?.unwrap_or_default(),
+                    b"next-run" => s.next_run = opt_uint(C, &value)?,
+                    b"last-run" => s.last_run = opt_uint(C, &value)?,
+                    b"runs" => s.runs = uint(C, &value)?,
+                    b"skipped" => s.skipped = uint(C, &value)?,
+                    b"limit" => s.limit = opt_uint(C, &value)?,
+                    b"start" => s.start = opt_uint(C, &value)?,
+                    b"end" => s.end = opt_uint(C, &value)?,
+                    b"missed" => s.missed = text(C, &value)?,
+                    b"overlap" => s.overlap = text(C, &value)?,
+                    b"payload" => s.payload = opt_bytes(C, value)?.unwrap_or_default(),
+                    b"priority" => s.priority = opt_int(C, &value)?,
+                    b"max-attempts" => s.max_attempts = opt_uint(C, &value)?,
+                    b"backoff" => s.backoff = opt_text(C, value)?,
+                    b"group" => s.group = opt_bytes(C, value)?,
+                    b"ttl" => s.ttl = opt_uint(C, &value)?.map(Duration::from_millis),
                     _ => {}
                 }
             }
             if !seen_name {
-                return Err(Error::Reply {
-                    command: C,
-                    detail: "a schedule without a name".into(),
-                });
+                return Err(bad(C, "a schedule without a name"));
             }
             Ok(s)
         })
@@ -368,15 +336,7 @@ pub(crate) fn parse_schedules(v: Value) -> Result<Vec<ScheduleInfo>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(cmd: &Cmd) -> Vec<String> {
-        cmd.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<not a plain argument>".into(),
-            })
-            .collect()
-    }
+    use crate::args::sent as args;
 
     #[test]
     fn every_option_is_named() {

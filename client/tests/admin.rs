@@ -230,6 +230,79 @@ async fn every_call_resp3() {
     every_call(true).await;
 }
 
+/// What a dashboard reads of every queue in one call: the flow control
+/// and schedule count are in DQ.QUEUES WITHSTATS' record, as in DQ.STATS';
+/// and the calls that change them.
+async fn flow_control_and_schedules(resp3: bool) {
+    let server = dq_testkit::Server::start();
+    let mut con = connect(&server.url(), resp3).await;
+    let q = name("flow", resp3);
+    let exact = admin::glob_escape(&q);
+    let spec = dq_client::Schedule::every(std::time::Duration::from_secs(3600));
+    admin::config_set(&mut con, &q, &[("RATE", "100/1s"), ("MAXINFLIGHT", "20")])
+        .await
+        .unwrap();
+    assert!(admin::schedule(&mut con, &q, b"tick\xff", b"p", &spec)
+        .await
+        .unwrap()
+        .is_some());
+    let ten_minutes = std::time::Duration::from_secs(600);
+    admin::pause(&mut con, &q, Some(ten_minutes)).await.unwrap();
+
+    let listed = admin::queues_with_stats(&mut con, Some(&exact))
+        .await
+        .unwrap();
+    let [(name, s)] = listed.as_slice() else {
+        panic!("{listed:?}")
+    };
+    assert_eq!(*name, q);
+    assert!(s.paused);
+    assert!(s.paused_until.is_some(), "{s:?}");
+    assert_eq!(s.rate.as_deref(), Some("100/1s"));
+    let rate = s.rate_limit().expect("a RATE");
+    assert_eq!((rate.deliveries, rate.window.as_millis()), (100, 1000));
+    assert_eq!((s.max_inflight, s.schedules), (Some(20), 1));
+    // The schedule's run is a ready message: its age grows between calls.
+    let alone = admin::stats(&mut con, &q).await.unwrap();
+    let aged = |s: &dq_client::Stats| dq_client::Stats {
+        oldest_ready_age_ms: None,
+        ..s.clone()
+    };
+    assert_eq!(aged(s), aged(&alone));
+
+    let schedules = admin::schedules(&mut con, &q).await.unwrap();
+    assert_eq!(schedules.len(), 1);
+    assert_eq!(schedules[0].name, b"tick\xff");
+    assert_eq!(schedules[0].spec, "every 1h");
+    assert!(admin::resume(&mut con, &q).await.unwrap(), "it was paused");
+    assert!(!admin::resume(&mut con, &q).await.unwrap());
+    assert!(!admin::stats(&mut con, &q).await.unwrap().paused);
+    assert_eq!(
+        admin::unschedule(&mut con, &q, &[b"tick\xff", b"tick\xff", b"none"])
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(admin::unschedule(&mut con, &q, &[]).await.unwrap(), 0);
+    assert_eq!(admin::stats(&mut con, &q).await.unwrap().schedules, 0);
+    // A pause the server refuses is its error, and changes nothing.
+    let e = admin::pause(&mut con, &q, Some(std::time::Duration::MAX))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, dq_client::Error::Redis(_)), "{e:?}");
+    assert!(!admin::stats(&mut con, &q).await.unwrap().paused);
+}
+
+#[tokio::test]
+async fn flow_control_and_schedules_resp2() {
+    flow_control_and_schedules(false).await;
+}
+
+#[tokio::test]
+async fn flow_control_and_schedules_resp3() {
+    flow_control_and_schedules(true).await;
+}
+
 #[tokio::test]
 async fn redrive_all_moves_more_than_one_batch() {
     let server = dq_testkit::Server::start();

@@ -83,14 +83,7 @@ async fn wait_for(seen: &Mutex<Seen>, condition: impl Fn(&Seen) -> bool) {
 
 /// A worker of `queue` with `handler`; a lease of 2 s, so the heartbeat
 /// comes every 2/3 s (and a loaded machine does not lose the lease).
-fn start<H: Handler>(
-    server: &Server,
-    queue: &str,
-    handler: H,
-) -> (
-    CancellationToken,
-    tokio::task::JoinHandle<Result<(), dq_client::Error>>,
-) {
+fn start<H: Handler>(server: &Server, queue: &str, handler: H) -> Running {
     let config = WorkerConfig {
         concurrency: 4,
         block: Duration::from_millis(200),
@@ -103,6 +96,35 @@ fn start<H: Handler>(
     let token = stop.clone();
     let run = tokio::spawn(async move { worker.run(Arc::new(handler), token).await });
     (stop, run)
+}
+
+/// A worker of `queue`, its stop token and its task.
+type Running = (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), dq_client::Error>>,
+);
+
+/// Message `id` added to `queue`, and a worker whose handler (`handler`
+/// of the shared record) has started on it.
+async fn one_started<H: Handler>(
+    server: &Server,
+    queue: &str,
+    id: &str,
+    handler: impl FnOnce(Arc<Mutex<Seen>>) -> H,
+) -> (redis::Connection, Arc<Mutex<Seen>>, Running) {
+    let mut c = server.conn();
+    cmd(&mut c, &format!("DQ.ADD {queue} x ID {id}"));
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let running = start(server, queue, handler(Arc::clone(&seen)));
+    wait_for(&seen, |s| s.started.len() == 1).await;
+    (c, seen, running)
+}
+
+/// Once the delivery has settled, the worker stopped and its end.
+async fn settled_then_stopped(seen: &Mutex<Seen>, (stop, run): Running) {
+    wait_for(seen, |s| s.settled.len() == 1).await;
+    stop.cancel();
+    run.await.unwrap().unwrap();
 }
 
 fn stat(c: &mut redis::Connection, queue: &str, name: &str) -> i64 {
@@ -150,19 +172,13 @@ async fn a_handler_is_told_when_its_message_is_cancelled_or_purged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_whose_message_stays_is_lost_not_cancelled() {
     let server = Server::start();
-    let mut c = server.conn();
-    cmd(&mut c, "DQ.ADD lost x ID m");
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let (stop, run) = start(&server, "lost", Patient(Arc::clone(&seen)));
-    wait_for(&seen, |s| s.started.len() == 1).await;
+    let (mut c, seen, running) = one_started(&server, "lost", "m", Patient).await;
     // Another client fails the delivery: the message is delayed again.
     assert_eq!(
         dq_testkit::text(&cmd(&mut c, "DQ.NACK lost m DELAY 600000")),
         "delayed"
     );
-    wait_for(&seen, |s| s.settled.len() == 1).await;
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    settled_then_stopped(&seen, running).await;
     let seen = seen.lock().unwrap();
     assert_eq!(seen.told, [("m".to_string(), Some(LostReason::Lost))]);
     assert_eq!(
@@ -177,15 +193,9 @@ async fn a_delivery_whose_message_stays_is_lost_not_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_never_takes_its_token_is_dropped_at_once() {
     let server = Server::start();
-    let mut c = server.conn();
-    cmd(&mut c, "DQ.ADD heedless x ID h");
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let (stop, run) = start(&server, "heedless", Heedless(Arc::clone(&seen)));
-    wait_for(&seen, |s| s.started.len() == 1).await;
+    let (mut c, seen, running) = one_started(&server, "heedless", "h", Heedless).await;
     cmd(&mut c, "DQ.CANCEL heedless h");
-    wait_for(&seen, |s| s.settled.len() == 1).await;
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    settled_then_stopped(&seen, running).await;
     assert_eq!(
         seen.lock().unwrap().settled[0],
         ("h".to_string(), None, Settlement::Stale, "cancelled")
