@@ -9,7 +9,6 @@
 mod backend;
 mod calls;
 mod charts;
-mod glob;
 mod list;
 mod metrics;
 mod pages;

@@ -22,7 +22,6 @@ use prometheus_client::registry::Registry;
 
 use crate::backend::ServerSnap;
 use crate::calls::{rate_parts, QueueInfo};
-use crate::glob;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServerLabels {
@@ -92,7 +91,7 @@ fn chosen<'a>(
     scrape: &[Vec<u8>],
 ) -> (Vec<QueueRef<'a>>, HashMap<&'a str, u64>) {
     let picks = |patterns: &[Vec<u8>], name: &[u8]| {
-        patterns.is_empty() || patterns.iter().any(|p| glob::matches(p, name))
+        patterns.is_empty() || patterns.iter().any(|p| dq_glob::matches(p, name))
     };
     let mut queues: Vec<QueueRef> = snaps
         .iter()

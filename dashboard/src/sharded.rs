@@ -156,9 +156,9 @@ mod tests {
         let p = pattern("a*b", 8);
         assert_eq!(p, b"a\\*b~*of8~*");
         for name in Shards::new("a*b", 8).unwrap().names() {
-            assert!(crate::glob::matches(&p, name.as_bytes()), "{name}");
+            assert!(dq_glob::matches(&p, name.as_bytes()), "{name}");
         }
-        assert!(!crate::glob::matches(&p, b"axb~0of8~1"));
-        assert!(!crate::glob::matches(&p, b"a*b~0of4~1"));
+        assert!(!dq_glob::matches(&p, b"axb~0of8~1"));
+        assert!(!dq_glob::matches(&p, b"a*b~0of4~1"));
     }
 }

@@ -1,10 +1,14 @@
-//! Glob-style patterns as DQ.QUEUES MATCH (and Redis KEYS, SCAN MATCH)
-//! match them: `*` any run of bytes, `?` one byte, `[abc]`, `[^abc]` and
-//! `[a-z]` one byte of a set, `\x` the byte x itself; case-sensitive, on
-//! bytes. A copy of the module's src/glob.rs: `/metrics` picks its queues
-//! here from a full DQ.QUEUES WITHSTATS (it needs every queue for the
-//! totals anyway), and the list page asks the server with MATCH; both
-//! must select the same names.
+//! Glob-style patterns as Redis matches them (KEYS, SCAN MATCH) and as
+//! DQ.QUEUES MATCH does: `*` any run of bytes, `?` one byte, `[abc]`,
+//! `[^abc]` and `[a-z]` one byte of a set, `\x` the byte x itself.
+//! Case-sensitive, on bytes. A pattern that ends inside a set treats what
+//! it has read as the set, as Redis does.
+//!
+//! One crate for the module (DQ.QUEUES MATCH) and the dashboard (which
+//! picks `/metrics`' queues from a full listing, and must pick exactly
+//! the names the server's MATCH picks for the list page).
+
+#![forbid(unsafe_code)]
 
 /// Whether `name` matches `pattern` in full.
 pub fn matches(pattern: &[u8], name: &[u8]) -> bool {
