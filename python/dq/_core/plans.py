@@ -253,7 +253,9 @@ class Async(Binding):
     _iterator_returns = "AsyncIterator[{}]"
 
 
-def _adopt(method: Callable[..., Any], written: Callable[..., Any], cls: type, name: str, returns: str) -> Callable[..., Any]:
+def _adopt(
+    method: Callable[..., Any], written: Callable[..., Any], cls: type, name: str, returns: str
+) -> Callable[..., Any]:
     """Gives a flavor's method the name, docstring and signature of the
     command it runs; its return annotation is the plan's result type
     ("Plan[X]" -> X) in `returns`."""

@@ -59,8 +59,6 @@ from .replies import (
     parse_stats,
 )
 
-Name = Union[str, bytes]
-Payload = Union[bytes, str]
 Id = Union[str, bytes, Delivery]
 T = TypeVar("T")
 
@@ -119,7 +117,9 @@ class Commands:
     # --- the methods ---------------------------------------------------------------------------
 
     @command
-    def pop(self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None) -> Plan[List[Delivery]]:
+    def pop(
+        self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None
+    ) -> Plan[List[Delivery]]:
         """DQ.POP: up to `count` deliveries, [] when nothing was ready."""
         return self._pop(count, block_ms, lease_ms)
 
@@ -225,8 +225,8 @@ class Commands:
     @command
     def schedule(
         self,
-        name: Name,
-        payload: Payload,
+        name: Union[str, bytes],
+        payload: Union[bytes, str],
         *,
         every: Union[str, int, None] = None,
         cron: Optional[str] = None,
@@ -240,7 +240,7 @@ class Commands:
         priority: Optional[int] = None,
         max_attempts: Optional[int] = None,
         backoff: Optional[str] = None,
-        group: Optional[Name] = None,
+        group: Optional[Union[str, bytes]] = None,
         ttl_ms: Optional[int] = None,
     ) -> Plan[Optional[int]]:
         """DQ.SCHEDULE: creates or replaces the recurring schedule `name`,
@@ -285,7 +285,7 @@ class Commands:
         return one(Call(("DQ.SCHEDULE", self._holder(key)._key, *args), as_int))
 
     @command
-    def unschedule(self, *names: Name) -> Plan[int]:
+    def unschedule(self, *names: Union[str, bytes]) -> Plan[int]:
         """DQ.UNSCHEDULE: how many of the schedules existed (their runs' messages stay)."""
         if not names:
             raise ValueError("unschedule needs at least one name")
@@ -334,7 +334,7 @@ def _scan(parts: List[QueueCommands], options: List[Any]) -> Stream[Entry]:
 class QueueCommands(Commands):
     """One dq queue: each method is one DQ.* command."""
 
-    def __init__(self, client: Any, name: Name) -> None:
+    def __init__(self, client: Any, name: Union[str, bytes]) -> None:
         self._key = queue_name(name)
         self._name = as_text(self._key) or ""
         self._check_client(client)
@@ -371,17 +371,17 @@ class QueueCommands(Commands):
     @command
     def add(
         self,
-        payload: Payload,
+        payload: Union[bytes, str],
         *,
         delay_ms: Optional[int] = None,
         at_ms: Optional[int] = None,
-        id: Optional[Name] = None,
+        id: Optional[Union[str, bytes]] = None,
         nx: bool = False,
         xx: bool = False,
         priority: Optional[int] = None,
         max_attempts: Optional[int] = None,
         backoff: Optional[str] = None,
-        group: Optional[Name] = None,
+        group: Optional[Union[str, bytes]] = None,
         ttl_ms: Optional[int] = None,
     ) -> Plan[Optional[str]]:
         """DQ.ADD: the id, or None when NX found the id / XX did not."""
@@ -464,12 +464,12 @@ class QueueCommands(Commands):
         return parse_reply
 
     @command
-    def get(self, id: Name) -> Plan[Optional[Dict[str, Any]]]:
+    def get(self, id: Union[str, bytes]) -> Plan[Optional[Dict[str, Any]]]:
         """DQ.GET: the message's record, or None."""
         return one(Call(("DQ.GET", self._key, id_arg(id)), parse_get))
 
     @command
-    def cancel(self, *ids: Name) -> Plan[int]:
+    def cancel(self, *ids: Union[str, bytes]) -> Plan[int]:
         """DQ.CANCEL: how many of the ids existed."""
         if not ids:
             raise ValueError("cancel needs at least one id")
@@ -479,7 +479,9 @@ class QueueCommands(Commands):
 Q = TypeVar("Q", bound=QueueCommands)
 
 
-def pop_call(queue: QueueCommands, count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> Call[List[Delivery]]:
+def pop_call(
+    queue: QueueCommands, count: int, block_ms: Optional[int], lease_ms: Optional[int]
+) -> Call[List[Delivery]]:
     args: List[Any] = ["DQ.POP", queue._key, *_pop_options(count, block_ms, lease_ms)]
     name = queue.name
     return Call(tuple(args), lambda reply: _deliveries(reply, name))

@@ -6,11 +6,11 @@ themselves are the shards' Queue methods (queue.py)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Generic, List, Optional, Sequence
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Union
 
 from .args import MAX_ID_BYTES, bytes_arg, id_arg, queue_name
 from .plans import Call, Plan, all_of, command, one, then
-from .queue import Commands, Id, Name, Payload, Q, QueueCommands, T, pop_call
+from .queue import Commands, Id, Q, QueueCommands, T, pop_call
 from .records import Delivery
 from .replies import as_text
 from .sharding import random_id, shard_names, shard_of, split_limit
@@ -24,7 +24,7 @@ class ShardedCommands(Commands, Generic[Q]):
     # The flavor's Queue: each shard is one.
     _queue_class: Callable[[Any, bytes], Q]
 
-    def __init__(self, client: Any, name: Name, shards: int) -> None:
+    def __init__(self, client: Any, name: Union[str, bytes], shards: int) -> None:
         key = queue_name(name)
         if b"{" in key or b"}" in key:
             raise ValueError(f"a sharded queue's name must not contain '{{' or '}}': {as_text(key)!r}")
@@ -44,7 +44,7 @@ class ShardedCommands(Commands, Generic[Q]):
     def shard_names(self) -> List[str]:
         return [q.name for q in self.shards]
 
-    def shard_for(self, basis: Name) -> int:
+    def shard_for(self, basis: Union[str, bytes]) -> int:
         """The shard index of a group, shard key or id."""
         return shard_of(bytes_arg("basis", basis, allow_empty=False, limit=MAX_ID_BYTES), len(self.shards))
 
@@ -146,19 +146,19 @@ class ShardedCommands(Commands, Generic[Q]):
     @command
     def add(
         self,
-        payload: Payload,
+        payload: Union[bytes, str],
         *,
         delay_ms: Optional[int] = None,
         at_ms: Optional[int] = None,
-        id: Optional[Name] = None,
+        id: Optional[Union[str, bytes]] = None,
         nx: bool = False,
         xx: bool = False,
         priority: Optional[int] = None,
         max_attempts: Optional[int] = None,
         backoff: Optional[str] = None,
-        group: Optional[Name] = None,
+        group: Optional[Union[str, bytes]] = None,
         ttl_ms: Optional[int] = None,
-        shard_key: Optional[Name] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
     ) -> Plan[Optional[str]]:
         """DQ.ADD on the shard of the group, else the shard key, else the id
         (a random 32-hex id when none is given)."""
@@ -182,8 +182,8 @@ class ShardedCommands(Commands, Generic[Q]):
         dead: bool = False,
         attempt: Optional[int] = None,
         error: Optional[str] = None,
-        group: Optional[Name] = None,
-        shard_key: Optional[Name] = None,
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
     ) -> Plan[str]:
         """DQ.NACK on the delivery's shard (or the group's / shard key's / id's)."""
         shard = self._of_id(id, group, shard_key)
@@ -196,14 +196,20 @@ class ShardedCommands(Commands, Generic[Q]):
         *,
         lease_ms: Optional[int] = None,
         attempt: Optional[int] = None,
-        group: Optional[Name] = None,
-        shard_key: Optional[Name] = None,
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
     ) -> Plan[int]:
         """DQ.TOUCH on the delivery's shard (or the group's / shard key's / id's)."""
         return Queue.touch.plan(self._of_id(id, group, shard_key), id, lease_ms=lease_ms, attempt=attempt)
 
     @command
-    def get(self, id: Name, *, group: Optional[Name] = None, shard_key: Optional[Name] = None) -> Plan[Optional[Dict[str, Any]]]:
+    def get(
+        self,
+        id: Union[str, bytes],
+        *,
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> Plan[Optional[Dict[str, Any]]]:
         """DQ.GET on the shard of the group / shard key, else on every shard."""
         routed = self._routed(None, group, shard_key)
         if routed is not None:
@@ -212,7 +218,12 @@ class ShardedCommands(Commands, Generic[Q]):
         return then(found, lambda records: next((r for r in records if r is not None), None))
 
     @command
-    def cancel(self, *ids: Name, group: Optional[Name] = None, shard_key: Optional[Name] = None) -> Plan[int]:
+    def cancel(
+        self,
+        *ids: Union[str, bytes],
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> Plan[int]:
         """DQ.CANCEL on the shard of the group / shard key, else on every shard."""
         routed = self._routed(None, group, shard_key)
         if routed is not None:

@@ -252,7 +252,8 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
 
     async def _touch(self, key: int, item: List[Any], every: float) -> None:
         delivery, part = item[0], item[1]
-        renewed = await drive(part.client, self._renew(part, delivery, lambda: self._beating.pop(key, None) is not None))
+        forget = lambda: self._beating.pop(key, None) is not None  # noqa: E731
+        renewed = await drive(part.client, self._renew(part, delivery, forget))
         if renewed == "settled":
             return
         if renewed == "over":
