@@ -16,8 +16,6 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use dq_client::admin;
 use dq_client::{InfoDq, Stats};
-
-use crate::calls::{self, QueueInfo};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
@@ -34,7 +32,9 @@ pub struct Server {
 /// What one server holds at one moment.
 pub struct ServerSnap {
     pub addr: String,
-    pub queues: Vec<QueueInfo>,
+    /// Each queue's name and DQ.STATS record (its flow control and
+    /// schedule count too), as one DQ.QUEUES WITHSTATS gave them.
+    pub queues: Vec<(Vec<u8>, Stats)>,
     pub info: Option<InfoDq>,
     /// Why the server could not be read (then `queues` may be partial).
     pub error: Option<String>,
@@ -298,7 +298,7 @@ impl Backend {
                 return snap;
             }
         }
-        match calls::queues_with_stats(&mut con, pattern).await {
+        match admin::queues_with_stats(&mut con, pattern).await {
             Ok(queues) => snap.queues = queues,
             Err(e) => snap.error = Some(e.to_string()),
         }
@@ -494,7 +494,7 @@ impl History {
             let Some(rings) = self.queues.get_mut(&snap.addr) else {
                 continue;
             };
-            for QueueInfo { name, stats, .. } in &snap.queues {
+            for (name, stats) in &snap.queues {
                 let p = Point::of(at_ms, stats);
                 total.add(&p);
                 match rings.get_mut(name.as_slice()) {
@@ -582,28 +582,35 @@ pub async fn sample(
     }
 }
 
+/// A server read in full, holding `queues`: what the tests of the history
+/// and of `/metrics` start from.
+#[cfg(test)]
+pub fn test_snap(
+    addr: &str,
+    queues: impl IntoIterator<Item = (&'static str, Stats)>,
+) -> ServerSnap {
+    ServerSnap {
+        addr: addr.into(),
+        queues: queues
+            .into_iter()
+            .map(|(name, stats)| (name.as_bytes().to_vec(), stats))
+            .collect(),
+        info: None,
+        error: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn snap(addr: &str, queues: &[(&str, u64, u64)]) -> ServerSnap {
-        ServerSnap {
-            addr: addr.into(),
-            queues: queues
-                .iter()
-                .map(|(n, ready, added)| QueueInfo {
-                    name: n.as_bytes().to_vec(),
-                    stats: Stats {
-                        ready: *ready,
-                        added: *added,
-                        ..Stats::default()
-                    },
-                    ..QueueInfo::default()
-                })
-                .collect(),
-            info: None,
-            error: None,
-        }
+    fn snap(addr: &str, queues: &[(&'static str, u64, u64)]) -> ServerSnap {
+        let stats = |ready, added| Stats {
+            ready,
+            added,
+            ..Stats::default()
+        };
+        test_snap(addr, queues.iter().map(|&(n, r, a)| (n, stats(r, a))))
     }
 
     #[test]

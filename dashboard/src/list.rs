@@ -8,7 +8,6 @@ use std::cmp::Ordering;
 
 use dq_client::{admin, State, Stats};
 
-use crate::calls::Flow;
 use crate::render::url_part;
 
 /// Queues on one page unless `per` says otherwise: a page of 50 rows is
@@ -230,8 +229,8 @@ impl ListQuery {
 
     /// Whether a queue passes the state and pause filters (the name
     /// filter is the server's, through MATCH).
-    pub fn keeps(&self, s: &Stats, flow: &Flow) -> bool {
-        self.has.is_none_or(|h| h.count(s) >= self.min) && (!self.paused || flow.paused)
+    pub fn keeps(&self, s: &Stats) -> bool {
+        self.has.is_none_or(|h| h.count(s) >= self.min) && (!self.paused || s.paused)
     }
 
     /// Whether any filter narrows the list.
@@ -354,7 +353,6 @@ pub struct Row<'a> {
     pub server: &'a str,
     pub name: &'a [u8],
     pub stats: &'a Stats,
-    pub flow: &'a Flow,
 }
 
 /// Sorts by `sort`, then by name and server ascending, so that ties keep
@@ -504,14 +502,12 @@ mod tests {
             ("c", "s1", stats(1, 1, Some(99))),
             ("a", "s1", stats(0, 0, None)),
         ];
-        let still = Flow::default();
         let rows = || -> Vec<Row> {
             all.iter()
                 .map(|(n, s, st)| Row {
                     server: s,
                     name: n.as_bytes(),
                     stats: st,
-                    flow: &still,
                 })
                 .collect()
         };
@@ -538,33 +534,24 @@ mod tests {
         assert_eq!(names(&r)[0], "a@s2");
 
         let q = parse("has=dead").unwrap();
-        let kept: Vec<Row> = rows()
-            .into_iter()
-            .filter(|r| q.keeps(r.stats, r.flow))
-            .collect();
+        let kept: Vec<Row> = rows().into_iter().filter(|r| q.keeps(r.stats)).collect();
         assert_eq!(names(&kept), ["a@s2", "c@s1"]);
         let q = parse("has=dead&min=2").unwrap();
-        assert_eq!(
-            rows().iter().filter(|r| q.keeps(r.stats, r.flow)).count(),
-            1
-        );
+        assert_eq!(rows().iter().filter(|r| q.keeps(r.stats)).count(), 1);
         let q = parse("has=any").unwrap();
-        assert_eq!(
-            rows().iter().filter(|r| q.keeps(r.stats, r.flow)).count(),
-            3
-        );
+        assert_eq!(rows().iter().filter(|r| q.keeps(r.stats)).count(), 3);
         // The pause filter keeps paused queues only, with the state filter.
-        let paused = Flow {
+        let paused = |s: &Stats| Stats {
             paused: true,
-            ..Flow::default()
+            ..s.clone()
         };
         let q = parse("paused=1").unwrap();
         assert!(q.filtered());
-        assert!(!q.keeps(&all[0].2, &still));
-        assert!(q.keeps(&all[0].2, &paused));
+        assert!(!q.keeps(&all[0].2));
+        assert!(q.keeps(&paused(&all[0].2)));
         let q = parse("paused=1&has=dead").unwrap();
-        assert!(!q.keeps(&all[0].2, &paused), "b has no dead letter");
-        assert!(q.keeps(&all[1].2, &paused));
+        assert!(!q.keeps(&paused(&all[0].2)), "b has no dead letter");
+        assert!(q.keeps(&paused(&all[1].2)));
         assert!(!parse("paused=0").unwrap().paused);
 
         let q = parse("per=2&page=9").unwrap();

@@ -7,7 +7,6 @@
 //! confirmed POST. See dashboard/README.md.
 
 mod backend;
-mod calls;
 mod charts;
 mod list;
 mod metrics;

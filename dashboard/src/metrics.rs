@@ -11,6 +11,7 @@
 //! 160,000 series; the totals make some 20 lines per server.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::atomic::AtomicU64;
 
 use dq_client::Stats;
@@ -21,7 +22,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::backend::ServerSnap;
-use crate::calls::{rate_parts, QueueInfo};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServerLabels {
@@ -69,16 +69,23 @@ fn gauge_value(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// A queue as a scrape sees it: its server, and its name and DQ.STATS.
-type QueueRef<'a> = (&'a str, &'a QueueInfo);
+/// A queue as a scrape sees it: its server, name and DQ.STATS.
+type QueueRef<'a> = (&'a str, &'a [u8], &'a Stats);
 
 /// DQ.STATS' lifetime counters as dq-client lists them, but `throttled`,
-/// which this file exports from the flow-control fields itself (should a
-/// newer dq-client list it too, it must not make two families of one name).
+/// which is exported with the flow control, under a help text of its own
+/// (and must not make a second family of one name).
 fn lifetime_counters(s: &Stats) -> impl Iterator<Item = (&'static str, u64)> {
     s.counters()
         .into_iter()
         .filter(|(name, _)| *name != "throttled")
+}
+
+/// A counter family per lifetime counter, labelled by `L`.
+fn counter_families<L: Clone + Hash + Eq>() -> Vec<(&'static str, Family<L, Counter>)> {
+    lifetime_counters(&Stats::default())
+        .map(|(name, _)| (name, Family::default()))
+        .collect()
 }
 
 /// The queues that get series of their own: those `selection` and the
@@ -95,15 +102,20 @@ fn chosen<'a>(
     };
     let mut queues: Vec<QueueRef> = snaps
         .iter()
-        .flat_map(|snap| snap.queues.iter().map(move |q| (snap.addr.as_str(), q)))
-        .filter(|(_, q)| picks(&selection.patterns, &q.name) && picks(scrape, &q.name))
+        .flat_map(|snap| {
+            let addr = snap.addr.as_str();
+            snap.queues
+                .iter()
+                .map(move |(name, stats)| (addr, name.as_slice(), stats))
+        })
+        .filter(|(_, name, _)| picks(&selection.patterns, name) && picks(scrape, name))
         .collect();
     let mut omitted: HashMap<&str, u64> = HashMap::new();
     if queues.len() > selection.max_queues {
         // By name, so that the same queues keep their series from scrape
         // to scrape while the set of queues stays the same.
-        queues.sort_unstable_by(|a, b| a.1.name.cmp(&b.1.name).then(a.0.cmp(b.0)));
-        for (server, _) in queues.drain(selection.max_queues..) {
+        queues.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(b.0)));
+        for (server, _, _) in queues.drain(selection.max_queues..) {
             *omitted.entry(server).or_default() += 1;
         }
     }
@@ -121,20 +133,14 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
     let server_messages = Family::<ServerStateLabels, Gauge>::default();
     let server_oldest = Family::<ServerLabels, FGauge>::default();
     let omitted_family = Family::<ServerLabels, Gauge>::default();
-    let server_counters: Vec<(&'static str, Family<ServerLabels, Counter>)> =
-        lifetime_counters(&Stats::default())
-            .map(|(name, _)| (name, Family::default()))
-            .collect();
+    let server_counters = counter_families::<ServerLabels>();
     let server_paused = Family::<ServerLabels, Gauge>::default();
     let server_throttled = Family::<ServerLabels, Counter>::default();
     let server_schedules = Family::<ServerLabels, Gauge>::default();
     let schedule_runs = Family::<ServerLabels, Counter>::default();
     let messages = Family::<StateLabels, Gauge>::default();
     let oldest = Family::<QueueLabels, FGauge>::default();
-    let counters: Vec<(&'static str, Family<QueueLabels, Counter>)> =
-        lifetime_counters(&Stats::default())
-            .map(|(name, _)| (name, Family::default()))
-            .collect();
+    let counters = counter_families::<QueueLabels>();
     let paused = Family::<QueueLabels, Gauge>::default();
     let paused_until = Family::<QueueLabels, FGauge>::default();
     let rate_deliveries = Family::<QueueLabels, Gauge>::default();
@@ -173,35 +179,10 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
             continue;
         }
         let mut total = Stats::default();
-        let mut max_age: u64 = 0;
-        let (mut queues_paused, mut throttled_sum, mut schedules_sum) = (0u64, 0u64, 0u64);
-        for QueueInfo { stats: s, flow, .. } in &snap.queues {
-            queues_paused += u64::from(flow.paused);
-            throttled_sum = throttled_sum.saturating_add(flow.throttled);
-            schedules_sum = schedules_sum.saturating_add(flow.schedules);
-            total.delayed += s.delayed;
-            total.ready += s.ready;
-            total.inflight += s.inflight;
-            total.dead += s.dead;
-            for (sum, (_, v)) in [
-                &mut total.added,
-                &mut total.delivered,
-                &mut total.acked,
-                &mut total.nacked,
-                &mut total.retried,
-                &mut total.lease_expired,
-                &mut total.dead_lettered,
-                &mut total.expired,
-                &mut total.redriven,
-                &mut total.cancelled,
-                &mut total.purged,
-            ]
-            .into_iter()
-            .zip(s.counters())
-            {
-                *sum = sum.saturating_add(v);
-            }
-            max_age = max_age.max(s.oldest_ready_age_ms.unwrap_or(0));
+        let mut queues_paused = 0u64;
+        for (_, s) in &snap.queues {
+            queues_paused += u64::from(s.paused);
+            total.accumulate(s);
         }
         server_queues
             .get_or_create(&server)
@@ -216,7 +197,7 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
         }
         server_oldest
             .get_or_create(&server)
-            .set(max_age as f64 / 1000.0);
+            .set(total.oldest_ready_age_ms.unwrap_or(0) as f64 / 1000.0);
         for ((_, value), (_, family)) in lifetime_counters(&total).zip(&server_counters) {
             family.get_or_create(&server).inc_by(value);
         }
@@ -225,15 +206,15 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
             .set(gauge_value(queues_paused));
         server_throttled
             .get_or_create(&server)
-            .inc_by(throttled_sum);
+            .inc_by(total.throttled);
         server_schedules
             .get_or_create(&server)
-            .set(gauge_value(schedules_sum));
+            .set(gauge_value(total.schedules));
         omitted_family.get_or_create(&server).set(gauge_value(
             omitted.get(snap.addr.as_str()).copied().unwrap_or(0),
         ));
     }
-    for (addr, QueueInfo { name, stats, flow }) in queues {
+    for (addr, name, stats) in queues {
         let queue = String::from_utf8_lossy(name).into_owned();
         let q = QueueLabels {
             server: addr.to_string(),
@@ -254,22 +235,28 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
         for ((_, value), (_, family)) in lifetime_counters(stats).zip(&counters) {
             family.get_or_create(&q).inc_by(value);
         }
-        paused.get_or_create(&q).set(i64::from(flow.paused));
-        if let Some(until) = flow.paused_until {
+        paused.get_or_create(&q).set(i64::from(stats.paused));
+        if let Some(until) = stats.paused_until {
             paused_until.get_or_create(&q).set(until as f64 / 1000.0);
         }
         // A limit's series exist while it does: `dq_messages{state=
         // "inflight"} >= on(server, queue) dq_max_inflight` then compares
         // the limited queues only, with no "0 means none" to filter out.
-        if let Some((n, window_ms)) = flow.rate.as_deref().and_then(rate_parts) {
-            rate_deliveries.get_or_create(&q).set(gauge_value(n));
-            rate_window.get_or_create(&q).set(window_ms as f64 / 1000.0);
+        if let Some(rate) = stats.rate_limit() {
+            rate_deliveries
+                .get_or_create(&q)
+                .set(gauge_value(rate.deliveries));
+            rate_window
+                .get_or_create(&q)
+                .set(rate.window.as_millis() as f64 / 1000.0);
         }
-        if let Some(m) = flow.max_inflight {
+        if let Some(m) = stats.max_inflight {
             max_inflight.get_or_create(&q).set(gauge_value(m));
         }
-        schedules.get_or_create(&q).set(gauge_value(flow.schedules));
-        throttled.get_or_create(&q).inc_by(flow.throttled);
+        schedules
+            .get_or_create(&q)
+            .set(gauge_value(stats.schedules));
+        throttled.get_or_create(&q).inc_by(stats.throttled);
     }
 
     registry.register(
@@ -413,30 +400,24 @@ pub fn render(snaps: &[ServerSnap], selection: &Selection, scrape: &[Vec<u8>]) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::Flow;
+    use crate::backend::test_snap;
     use dq_client::{InfoDq, Stats};
 
     #[test]
     fn queues_and_servers_are_rendered() {
-        let snaps = vec![ServerSnap {
-            addr: "127.0.0.1:6379".into(),
-            queues: vec![QueueInfo {
-                name: b"orders\"x".to_vec(),
-                stats: Stats {
-                    ready: 3,
-                    dead: 1,
-                    added: 10,
-                    lease_expired: 2,
-                    oldest_ready_age_ms: Some(1500),
-                    ..Stats::default()
-                },
-                flow: Flow::default(),
-            }],
-            info: Some(dq_client::admin::parse_info_dq(
-                "dq_timer_ticks:42\r\ndq_lateness_ms:250\r\n",
-            )),
-            error: None,
-        }];
+        let orders = Stats {
+            ready: 3,
+            dead: 1,
+            added: 10,
+            lease_expired: 2,
+            oldest_ready_age_ms: Some(1500),
+            ..Stats::default()
+        };
+        let mut snap = test_snap("127.0.0.1:6379", [("orders\"x", orders)]);
+        snap.info = Some(dq_client::admin::parse_info_dq(
+            "dq_timer_ticks:42\r\ndq_lateness_ms:250\r\n",
+        ));
+        let snaps = vec![snap];
         let text = render(&snaps, &every(), &[]);
         for line in [
             r#"dq_messages{server="127.0.0.1:6379",queue="orders\"x",state="ready"} 3"#,
@@ -461,25 +442,14 @@ mod tests {
         }
     }
 
-    fn server(addr: &str, queues: &[(&str, u64, u64)]) -> ServerSnap {
-        ServerSnap {
-            addr: addr.into(),
-            queues: queues
-                .iter()
-                .map(|(n, ready, acked)| QueueInfo {
-                    name: n.as_bytes().to_vec(),
-                    stats: Stats {
-                        ready: *ready,
-                        acked: *acked,
-                        oldest_ready_age_ms: (*ready > 0).then_some(*ready * 1000),
-                        ..Stats::default()
-                    },
-                    flow: Flow::default(),
-                })
-                .collect(),
-            info: None,
-            error: None,
-        }
+    fn server(addr: &str, queues: &[(&'static str, u64, u64)]) -> ServerSnap {
+        let stats = |ready: u64, acked| Stats {
+            ready,
+            acked,
+            oldest_ready_age_ms: (ready > 0).then_some(ready * 1000),
+            ..Stats::default()
+        };
+        test_snap(addr, queues.iter().map(|&(n, r, a)| (n, stats(r, a))))
     }
 
     fn queue_lines(text: &str) -> Vec<String> {
@@ -563,20 +533,21 @@ mod tests {
             "a:1",
             &[("orders", 3, 0), ("emails", 1, 0), ("plain", 0, 0)],
         );
-        a.queues[0].flow = Flow {
+        a.queues[0].1 = Stats {
             paused: true,
             paused_until: Some(1_795_621_457_079),
             rate: Some("5000/1h".into()),
             max_inflight: Some(20),
             throttled: 7,
             schedules: 2,
+            ..a.queues[0].1.clone()
         };
-        a.queues[1].flow = Flow {
+        a.queues[1].1 = Stats {
             paused: true,
             rate: Some("100/1s".into()),
             throttled: 5,
             schedules: 1,
-            ..Flow::default()
+            ..a.queues[1].1.clone()
         };
         a.info = Some(dq_client::admin::parse_info_dq("dq_schedule_runs:12\r\n"));
         let text = render(&[a], &every(), &[]);

@@ -2,11 +2,10 @@
 //! maud, and nothing is inserted with `PreEscaped` (the SVG charts of
 //! charts.rs are maud markup too).
 
-use dq_client::{Entry, Message, QueueConfig, State, Stats};
+use dq_client::{Entry, Message, QueueConfig, Rate, ScheduleInfo, State, Stats};
 use maud::{html, Markup, DOCTYPE};
 
 use crate::backend::{rates, recent_rate, Point};
-use crate::calls::{rate_parts, Flow, Schedule};
 use crate::charts::{chart, spark, Series};
 use crate::list::{page_links, Has, ListQuery, Sort, MAX_PER_PAGE, PER_PAGE};
 use crate::render::{self, count, label, lossy, relative, time, url_part, Payload};
@@ -91,8 +90,8 @@ pub fn error_page(status: u16, title: &str, detail: &str) -> Markup {
 pub struct QueueRow<'a> {
     pub server: &'a str,
     pub name: &'a [u8],
+    /// Its counts, and its flow control and schedule count.
     pub stats: &'a Stats,
-    pub flow: &'a Flow,
     pub history: Vec<Point>,
 }
 
@@ -347,7 +346,7 @@ pub fn queue_list(ctx: &Ctx, v: &ListView) -> Markup {
                             tr data-queue=(lossy(r.name)) {
                                 td.name {
                                     a href=(queue_url(r.server, r.name)) { (label(r.name, 80)) }
-                                    (flow_badges(r.flow, ctx.now))
+                                    (flow_badges(r.stats, ctx.now))
                                 }
                                 @if v.many_servers { td.server { (r.server) } }
                                 td.num.c-delayed data-state="delayed" { (count(r.stats.delayed)) }
@@ -358,7 +357,7 @@ pub fn queue_list(ctx: &Ctx, v: &ListView) -> Markup {
                                 td.num { (render::rate(acked)) }
                                 td.num.hot[dead > 0.0] { (render::rate(dead)) }
                                 td.num { (r.stats.oldest_ready_age_ms.map_or("—".to_string(), render::age)) }
-                                td.limits { (limits_cell(r.flow)) }
+                                td.limits { (limits_cell(r.stats)) }
                                 td.spark { (spark(&state_series(&r.history)[..3])) }
                             }
                         }
@@ -386,8 +385,8 @@ pub fn queue_list(ctx: &Ctx, v: &ListView) -> Markup {
 pub struct QueuePage<'a> {
     pub server: &'a str,
     pub name: &'a [u8],
+    /// Its counts, counters and flow control (DQ.STATS).
     pub stats: &'a Stats,
-    pub flow: &'a Flow,
     /// Its schedules; of every shard, for a shard of a sharded queue.
     pub schedules: &'a [ScheduleRow<'a>],
     /// Set when the queue is a shard of a sharded queue.
@@ -409,7 +408,7 @@ pub struct QueuePage<'a> {
 pub struct ScheduleRow<'a> {
     pub server: &'a str,
     pub queue: &'a [u8],
-    pub schedule: &'a Schedule,
+    pub schedule: &'a ScheduleInfo,
 }
 
 /// A sharded queue's flow control over all its shards, for a shard's page.
@@ -437,12 +436,12 @@ impl Sharding {
     fn whole_rate(&self) -> Option<String> {
         match self.rates.as_slice() {
             [(rate, n)] if *n == self.count as usize => {
-                let (each, _) = rate_parts(rate)?;
-                let (_, window) = rate.split_once('/')?;
-                Some(format!(
-                    "{}/{window}",
-                    each.checked_mul(u64::from(self.count))?
-                ))
+                let each = Rate::parse(rate)?;
+                let all = Rate {
+                    deliveries: each.deliveries.checked_mul(u64::from(self.count))?,
+                    ..each
+                };
+                Some(all.to_string())
             }
             _ => None,
         }
@@ -467,7 +466,7 @@ fn on_shards(n: usize, count: u32) -> String {
 }
 
 /// The list's markers beside a queue's name: paused, schedules.
-fn flow_badges(flow: &Flow, now: u64) -> Markup {
+fn flow_badges(flow: &Stats, now: u64) -> Markup {
     let until = match flow.paused_until {
         Some(t) => format!("paused until {} ({})", time(t), relative(t, now)),
         None => "paused until DQ.RESUME".to_string(),
@@ -485,7 +484,7 @@ fn flow_badges(flow: &Flow, now: u64) -> Markup {
 }
 
 /// RATE and MAXINFLIGHT, short, for the list.
-fn limits_cell(flow: &Flow) -> Markup {
+fn limits_cell(flow: &Stats) -> Markup {
     html! {
         @if let Some(r) = &flow.rate {
             span.limit title=(rate_words(r)) { (r) }
@@ -501,8 +500,8 @@ fn limits_cell(flow: &Flow) -> Markup {
 
 /// `at most 100 deliveries in any 1s (RATE)`.
 fn rate_words(rate: &str) -> String {
-    match rate_parts(rate) {
-        Some((n, _)) => format!(
+    match Rate::parse(rate) {
+        Some(Rate { deliveries: n, .. }) => format!(
             "at most {} deliveries in any {} (RATE)",
             count(n),
             rate.split_once('/').map_or("", |(_, w)| w)
@@ -511,7 +510,7 @@ fn rate_words(rate: &str) -> String {
     }
 }
 
-fn pause_state(flow: &Flow, now: u64) -> Markup {
+fn pause_state(flow: &Stats, now: u64) -> Markup {
     html! {
         @if flow.paused {
             span.badge.st-paused { "paused" }
@@ -526,7 +525,7 @@ fn pause_state(flow: &Flow, now: u64) -> Markup {
 }
 
 fn flow_card(ctx: &Ctx, p: &QueuePage) -> Markup {
-    let f = p.flow;
+    let f = p.stats;
     html! {
         section.card.flow id="flow" {
             h2 { "Flow control" }
@@ -616,7 +615,7 @@ fn flow_card(ctx: &Ctx, p: &QueuePage) -> Markup {
     }
 }
 
-fn limit_end(s: &Schedule, now: u64) -> Markup {
+fn limit_end(s: &ScheduleInfo, now: u64) -> Markup {
     html! {
         @if let Some(l) = s.limit { (count(s.runs)) " of " (count(l)) " runs" }
         @if s.limit.is_some() && s.end.is_some() { br; }
@@ -738,7 +737,7 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
             section.card.counters {
                 h2 { "Lifetime counters" }
                 dl.grid {
-                    @for (k, v) in crate::calls::counters(p.stats, p.flow) {
+                    @for (k, v) in p.stats.counters() {
                         dt { (k) } dd { (count(v)) }
                     }
                 }

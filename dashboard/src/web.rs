@@ -4,16 +4,16 @@
 //! `--read-only`.
 
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use bytes::Bytes;
-use dq_client::{admin, State};
+use dq_client::{admin, ScheduleInfo, State, Stats};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use maud::Markup;
 
 use crate::backend::{Backend, History, Server, ServerSnap};
-use crate::calls::{self, QueueInfo, Schedule};
 use crate::list::{self, ListQuery};
 use crate::pages::{self, Ctx, Pending};
 use crate::render::{decode_part, form_value, now_ms, parse_form};
@@ -293,7 +293,7 @@ async fn queue_exists(
         .is_some_and(|snaps| {
             snaps
                 .iter()
-                .any(|s| s.addr == server.addr && s.queues.iter().any(|q| q.name == queue))
+                .any(|s| s.addr == server.addr && s.queues.iter().any(|(q, _)| q == queue))
         });
     if known {
         return Ok(true);
@@ -322,14 +322,13 @@ async fn list(app: &App, ctx: &Ctx, query: &[(String, Vec<u8>)]) -> Result<Resp,
     let mut rows: Vec<list::Row> = snaps
         .iter()
         .flat_map(|snap| {
-            snap.queues.iter().map(|q| list::Row {
+            snap.queues.iter().map(|(name, stats)| list::Row {
                 server: &snap.addr,
-                name: &q.name,
-                stats: &q.stats,
-                flow: &q.flow,
+                name,
+                stats,
             })
         })
-        .filter(|r| view.keeps(r.stats, r.flow))
+        .filter(|r| view.keeps(r.stats))
         .collect();
     let mut sums = [0u64; 4];
     for r in &rows {
@@ -337,7 +336,7 @@ async fn list(app: &App, ctx: &Ctx, query: &[(String, Vec<u8>)]) -> Result<Resp,
             *sum = sum.saturating_add(r.stats.count(st));
         }
     }
-    let paused = rows.iter().filter(|r| r.flow.paused).count();
+    let paused = rows.iter().filter(|r| r.stats.paused).count();
     let notes: Vec<pages::ServerNote> = snaps
         .iter()
         .map(|snap| pages::ServerNote {
@@ -361,7 +360,6 @@ async fn list(app: &App, ctx: &Ctx, query: &[(String, Vec<u8>)]) -> Result<Resp,
                 server: r.server,
                 name: r.name,
                 stats: r.stats,
-                flow: r.flow,
                 history: history
                     .as_ref()
                     .map(|h| h.queue(r.server, r.name))
@@ -445,10 +443,10 @@ async fn queue_page(
         ));
     }
     let mut con = server.con.clone();
-    let (stats, flow) = calls::stats(&mut con, queue).await.map_err(redis_fail)?;
+    let stats = admin::stats(&mut con, queue).await.map_err(redis_fail)?;
     let config = admin::config(&mut con, queue).await.map_err(redis_fail)?;
     let shards = find_shards(app, &server, queue).await;
-    let schedules = schedules_of(&server, queue, &flow, shards.as_ref()).await?;
+    let schedules = schedules_of(&server, queue, &stats, shards.as_ref()).await?;
     // A SCAN reply may hold fewer entries than asked, even none, before
     // the end: a few calls fill the page.
     let mut entries = Vec::new();
@@ -498,7 +496,6 @@ async fn queue_page(
         server: &server.addr,
         name: queue,
         stats: &stats,
-        flow: &flow,
         schedules: &schedule_rows,
         sharding: sharding.as_ref(),
         config: &config,
@@ -531,22 +528,23 @@ struct ShardAt {
     /// yet), the one that would hold it. None: no known master serves its
     /// slot (the cluster is changing).
     server: Option<Arc<Server>>,
-    info: Option<QueueInfo>,
+    /// Its DQ.STATS record; None while no master lists it.
+    stats: Option<Stats>,
 }
 
 impl ShardSet {
     fn view(&self) -> pages::Sharding {
-        let infos = || self.shards.iter().filter_map(|s| s.info.as_ref());
+        let infos = || self.shards.iter().filter_map(|s| s.stats.as_ref());
         let mut rates: Vec<(String, usize)> = Vec::new();
         let mut max_inflights: Vec<(u64, usize)> = Vec::new();
         for info in infos() {
-            if let Some(r) = &info.flow.rate {
+            if let Some(r) = &info.rate {
                 match rates.iter_mut().find(|(t, _)| t == r) {
                     Some((_, n)) => *n += 1,
                     None => rates.push((r.clone(), 1)),
                 }
             }
-            if let Some(m) = info.flow.max_inflight {
+            if let Some(m) = info.max_inflight {
                 match max_inflights.iter_mut().find(|(v, _)| *v == m) {
                     Some((_, n)) => *n += 1,
                     None => max_inflights.push((m, 1)),
@@ -558,12 +556,12 @@ impl ShardSet {
             index: self.name.index,
             count: self.name.count,
             present: infos().count(),
-            paused: infos().filter(|i| i.flow.paused).count(),
+            paused: infos().filter(|i| i.paused).count(),
             paused_until: infos()
-                .filter(|i| i.flow.paused)
-                .map(|i| i.flow.paused_until)
+                .filter(|i| i.paused)
+                .map(|i| i.paused_until)
                 .collect(),
-            throttled: infos().map(|i| i.flow.throttled).sum(),
+            throttled: infos().map(|i| i.throttled).sum(),
             rates,
             max_inflights,
             unreadable: self.unreadable.clone(),
@@ -619,18 +617,18 @@ async fn find_shards(app: &App, server: &Arc<Server>, queue: &[u8]) -> Option<Sh
         let pattern = pattern.clone();
         reads.spawn(async move {
             let mut con = s.con.clone();
-            let got = calls::queues_with_stats(&mut con, Some(&pattern)).await;
+            let got = admin::queues_with_stats(&mut con, Some(&pattern)).await;
             (s, got)
         });
     }
-    let mut listed: std::collections::HashMap<Vec<u8>, (Arc<Server>, QueueInfo)> =
+    let mut listed: std::collections::HashMap<Vec<u8>, (Arc<Server>, Stats)> =
         std::collections::HashMap::new();
     let mut unreadable = Vec::new();
     while let Some(done) = reads.join_next().await {
         match done {
             Ok((s, Ok(queues))) => {
-                for q in queues {
-                    listed.insert(q.name.clone(), (s.clone(), q));
+                for (name, stats) in queues {
+                    listed.insert(name, (s.clone(), stats));
                 }
             }
             Ok((s, Err(e))) => unreadable.push((s.addr.clone(), e.to_string())),
@@ -644,10 +642,10 @@ async fn find_shards(app: &App, server: &Arc<Server>, queue: &[u8]) -> Option<Sh
         .map(|n| {
             let n = n.as_bytes();
             match listed.remove(n) {
-                Some((s, info)) => ShardAt {
+                Some((s, stats)) => ShardAt {
                     name: n.to_vec(),
                     server: Some(s),
-                    info: Some(info),
+                    stats: Some(stats),
                 },
                 None => ShardAt {
                     name: n.to_vec(),
@@ -656,7 +654,7 @@ async fn find_shards(app: &App, server: &Arc<Server>, queue: &[u8]) -> Option<Sh
                     } else {
                         Some(server.clone())
                     },
-                    info: None,
+                    stats: None,
                 },
             }
         })
@@ -672,7 +670,7 @@ async fn find_shards(app: &App, server: &Arc<Server>, queue: &[u8]) -> Option<Sh
 struct ScheduleAt {
     server: String,
     queue: Vec<u8>,
-    schedule: Schedule,
+    schedule: ScheduleInfo,
 }
 
 /// The schedules of the queue, or of every shard of a sharded queue: a
@@ -680,16 +678,16 @@ struct ScheduleAt {
 async fn schedules_of(
     server: &Arc<Server>,
     queue: &[u8],
-    flow: &calls::Flow,
+    stats: &Stats,
     shards: Option<&ShardSet>,
 ) -> Result<Vec<ScheduleAt>, Fail> {
     let holders: Vec<(Arc<Server>, Vec<u8>)> = match shards {
-        None if flow.schedules > 0 => vec![(server.clone(), queue.to_vec())],
+        None if stats.schedules > 0 => vec![(server.clone(), queue.to_vec())],
         None => Vec::new(),
         Some(set) => set
             .shards
             .iter()
-            .filter(|s| s.info.as_ref().is_some_and(|i| i.flow.schedules > 0))
+            .filter(|s| s.stats.as_ref().is_some_and(|st| st.schedules > 0))
             .filter_map(|s| Some((s.server.clone()?, s.name.clone())))
             .collect(),
     };
@@ -697,7 +695,7 @@ async fn schedules_of(
     for (s, q) in holders {
         reads.spawn(async move {
             let mut con = s.con.clone();
-            let got = calls::schedules(&mut con, &q).await;
+            let got = admin::schedules(&mut con, &q).await;
             (s.addr.clone(), q, got)
         });
     }
@@ -897,7 +895,7 @@ fn pause_words(for_ms: Option<u64>) -> String {
         None => "until resumed".to_string(),
         Some(ms) => format!(
             "for {}",
-            humantime::format_duration(std::time::Duration::from_millis(ms))
+            humantime::format_duration(Duration::from_millis(ms))
         ),
     }
 }
@@ -1050,7 +1048,7 @@ async fn action(
                 queue_back.clone(),
             ),
             Op::Unschedule(name) => {
-                let known = calls::schedules(&mut con, queue)
+                let known = admin::schedules(&mut con, queue)
                     .await
                     .map_err(redis_fail)?
                     .into_iter()
@@ -1178,7 +1176,7 @@ async fn action(
             )
         }
         Op::Unschedule(name) => {
-            let n = calls::unschedule(&mut con, queue, name)
+            let n = admin::unschedule(&mut con, queue, &[name])
                 .await
                 .map_err(redis_fail)?;
             let name = crate::render::label(name, 200);
@@ -1196,7 +1194,8 @@ async fn action(
         Op::Pause { for_ms, .. } => {
             for (done, (q, s)) in targets.iter().enumerate() {
                 let mut con = s.con.clone();
-                if let Err(e) = calls::pause(&mut con, q, *for_ms).await {
+                let length = for_ms.map(Duration::from_millis);
+                if let Err(e) = admin::pause(&mut con, q, length).await {
                     return Err(flow_fail("Paused", done, &targets, shards.is_some(), e));
                 }
             }
@@ -1219,7 +1218,7 @@ async fn action(
             let mut were_paused = 0u64;
             for (done, (q, s)) in targets.iter().enumerate() {
                 let mut con = s.con.clone();
-                match calls::resume(&mut con, q).await {
+                match admin::resume(&mut con, q).await {
                     Ok(was) => were_paused += u64::from(was),
                     Err(e) => {
                         return Err(flow_fail("Resumed", done, &targets, shards.is_some(), e))
