@@ -6,14 +6,19 @@
 //! failure, and lets an operator redrive, cancel and purge — each action a
 //! confirmed POST. See dashboard/README.md.
 
+mod app;
 mod backend;
 mod charts;
+mod discovery;
+mod http;
 mod list;
 mod metrics;
+mod ops;
 mod pages;
 mod render;
 mod security;
 mod sharded;
+mod views;
 mod web;
 
 use std::net::SocketAddr;
@@ -182,7 +187,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             anyone who can reach this address can read payloads{}",
             if args.read_only { "" } else { " and redrive, cancel, purge, pause and unschedule" });
     }
-    let app = Arc::new(web::App {
+    let app = Arc::new(app::App {
         backend,
         history,
         latest,
