@@ -26,6 +26,7 @@ use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
 use crate::commands::{bytes, ALL};
 use crate::core::error::{DqError, Result};
+use crate::core::limits::MAX_TIME_MS;
 use crate::core::queue::{codec, Queue};
 use crate::grammar::args::{is_keyword, parse_in_range};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
@@ -69,7 +70,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Apply<'a>> {
     let [name, now, max_attempts, verb, rest @ ..] = args else {
         return Err(DqError::WrongArity("dq.apply"));
     };
-    let now = parse_in_range("now", "a Unix time in ms", now, 0, i64::MAX)? as u64;
+    let now = parse_in_range("now", "a Unix time in ms", now, 0, MAX_TIME_MS as i64)? as u64;
     let max_attempts = parse_in_range(
         "max-attempts",
         "a positive integer",

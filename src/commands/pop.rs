@@ -13,7 +13,7 @@ use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{Counter, Delivery, Queue};
 use crate::grammar::args::{
-    is_keyword, lease_deadline, parse_count, parse_lease, parse_ms, Options,
+    is_keyword, lease_deadline, parse_count, parse_deadline, parse_lease, parse_ms, Options,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::blocking::{block_on_keys, may_block, Waiter};
@@ -207,7 +207,7 @@ pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
     let [deadline, ids @ ..] = args else {
         return Err(DqError::BadApply("CLAIM needs a deadline".into()));
     };
-    let deadline = parse_ms("deadline", MS, deadline)?;
+    let deadline = parse_deadline(deadline)?;
     queue.claim(now, ids, deadline);
     Ok(())
 }

@@ -14,7 +14,7 @@ use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{check_delivery, Queue};
 use crate::grammar::args::{
-    lease_deadline, parse_attempt, parse_lease, parse_ms, parse_queue_and_id,
+    lease_deadline, parse_attempt, parse_deadline, parse_lease, parse_queue_and_id,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
@@ -109,7 +109,7 @@ pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
     let [id, deadline] = r.args else {
         return Err(DqError::BadApply("TOUCH needs id and deadline".into()));
     };
-    let deadline = parse_ms("deadline", "a time", deadline)?;
+    let deadline = parse_deadline(deadline)?;
     queue.touch(id, deadline, None)?;
     Ok(())
 }

@@ -169,6 +169,20 @@ pub fn parse_in_range(
         .ok_or(DqError::BadValue { option, expected })
 }
 
+/// A lease deadline as CLAIM and TOUCH propagate it: a master's is always
+/// after the Unix epoch, and 0 means "no lease" inside a record, so a
+/// replayed 0 (a damaged AOF) would leave a lease the queue cannot see.
+pub fn parse_deadline(arg: &[u8]) -> Result<u64> {
+    let at = parse_in_range(
+        "deadline",
+        "a Unix time in ms after 0",
+        arg,
+        1,
+        MAX_TIME_MS as i64,
+    )?;
+    Ok(at as u64)
+}
+
 /// `base + delta` as a time, refusing what does not fit a ZSET score exactly.
 pub fn add_ms(option: &'static str, base: u64, delta: u64) -> Result<u64> {
     base.checked_add(delta)
