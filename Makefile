@@ -16,7 +16,7 @@ FUZZ_SECS    ?= 60
 DQ_SOAK_SECS ?= 180
 DQ_FAILOVER_SECS ?= 60
 
-.PHONY: all deps valkey debian13 build release install run test examples bench instructions fuzz soak failover clippy fmt clean relay dashboard
+.PHONY: all deps valkey debian13 build release install run check test examples bench instructions fuzz soak failover clippy fmt clean relay dashboard
 
 all: release relay dashboard
 
@@ -92,6 +92,21 @@ run: release
 	@mkdir -p $(RUN_DIR)
 	$(SERVER) redis.conf.example --port $(PORT) --dir $(abspath $(RUN_DIR)) \
 		--loadmodule $(abspath target/release/libdq.so)
+
+# The quick loop while changing the module, in a few minutes and without
+# sudo or the Debian 13 root: build, clippy, every workspace crate's unit
+# tests (the module's replay the fuzz seeds and findings), then the
+# module's integration tests on the default server line. `make test`
+# stays the full gate (CI runs it).
+check:
+	@command -v $(SERVER) >/dev/null 2>&1 || { \
+		echo "make check: $(SERVER) is missing: run make deps (or make test) once"; exit 1; }
+	$(CARGO) build
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	scripts/check-docs
+	scripts/check-layers
+	$(CARGO) test --workspace --lib --bins
+	$(CARGO) test --test '*'
 
 # Unit tests, then integration tests against real servers that the tests
 # start on free loopback ports and always stop, once per server line:

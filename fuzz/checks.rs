@@ -4,11 +4,20 @@
 //!
 //! `args`: the first byte picks a parser; the rest, split on 0x00, is the
 //! argument list after the command name (for BACKOFF, durations and key
-//! names: the rest as one value). Beyond "no panic": values within their
-//! documented bounds, errors shaped as a single reply line with an
-//! upper-case code, backoff arithmetic that never overflows and a canonical
-//! spec that parses back to the same value, key names that name their queue
-//! back.
+//! names: the rest as one value). Below 128 the byte picks one of twelve
+//! parsers whose results have documented bounds to check; from 128 on it
+//! picks a command of `commands::ALL` (`(byte - 128) % ALL.len()`), whose
+//! declared grammar runs: so every command a client can send is fuzzed,
+//! new ones included. Beyond "no panic": values within their documented
+//! bounds, errors shaped as a single reply line with an upper-case code,
+//! backoff arithmetic that never overflows and a canonical spec that
+//! parses back to the same value, key names that name their queue back.
+//!
+//! `replay`: whatever a replication stream or an AOF hands DQ.APPLY (the
+//! input, split on 0x00, is its argument list after the command name),
+//! replaying it on a queue holding messages in every state either fails
+//! with a clean error or leaves a queue that passes its own check and
+//! saves and loads back to the same value.
 //!
 //! `queue`: whatever a DUMP payload or an RDB holds for a queue key, the
 //! loader returns a clean error or a queue that passes its own invariant
@@ -25,12 +34,13 @@
 // Each fuzz target uses one of the two entry points.
 #![allow(dead_code)]
 
-use super::dq::commands::{add, config, nack, peek, pop, purge, redrive, touch};
+use super::dq::commands::{add, apply, config, nack, peek, pop, purge, redrive, touch, ALL};
 use super::dq::core::backoff::{parse_duration, Backoff};
 use super::dq::core::error::{DqError, Result};
 use super::dq::core::limits::{MAX_COUNT, MAX_ERROR_LEN, MAX_ID_LEN, MAX_STEPS, MAX_TIME_MS};
+use super::dq::core::policy::Policy;
 use super::dq::core::queue::codec;
-use super::dq::core::queue::{AddMode, NackAction, Redrive};
+use super::dq::core::queue::{AddMode, AddRequest, NackAction, Queue, Redrive};
 use super::dq::grammar::args::parse_queue_and_ids;
 use super::dq::grammar::settings::load_values;
 use super::dq::legacy::keys::{key_name, parse_key_name, slot, Part};
@@ -40,11 +50,11 @@ pub fn args(data: &[u8]) {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
-    let args: Vec<&[u8]> = if rest.is_empty() {
-        Vec::new()
-    } else {
-        rest.split(|&b| b == 0).collect()
-    };
+    let args = split(rest);
+    if which >= 128 {
+        let command = ALL[usize::from(which - 128) % ALL.len()];
+        return checked((command.grammar)(&args), |_| {});
+    }
     match which % 12 {
         0 => checked(add::parse(&args), |a| {
             assert!(args.len() >= 2);
@@ -146,6 +156,66 @@ pub fn args(data: &[u8]) {
             key_naming(rest);
         }
     }
+}
+
+/// An argument list: the bytes split on 0x00 (none when empty).
+fn split(bytes: &[u8]) -> Vec<&[u8]> {
+    if bytes.is_empty() {
+        Vec::new()
+    } else {
+        bytes.split(|&b| b == 0).collect()
+    }
+}
+
+/// A queue with messages in every state a replay can act on: ready,
+/// delayed, grouped (one holding its group, one waiting), in flight and
+/// dead.
+fn sample_queue(now: u64) -> Queue {
+    let mut queue = Queue::new();
+    for (id, delay, group) in [
+        ("r1", 0, None),
+        ("r2", 0, None),
+        ("d1", 60_000, None),
+        ("g1", 0, Some(&b"g"[..])),
+        ("g2", 0, Some(&b"g"[..])),
+        ("f1", 0, None),
+    ] {
+        queue.add(
+            now,
+            &AddRequest {
+                id: Some(id.as_bytes()),
+                payload: b"p",
+                due_at: now + delay,
+                priority: 0,
+                mode: AddMode::Upsert,
+                max_attempts: Some(1),
+                backoff: None,
+                expire_at: None,
+                group,
+            },
+        );
+    }
+    queue.pop(now, 2, now + 30_000);
+    let _ = queue.nack(now, b"r1", NackAction::Dead, None, None, &Policy::default());
+    queue.take_events();
+    queue
+}
+
+pub fn replay(data: &[u8]) {
+    let args = split(data);
+    let Ok(parsed) = apply::parse(&args) else {
+        return;
+    };
+    let mut queue = sample_queue(1_700_000_000_000);
+    checked(
+        apply::replay(&mut queue, parsed.verb, &parsed.replayed),
+        |_| {},
+    );
+    if let Err(e) = queue.check() {
+        panic!("a replay leaves a queue that fails its check: {e}");
+    }
+    let again = codec::copy(&queue).expect("a replayed queue saves and loads");
+    assert_eq!(codec::sorted_digest(&again), codec::sorted_digest(&queue));
 }
 
 /// Runs `ok` on a success; checks the shape of an error reply otherwise.

@@ -50,6 +50,14 @@ fn argument_parsers_hold_on_seeds_and_findings() {
 }
 
 #[test]
+fn replays_hold_on_seeds_and_findings() {
+    assert!(
+        replay("replay", checks::replay) > 0,
+        "no seeds in fuzz/seeds/replay"
+    );
+}
+
+#[test]
 fn envelope_decoding_holds_on_seeds_and_findings() {
     assert!(
         replay("envelope", checks::envelope) > 0,

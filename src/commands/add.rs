@@ -17,46 +17,52 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{AddMode, AddRequest, Queue};
-use crate::grammar::args::{
-    add_ms, check_id, is_keyword, parse_ms, unknown_option, ArgCursor, MessageOptions, Seen,
-};
+use crate::grammar::args::{add_ms, check_id, parse_ms, MessageOptions, Options};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
+use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
 use crate::server::reply::reply;
 use crate::server::settings;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.add",
-    summary: "Schedules a message, or replaces the message with the same id",
-    complexity: "O(log N) where N is the number of messages in the queue",
-    arity: -3,
-    key: Some(KeyUse::Insert),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::string("payload"),
-        Arg::one_of(
-            "when",
-            &[
-                Arg::integer("delay").token("DELAY"),
-                Arg::unix_time("at").token("AT"),
-            ],
-        )
-        .optional(),
-        Arg::string("id").token("ID").optional(),
-        Arg::one_of(
-            "condition",
-            &[Arg::pure_token("nx", "NX"), Arg::pure_token("xx", "XX")],
-        )
-        .optional(),
-        Arg::integer("priority").token("PRIORITY").optional(),
-        Arg::integer("maxattempts").token("MAXATTEMPTS").optional(),
-        Arg::string("backoff").token("BACKOFF").optional(),
-        Arg::string("group").token("GROUP").optional(),
-        Arg::integer("ttl").token("TTL").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.add",
+        summary: "Schedules a message, or replaces the message with the same id",
+        complexity: "O(log N) where N is the number of messages in the queue",
+        arity: -3,
+        key: Some(KeyUse::Insert),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::string("payload"),
+            Arg::one_of(
+                "when",
+                &[
+                    Arg::integer("delay").token("DELAY"),
+                    Arg::unix_time("at").token("AT"),
+                ],
+            )
+            .optional(),
+            Arg::string("id").token("ID").optional(),
+            Arg::one_of(
+                "condition",
+                &[Arg::pure_token("nx", "NX"), Arg::pure_token("xx", "XX")],
+            )
+            .optional(),
+            Arg::integer("priority").token("PRIORITY").optional(),
+            Arg::integer("maxattempts").token("MAXATTEMPTS").optional(),
+            Arg::string("backoff").token("BACKOFF").optional(),
+            Arg::string("group").token("GROUP").optional(),
+            Arg::integer("ttl").token("TTL").optional(),
+        ],
+    },
+    flags: "write deny-oom fast",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("ADD", replay)),
 };
 
 const NAME: &str = "dq.add";
@@ -88,6 +94,27 @@ pub struct AddArgs<'a> {
     pub options: MessageOptions<'a>,
 }
 
+/// DELAY's or AT's time: they exclude each other.
+fn time_of(
+    o: &mut Options,
+    when: When,
+    keyword: &'static str,
+    expected: &'static str,
+) -> Result<u64> {
+    if when != When::Now {
+        return Err(DqError::ConflictingOptions("DELAY", "AT"));
+    }
+    parse_ms(keyword, expected, o.value_after(keyword)?)
+}
+
+/// NX or XX: they exclude each other.
+fn mode_of(mode: AddMode, given: AddMode) -> Result<AddMode> {
+    if mode != AddMode::Upsert {
+        return Err(DqError::ConflictingOptions("NX", "XX"));
+    }
+    Ok(given)
+}
+
 /// Parses the arguments after the command name.
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
     let [queue, payload, options @ ..] = args else {
@@ -101,40 +128,20 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
         mode: AddMode::Upsert,
         options: MessageOptions::default(),
     };
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(options);
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "DELAY") {
-            seen.mark("DELAY")?;
-            if parsed.when != When::Now {
-                return Err(DqError::ConflictingOptions("DELAY", "AT"));
-            }
-            let ms = parse_ms("DELAY", MS, cursor.value_of("DELAY")?)?;
-            parsed.when = When::Delay(ms);
-        } else if is_keyword(arg, "AT") {
-            seen.mark("AT")?;
-            if parsed.when != When::Now {
-                return Err(DqError::ConflictingOptions("DELAY", "AT"));
-            }
-            let at = parse_ms("AT", UNIX_MS, cursor.value_of("AT")?)?;
-            parsed.when = When::At(at);
-        } else if is_keyword(arg, "ID") {
-            seen.mark("ID")?;
-            parsed.id = Some(check_id(cursor.value_of("ID")?)?);
-        } else if is_keyword(arg, "NX") || is_keyword(arg, "XX") {
-            let (mode, name) = if is_keyword(arg, "NX") {
-                (AddMode::OnlyNew, "NX")
-            } else {
-                (AddMode::OnlyExisting, "XX")
-            };
-            seen.mark(name)?;
-            if parsed.mode != AddMode::Upsert {
-                return Err(DqError::ConflictingOptions("NX", "XX"));
-            }
-            parsed.mode = mode;
-        } else if parsed.options.read(arg, &mut cursor, &mut seen)? {
-        } else {
-            return Err(unknown_option(arg));
+    let mut o = Options::new(options);
+    while o.advance() {
+        if o.flag("DELAY")? {
+            parsed.when = When::Delay(time_of(&mut o, parsed.when, "DELAY", MS)?);
+        } else if o.flag("AT")? {
+            parsed.when = When::At(time_of(&mut o, parsed.when, "AT", UNIX_MS)?);
+        } else if o.flag("NX")? {
+            parsed.mode = mode_of(parsed.mode, AddMode::OnlyNew)?;
+        } else if o.flag("XX")? {
+            parsed.mode = mode_of(parsed.mode, AddMode::OnlyExisting)?;
+        } else if let Some(id) = o.value("ID")? {
+            parsed.id = Some(check_id(id)?);
+        } else if !parsed.options.read(&mut o)? {
+            return Err(o.unknown());
         }
     }
     if parsed.mode == AddMode::OnlyExisting && parsed.id.is_none() {
@@ -198,7 +205,9 @@ fn add(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `DQ.APPLY queue now max-attempts ADD payload [options]`.
-pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let words = r.with_name();
+    let (now, args) = (r.now, &words[..]);
     let parsed = parse(args)?;
     queue.add(now, &parsed.request(now)?);
     Ok(())

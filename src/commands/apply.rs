@@ -24,34 +24,70 @@
 
 use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
 
-use crate::commands::{
-    ack, add, bytes, cancel, nack, pause, pop, purge, redrive, resume, schedule, touch, unschedule,
-};
+use crate::commands::{bytes, ALL};
 use crate::core::error::{DqError, Result};
-use crate::core::policy::Settings;
+use crate::core::limits::MAX_TIME_MS;
 use crate::core::queue::{codec, Queue};
 use crate::grammar::args::{is_keyword, parse_in_range};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::command::{replay_of, Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication;
 use crate::server::reply::reply;
-use crate::server::settings;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.apply",
-    summary: "Replays a write on a replica or from the AOF (not for clients)",
-    complexity: "That of the write it replays",
-    arity: -5,
-    key: Some(KeyUse::Update),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::integer("now"),
-        Arg::integer("max-attempts"),
-        Arg::string("verb"),
-        Arg::string("arg").optional().multiple(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.apply",
+        summary: "Replays a write on a replica or from the AOF (not for clients)",
+        complexity: "That of the write it replays",
+        arity: -5,
+        key: Some(KeyUse::Update),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::integer("now"),
+            Arg::integer("max-attempts"),
+            Arg::string("verb"),
+            Arg::string("arg").optional().multiple(),
+        ],
+    },
+    flags: "write",
+    acl: "admin dangerous",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
+
+/// A parsed `DQ.APPLY`.
+#[derive(Debug, Clone, Copy)]
+pub struct Apply<'a> {
+    pub verb: &'a [u8],
+    pub replayed: Replayed<'a>,
+}
+
+/// Parses `queue now max-attempts VERB args...`.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Apply<'a>> {
+    let [name, now, max_attempts, verb, rest @ ..] = args else {
+        return Err(DqError::WrongArity("dq.apply"));
+    };
+    let now = parse_in_range("now", "a Unix time in ms", now, 0, MAX_TIME_MS as i64)? as u64;
+    let max_attempts = parse_in_range(
+        "max-attempts",
+        "a positive integer",
+        max_attempts,
+        1,
+        i32::MAX.into(),
+    )? as u32;
+    Ok(Apply {
+        verb,
+        replayed: Replayed {
+            now,
+            max_attempts,
+            name,
+            args: rest,
+        },
+    })
+}
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     reply(apply(ctx, args))
@@ -65,20 +101,10 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
         return Err(DqError::NotForClients);
     }
     let argv = bytes(args);
-    let [_, queue_name, now, max_attempts, verb, rest @ ..] = &argv[..] else {
-        return Err(DqError::WrongArity("dq.apply"));
-    };
-    let now = parse_in_range("now", "a Unix time in ms", now, 0, i64::MAX)? as u64;
-    let max_attempts = parse_in_range(
-        "max-attempts",
-        "a positive integer",
-        max_attempts,
-        1,
-        i32::MAX.into(),
-    )? as u32;
+    let Apply { verb, replayed } = parse(&argv[1..])?;
     let mut key = QueueKey::open(ctx, &args[1])?;
     if is_keyword(verb, "LOAD") {
-        let [header, chunks @ ..] = rest else {
+        let [header, chunks @ ..] = replayed.args else {
             return Err(DqError::BadApply("LOAD needs a header".into()));
         };
         let queue = codec::load(header, chunks.iter().copied())
@@ -90,53 +116,26 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     }
     let queue = key.queue_or_create()?;
     let due_before = queue.next_due();
-    replay(queue, now, max_attempts, verb, queue_name, rest)?;
+    replay(queue, verb, &replayed)?;
     key.announce(due_before);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 
-fn replay(
-    queue: &mut Queue,
-    now: u64,
-    max_attempts: u32,
-    verb: &[u8],
-    name: &[u8],
-    rest: &[&[u8]],
-) -> Result<()> {
-    // The decisions NACK and a tick make depend on dq.max-attempts: the
-    // master's, not this server's.
-    let policy = |queue: &Queue| {
-        queue.config().resolve(&Settings {
-            max_attempts,
-            ..settings::current()
-        })
-    };
-    // The command grammars start with the queue name.
-    let with_name =
-        || -> Vec<&[u8]> { std::iter::once(name).chain(rest.iter().copied()).collect() };
-    match verb.to_ascii_uppercase().as_slice() {
-        b"ADD" => add::replay(queue, now, &with_name()),
-        b"CLAIM" => pop::replay(queue, now, rest),
-        b"ACK" => ack::replay(queue, now, rest),
-        b"CANCEL" => cancel::replay(queue, now, rest),
-        b"NACK" => nack::replay(queue, now, &policy(queue), rest),
-        b"TOUCH" => touch::replay(queue, rest),
-        b"REDRIVE" => redrive::replay(queue, now, &with_name()),
-        b"PURGE" => purge::replay(queue, now, &with_name()),
-        b"SCHEDULE" => schedule::replay(queue, now, &with_name()),
-        b"UNSCHEDULE" => unschedule::replay(queue, rest),
-        b"PAUSE" => pause::replay(queue, now, &with_name()),
-        b"RESUME" => resume::replay(queue, now),
-        b"TICK" => {
-            let work = replication::parse_tick(rest)?;
-            let policy = policy(queue);
-            queue.replay_tick(now, &work, &policy);
-            Ok(())
-        }
-        _ => Err(DqError::BadApply(format!(
+/// Replays one verb on `queue`: a command's (`commands::ALL` says whose),
+/// or the timer's `TICK`. Pure: the fuzz target runs it.
+pub fn replay(queue: &mut Queue, verb: &[u8], r: &Replayed<'_>) -> Result<()> {
+    if is_keyword(verb, "TICK") {
+        let work = replication::parse_tick(r.args)?;
+        let policy = r.policy(queue);
+        queue.replay_tick(r.now, &work, &policy);
+        return Ok(());
+    }
+    let Some(replay) = replay_of(ALL, verb) else {
+        return Err(DqError::BadApply(format!(
             "unknown verb '{}'",
             crate::core::error::printable(verb)
-        ))),
-    }
+        )));
+    };
+    replay(queue, r)
 }

@@ -30,43 +30,51 @@ use crate::grammar::args::{
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
+use crate::server::command::Command;
 use crate::server::key::{open_read, read, QueueKey};
 use crate::server::reply::Fields;
 use crate::server::reply::{int, reply, reply_record};
 use crate::server::settings;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.config",
-    summary: "Reads or sets a queue's defaults: LEASE, MAXATTEMPTS, BACKOFF",
-    complexity: "O(1)",
-    arity: -2,
-    key: Some(KeyUse::Settings),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::block(
-            "set",
-            &[Arg::block(
-                "setting",
-                &[
-                    Arg::one_of(
-                        "field",
-                        &[
-                            Arg::pure_token("lease", "LEASE"),
-                            Arg::pure_token("maxattempts", "MAXATTEMPTS"),
-                            Arg::pure_token("backoff", "BACKOFF"),
-                            Arg::pure_token("rate", "RATE"),
-                            Arg::pure_token("maxinflight", "MAXINFLIGHT"),
-                        ],
-                    ),
-                    Arg::string("value"),
-                ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.config",
+        summary: "Reads or sets a queue's defaults: LEASE, MAXATTEMPTS, BACKOFF",
+        complexity: "O(1)",
+        arity: -2,
+        key: Some(KeyUse::Settings),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::block(
+                "set",
+                &[Arg::block(
+                    "setting",
+                    &[
+                        Arg::one_of(
+                            "field",
+                            &[
+                                Arg::pure_token("lease", "LEASE"),
+                                Arg::pure_token("maxattempts", "MAXATTEMPTS"),
+                                Arg::pure_token("backoff", "BACKOFF"),
+                                Arg::pure_token("rate", "RATE"),
+                                Arg::pure_token("maxinflight", "MAXINFLIGHT"),
+                            ],
+                        ),
+                        Arg::string("value"),
+                    ],
+                )
+                .multiple()],
             )
-            .multiple()],
-        )
-        .token("SET")
-        .optional(),
-    ],
+            .token("SET")
+            .optional(),
+        ],
+    },
+    flags: "write",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
 
 /// One `field value` pair of SET; `None` means DEFAULT.

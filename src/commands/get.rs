@@ -29,33 +29,49 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
+use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::State;
 use crate::grammar::args::check_id;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::command::Command;
 use crate::server::key::{open_read, read};
 use crate::server::reply::{int, reply, reply_record};
 use crate::server::settings::policy;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.get",
-    summary: "Returns one message: state, payload, times, attempts and policy",
-    complexity: "O(1)",
-    arity: 3,
-    key: Some(KeyUse::Read),
-    numkeys: false,
-    args: &[Arg::key("queue"), Arg::string("id")],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.get",
+        summary: "Returns one message: state, payload, times, attempts and policy",
+        complexity: "O(1)",
+        arity: 3,
+        key: Some(KeyUse::Read),
+        numkeys: false,
+        args: &[Arg::key("queue"), Arg::string("id")],
+    },
+    flags: "readonly fast",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
+
+/// Parses `queue id`.
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8])> {
+    match args {
+        [queue, id] => Ok((queue, check_id(id)?)),
+        _ => Err(DqError::WrongArity("dq.get")),
+    }
+}
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     reply(get(ctx, args))
 }
 
 fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
-    let [_, name, id] = args else {
-        return Err(DqError::WrongArity("dq.get"));
-    };
-    let id = check_id(id.as_slice())?;
+    let argv = bytes(args);
+    let (_, id) = parse(&argv[1..])?;
+    let name = &args[1];
     let key = open_read(ctx, name);
     let Some(queue) = read(&key, name)? else {
         return Ok(RedisValue::Null);

@@ -30,35 +30,36 @@ use redis_module::{Context, RedisString};
 use crate::core::error::Result;
 use crate::core::queue::Queue;
 use crate::grammar::args::parse_queue_and_ids;
-use crate::grammar::docs::CommandDoc;
 use crate::server::clock::now_ms;
+use crate::server::command::Command;
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
 use crate::server::settings;
 
-/// Every command's COMMAND DOCS entry.
-pub const DOCS: [CommandDoc; 21] = [
-    add::DOC,
-    pop::DOC,
-    mpop::DOC,
-    ack::DOC,
-    cancel::DOC,
-    nack::DOC,
-    touch::DOC,
-    redrive::DOC,
-    purge::DOC,
-    get::DOC,
-    peek::DOC,
-    stats::DOC,
-    config::DOC,
-    queues::DOC,
-    scan::DOC,
-    schedule::DOC,
-    unschedule::DOC,
-    schedules::DOC,
-    pause::DOC,
-    resume::DOC,
-    apply::DOC,
+/// Every command, in the order COMMAND lists them. A new command is its
+/// own file and one line here (docs/development.md, "Adding a command").
+pub const ALL: &[&Command] = &[
+    &add::COMMAND,
+    &pop::COMMAND,
+    &mpop::COMMAND,
+    &ack::COMMAND,
+    &cancel::COMMAND,
+    &nack::COMMAND,
+    &touch::COMMAND,
+    &redrive::COMMAND,
+    &purge::COMMAND,
+    &get::COMMAND,
+    &peek::COMMAND,
+    &stats::COMMAND,
+    &config::COMMAND,
+    &queues::COMMAND,
+    &scan::COMMAND,
+    &schedule::COMMAND,
+    &unschedule::COMMAND,
+    &schedules::COMMAND,
+    &pause::COMMAND,
+    &resume::COMMAND,
+    &apply::COMMAND,
 ];
 
 /// The raw bytes of every argument.
@@ -92,6 +93,31 @@ pub fn counted_write(
     Ok(done)
 }
 
+/// Declares a command on `queue id [id ...]` that acts on the ids in any
+/// order and replies how many it acted on (ACK, CANCEL): `$op` is the
+/// queue's method, `$verb` what it propagates and replays, `$doc` its
+/// documentation.
+macro_rules! ids_command {
+    ($op:path, $verb:literal, $doc:expr) => {{
+        const DOC: crate::grammar::docs::CommandDoc = $doc;
+        Command {
+            doc: DOC,
+            flags: "write",
+            acl: "",
+            handler: |ctx, args| {
+                let count = crate::commands::for_ids(ctx, args, DOC.name, $verb, $op);
+                crate::server::reply::reply(count.map(crate::server::reply::int))
+            },
+            grammar: |args| crate::grammar::args::parse_queue_and_ids(DOC.name, args).map(drop),
+            replay: Some(($verb, |queue, r| {
+                $op(queue, r.now, r.args);
+                Ok(())
+            })),
+        }
+    }};
+}
+pub(crate) use ids_command;
+
 /// `queue id [id ...]` (ACK, CANCEL): `op` on the ids.
 pub fn for_ids(
     ctx: &Context,
@@ -108,7 +134,8 @@ pub fn for_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grammar::docs::{Arg, Kind};
+    use crate::grammar::docs::{Arg, CommandDoc, Kind};
+    use crate::server::acl;
 
     fn check_arg(command: &str, arg: &Arg) {
         assert!(
@@ -134,9 +161,13 @@ mod tests {
         }
     }
 
+    fn docs() -> impl Iterator<Item = &'static CommandDoc> {
+        ALL.iter().map(|c| &c.doc)
+    }
+
     #[test]
     fn every_command_doc_is_well_formed() {
-        for doc in DOCS {
+        for doc in docs() {
             assert!(doc.name.starts_with("dq."), "{}", doc.name);
             assert!(!doc.summary.is_empty() && !doc.complexity.is_empty());
             let keys: Vec<&Arg> = doc.args.iter().filter(|a| a.kind == Kind::Key).collect();
@@ -159,30 +190,154 @@ mod tests {
                 check_arg(doc.name, arg);
             }
         }
-        let mut names: Vec<&str> = DOCS.iter().map(|d| d.name).collect();
+        let mut names: Vec<&str> = docs().map(|d| d.name).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), DOCS.len());
+        assert_eq!(names.len(), ALL.len());
     }
 
     /// The server enforces the declared arity before the handler runs: it
     /// must be exactly what the grammar allows.
     #[test]
     fn declared_arity_matches_the_argument_tree() {
-        for doc in DOCS {
+        for doc in docs() {
             assert_eq!(doc.arity, doc.implied_arity(), "{}", doc.name);
         }
     }
 
+    /// Flags the server knows for module commands (module.c,
+    /// commandFlagsFromString), and how a command's flags fit its key.
     #[test]
-    fn every_command_has_acl_categories_and_only_once() {
-        let mut names: Vec<&str> = crate::server::acl::CATEGORIES
-            .iter()
-            .map(|(n, _)| *n)
-            .collect();
-        let mut documented: Vec<&str> = DOCS.iter().map(|d| d.name).collect();
-        names.sort_unstable();
-        documented.sort_unstable();
-        assert_eq!(names, documented);
+    fn flags_are_known_and_fit_the_declaration() {
+        const KNOWN: [&str; 8] = [
+            "write",
+            "readonly",
+            "deny-oom",
+            "fast",
+            "blocking",
+            "getkeys-api",
+            "admin",
+            "no-cluster",
+        ];
+        for command in ALL {
+            let flags: Vec<&str> = command.flags.split(' ').collect();
+            for f in &flags {
+                assert!(KNOWN.contains(f), "{}: flag {f}", command.doc.name);
+            }
+            let has = |f: &str| flags.contains(&f);
+            assert!(has("write") != has("readonly"), "{}", command.doc.name);
+            // Keys counted by an argument are found by the command itself.
+            assert_eq!(
+                has("getkeys-api"),
+                command.doc.numkeys,
+                "{}",
+                command.doc.name
+            );
+            // Only writes propagate.
+            if command.replay.is_some() {
+                assert!(has("write"), "{}", command.doc.name);
+            }
+        }
+    }
+
+    /// The categories every command had when they were a table of their
+    /// own: deriving them from the flags changed none.
+    #[test]
+    fn acl_categories_are_derived_from_the_flags_as_before() {
+        let expected = [
+            ("dq.add", "write fast"),
+            ("dq.pop", "write slow blocking"),
+            ("dq.mpop", "write slow blocking"),
+            ("dq.ack", "write slow"),
+            ("dq.cancel", "write slow"),
+            ("dq.nack", "write fast"),
+            ("dq.touch", "write fast"),
+            ("dq.redrive", "write slow"),
+            ("dq.purge", "write slow"),
+            ("dq.get", "read fast"),
+            ("dq.peek", "read slow"),
+            ("dq.stats", "read fast"),
+            ("dq.config", "write slow"),
+            ("dq.queues", "read slow dangerous"),
+            ("dq.scan", "read slow"),
+            ("dq.schedule", "write slow"),
+            ("dq.unschedule", "write slow"),
+            ("dq.schedules", "read slow"),
+            ("dq.pause", "write fast"),
+            ("dq.resume", "write fast"),
+            ("dq.apply", "write slow admin dangerous"),
+        ];
+        for (name, categories) in expected {
+            let command = ALL.iter().find(|c| c.doc.name == name);
+            assert_eq!(
+                command.map(|c| acl::standard(c)).as_deref(),
+                Some(categories),
+                "{name}"
+            );
+        }
+    }
+
+    /// The categories a server knows of itself (Redis 7.0 to 8.0, Valkey).
+    const STANDARD: [&str; 21] = [
+        "keyspace",
+        "read",
+        "write",
+        "set",
+        "sortedset",
+        "list",
+        "hash",
+        "string",
+        "bitmap",
+        "hyperloglog",
+        "geo",
+        "stream",
+        "pubsub",
+        "admin",
+        "fast",
+        "slow",
+        "blocking",
+        "dangerous",
+        "connection",
+        "transaction",
+        "scripting",
+    ];
+
+    #[test]
+    fn categories_are_standard_and_each_command_is_fast_or_slow_read_or_write() {
+        for command in ALL {
+            let name = command.doc.name;
+            let categories = acl::standard(command);
+            let words: Vec<&str> = categories.split(' ').collect();
+            for w in &words {
+                assert!(STANDARD.contains(w), "{name}: unknown category {w}");
+            }
+            let has = |c: &str| words.contains(&c);
+            assert!(has("fast") != has("slow"), "{name}: fast xor slow");
+            assert!(has("read") != has("write"), "{name}: read xor write");
+            let mut unique = words.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), words.len(), "{name}: a category twice");
+        }
+    }
+
+    #[test]
+    fn apply_is_never_granted_by_read() {
+        let apply = ALL.iter().find(|c| c.doc.name == "dq.apply");
+        let categories = apply.map(|c| acl::standard(c)).unwrap_or_default();
+        let words: Vec<&str> = categories.split(' ').collect();
+        assert!(!words.contains(&"read"));
+        assert!(words.contains(&"admin") && words.contains(&"dangerous"));
+    }
+
+    /// Each verb a replica may be sent names one replay.
+    #[test]
+    fn replay_verbs_are_unique() {
+        let mut verbs: Vec<&str> = ALL.iter().filter_map(|c| c.replay.map(|r| r.0)).collect();
+        let n = verbs.len();
+        verbs.sort_unstable();
+        verbs.dedup();
+        assert_eq!(verbs.len(), n);
+        assert!(!verbs.contains(&"TICK") && !verbs.contains(&"LOAD"));
     }
 }

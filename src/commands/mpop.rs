@@ -18,22 +18,30 @@ use crate::core::error::{DqError, Result};
 use crate::grammar::args::parse_in_range;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::blocking::{block_on_keys, may_block, Waiter};
+use crate::server::command::Command;
 use crate::server::reply::reply;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.mpop",
-    summary: "Takes ready messages from the first of several queues that can deliver",
-    complexity: "O(K + M log N) for K queues and M messages taken from a queue of N",
-    arity: -3,
-    key: Some(KeyUse::Take),
-    numkeys: true,
-    args: &[
-        Arg::integer("numkeys"),
-        Arg::key("queue").multiple(),
-        Arg::integer("count").token("COUNT").optional(),
-        Arg::integer("timeout").token("BLOCK").optional(),
-        Arg::integer("lease").token("LEASE").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.mpop",
+        summary: "Takes ready messages from the first of several queues that can deliver",
+        complexity: "O(K + M log N) for K queues and M messages taken from a queue of N",
+        arity: -3,
+        key: Some(KeyUse::Take),
+        numkeys: true,
+        args: &[
+            Arg::integer("numkeys"),
+            Arg::key("queue").multiple(),
+            Arg::integer("count").token("COUNT").optional(),
+            Arg::integer("timeout").token("BLOCK").optional(),
+            Arg::integer("lease").token("LEASE").optional(),
+        ],
+    },
+    flags: "write blocking getkeys-api",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
 
 const NAME: &str = "dq.mpop";

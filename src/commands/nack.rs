@@ -21,41 +21,47 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
-use crate::core::policy::Policy;
 use crate::core::queue::{check_delivery, NackAction, Queue, State};
 use crate::grammar::args::{
-    add_ms, check_error, is_keyword, parse_attempt, parse_ms, parse_queue_and_id, unknown_option,
-    Seen,
+    add_ms, check_error, is_keyword, parse_attempt, parse_ms, parse_queue_and_id,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
+use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
 use crate::server::reply::reply;
 use crate::server::settings;
 use crate::server::settings::policy;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.nack",
-    summary: "Ends a delivery as failed: retries after a delay or the backoff, or dead-letters",
-    complexity: "O(log N) where N is the number of messages in the queue",
-    arity: -3,
-    key: Some(KeyUse::Update),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::string("id"),
-        Arg::one_of(
-            "outcome",
-            &[
-                Arg::integer("delay").token("DELAY"),
-                Arg::pure_token("dead", "DEAD"),
-            ],
-        )
-        .optional(),
-        Arg::integer("attempt").token("ATTEMPT").optional(),
-        Arg::string("error").token("ERROR").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.nack",
+        summary: "Ends a delivery as failed: retries after a delay or the backoff, or dead-letters",
+        complexity: "O(log N) where N is the number of messages in the queue",
+        arity: -3,
+        key: Some(KeyUse::Update),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::string("id"),
+            Arg::one_of(
+                "outcome",
+                &[
+                    Arg::integer("delay").token("DELAY"),
+                    Arg::pure_token("dead", "DEAD"),
+                ],
+            )
+            .optional(),
+            Arg::integer("attempt").token("ATTEMPT").optional(),
+            Arg::string("error").token("ERROR").optional(),
+        ],
+    },
+    flags: "write fast",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("NACK", replay)),
 };
 
 const MS: &str = "a non-negative integer number of milliseconds";
@@ -73,7 +79,7 @@ pub struct Nack<'a> {
 /// Parses `queue id [DELAY ms | DEAD] [ATTEMPT n] [ERROR text]`, options
 /// in any order, each once.
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Nack<'a>> {
-    let (queue, id, mut cursor) = parse_queue_and_id("dq.nack", args)?;
+    let (queue, id, mut o) = parse_queue_and_id("dq.nack", args)?;
     let mut nack = Nack {
         queue,
         id,
@@ -81,29 +87,24 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Nack<'a>> {
         attempt: None,
         error: None,
     };
-    let mut seen = Seen::default();
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "DELAY") {
-            seen.mark("DELAY")?;
+    while o.advance() {
+        if o.flag("DELAY")? {
             if nack.action == NackAction::Dead {
                 return Err(DqError::ConflictingOptions("DELAY", "DEAD"));
             }
-            let ms = parse_ms("DELAY", MS, cursor.value_of("DELAY")?)?;
-            nack.action = NackAction::Retry(Some(ms));
-        } else if is_keyword(arg, "DEAD") {
-            seen.mark("DEAD")?;
+            let value = o.value_after("DELAY")?;
+            nack.action = NackAction::Retry(Some(parse_ms("DELAY", MS, value)?));
+        } else if o.flag("DEAD")? {
             if nack.action != NackAction::Retry(None) {
                 return Err(DqError::ConflictingOptions("DELAY", "DEAD"));
             }
             nack.action = NackAction::Dead;
-        } else if is_keyword(arg, "ATTEMPT") {
-            seen.mark("ATTEMPT")?;
-            nack.attempt = Some(parse_attempt(cursor.value_of("ATTEMPT")?)?);
-        } else if is_keyword(arg, "ERROR") {
-            seen.mark("ERROR")?;
-            nack.error = Some(check_error(cursor.value_of("ERROR")?)?);
+        } else if let Some(value) = o.value("ATTEMPT")? {
+            nack.attempt = Some(parse_attempt(value)?);
+        } else if let Some(value) = o.value("ERROR")? {
+            nack.error = Some(check_error(value)?);
         } else {
-            return Err(unknown_option(arg));
+            return Err(o.unknown());
         }
     }
     Ok(nack)
@@ -154,7 +155,8 @@ fn nack(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `NACK id (DELAY ms | DEAD) [ERROR text]`.
-pub fn replay(queue: &mut Queue, now: u64, policy: &Policy, args: &[&[u8]]) -> Result<()> {
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let (now, policy, args) = (r.now, r.policy(queue), r.args);
     let bad = || DqError::BadApply("NACK needs id, then DELAY ms or DEAD".into());
     let (id, action, rest) = match args {
         [id, dead, rest @ ..] if is_keyword(dead, "DEAD") => (*id, NackAction::Dead, rest),
@@ -169,7 +171,7 @@ pub fn replay(queue: &mut Queue, now: u64, policy: &Policy, args: &[&[u8]]) -> R
         [keyword, text] if is_keyword(keyword, "ERROR") => Some(*text),
         _ => return Err(bad()),
     };
-    queue.nack(now, id, action, None, error, policy)?;
+    queue.nack(now, id, action, None, error, &policy)?;
     Ok(())
 }
 

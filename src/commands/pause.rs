@@ -15,22 +15,30 @@ use crate::core::queue::{Queue, FOREVER};
 use crate::grammar::args::{add_ms, is_keyword, parse_in_range, unknown_option};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
+use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
 use crate::server::reply::reply;
 use crate::server::settings;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.pause",
-    summary: "Stops POP delivering from a queue, until DQ.RESUME or for a time",
-    complexity: "O(1)",
-    arity: -2,
-    key: Some(KeyUse::Settings),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::integer("ms").token("FOR").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.pause",
+        summary: "Stops POP delivering from a queue, until DQ.RESUME or for a time",
+        complexity: "O(1)",
+        arity: -2,
+        key: Some(KeyUse::Settings),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::integer("ms").token("FOR").optional(),
+        ],
+    },
+    flags: "write fast",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("PAUSE", replay)),
 };
 
 /// `queue [FOR ms]`: the pause's length, `None` for until DQ.RESUME.
@@ -80,7 +88,9 @@ fn pause(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `PAUSE [FOR ms]`.
-pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let words = r.with_name();
+    let (now, args) = (r.now, &words[..]);
     let (_, length) = parse(args)?;
     queue.pause(until(now, length)?);
     Ok(())

@@ -14,23 +14,31 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{Record, State};
-use crate::grammar::args::{is_keyword, parse_count, parse_state, unknown_option, ArgCursor, Seen};
+use crate::grammar::args::{parse_count, parse_state, Options};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
+use crate::server::command::Command;
 use crate::server::key::{open_read, read};
 use crate::server::reply::{int, reply};
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.peek",
-    summary: "Returns messages of one state without taking them",
-    complexity: "O(log N + M) for M messages returned from a queue of N",
-    arity: -3,
-    key: Some(KeyUse::Read),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        STATE,
-        Arg::integer("count").token("COUNT").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.peek",
+        summary: "Returns messages of one state without taking them",
+        complexity: "O(log N + M) for M messages returned from a queue of N",
+        arity: -3,
+        key: Some(KeyUse::Read),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            STATE,
+            Arg::integer("count").token("COUNT").optional(),
+        ],
+    },
+    flags: "readonly",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
 
 pub const DEFAULT_COUNT: usize = 10;
@@ -42,14 +50,11 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], State, usize)> {
     };
     let state = parse_state(state)?;
     let mut count = DEFAULT_COUNT;
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(options);
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "COUNT") {
-            seen.mark("COUNT")?;
-            count = parse_count(cursor.value_of("COUNT")?)?;
-        } else {
-            return Err(unknown_option(arg));
+    let mut o = Options::new(options);
+    while o.advance() {
+        match o.value("COUNT")? {
+            Some(value) => count = parse_count(value)?,
+            None => return Err(o.unknown()),
         }
     }
     Ok((queue, state, count))

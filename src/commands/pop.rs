@@ -13,30 +13,38 @@ use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{Counter, Delivery, Queue};
 use crate::grammar::args::{
-    is_keyword, lease_deadline, parse_count, parse_lease, parse_ms, unknown_option, ArgCursor, Seen,
+    is_keyword, lease_deadline, parse_count, parse_deadline, parse_lease, parse_ms, Options,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::blocking::{block_on_keys, may_block, Waiter};
 use crate::server::clock::now_ms;
+use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
 use crate::server::reply::{int, reply};
 use crate::server::settings;
 use crate::server::settings::lease_for;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.pop",
-    summary: "Takes ready messages, leasing each until ACK, NACK or lease expiry",
-    complexity: "O(M log N) for M messages taken from a queue of N",
-    arity: -2,
-    key: Some(KeyUse::Take),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::integer("count").token("COUNT").optional(),
-        Arg::integer("timeout").token("BLOCK").optional(),
-        Arg::integer("lease").token("LEASE").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.pop",
+        summary: "Takes ready messages, leasing each until ACK, NACK or lease expiry",
+        complexity: "O(M log N) for M messages taken from a queue of N",
+        arity: -2,
+        key: Some(KeyUse::Take),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::integer("count").token("COUNT").optional(),
+            Arg::integer("timeout").token("BLOCK").optional(),
+            Arg::integer("lease").token("LEASE").optional(),
+        ],
+    },
+    flags: "write blocking",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("CLAIM", replay)),
 };
 
 const NAME: &str = "dq.pop";
@@ -73,20 +81,16 @@ pub fn parse_options(options: &[&[u8]]) -> Result<PopOptions> {
         block: None,
         lease_ms: None,
     };
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(options);
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "COUNT") {
-            seen.mark("COUNT")?;
-            parsed.count = parse_count(cursor.value_of("COUNT")?)?;
-        } else if is_keyword(arg, "BLOCK") {
-            seen.mark("BLOCK")?;
-            parsed.block = Some(parse_ms("BLOCK", MS, cursor.value_of("BLOCK")?)?);
-        } else if is_keyword(arg, "LEASE") {
-            seen.mark("LEASE")?;
-            parsed.lease_ms = Some(parse_lease(cursor.value_of("LEASE")?)?);
+    let mut o = Options::new(options);
+    while o.advance() {
+        if let Some(value) = o.value("COUNT")? {
+            parsed.count = parse_count(value)?;
+        } else if let Some(value) = o.value("BLOCK")? {
+            parsed.block = Some(parse_ms("BLOCK", MS, value)?);
+        } else if let Some(value) = o.value("LEASE")? {
+            parsed.lease_ms = Some(parse_lease(value)?);
         } else {
-            return Err(unknown_option(arg));
+            return Err(o.unknown());
         }
     }
     Ok(parsed)
@@ -191,7 +195,8 @@ pub fn entries(popped: Vec<Delivery>) -> RedisValue {
 
 /// Replays `CLAIM [THROTTLED] lease-deadline id...`: leases exactly those
 /// messages at the master's `now` (the rate's log counts them then).
-pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let (now, args) = (r.now, r.args);
     let args = match args {
         [flag, rest @ ..] if is_keyword(flag, "THROTTLED") => {
             queue.count_throttle();
@@ -202,7 +207,7 @@ pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
     let [deadline, ids @ ..] = args else {
         return Err(DqError::BadApply("CLAIM needs a deadline".into()));
     };
-    let deadline = parse_ms("deadline", MS, deadline)?;
+    let deadline = parse_deadline(deadline)?;
     queue.claim(now, ids, deadline);
     Ok(())
 }

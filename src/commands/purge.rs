@@ -12,16 +12,24 @@ use crate::core::error::{DqError, Result};
 use crate::core::queue::{Queue, State};
 use crate::grammar::args::parse_state;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
+use crate::server::command::{Command, Replayed};
 use crate::server::reply::{int, reply};
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.purge",
-    summary: "Deletes every message of a queue, or of one state",
-    complexity: "O(M log N) for M messages deleted from one state; O(N) for the whole queue",
-    arity: -2,
-    key: Some(KeyUse::Delete),
-    numkeys: false,
-    args: &[Arg::key("queue"), STATE.optional()],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.purge",
+        summary: "Deletes every message of a queue, or of one state",
+        complexity: "O(M log N) for M messages deleted from one state; O(N) for the whole queue",
+        arity: -2,
+        key: Some(KeyUse::Delete),
+        numkeys: false,
+        args: &[Arg::key("queue"), STATE.optional()],
+    },
+    flags: "write",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("PURGE", replay)),
 };
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Option<State>)> {
@@ -43,7 +51,9 @@ fn purge(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `PURGE [state]`.
-pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let words = r.with_name();
+    let (now, args) = (r.now, &words[..]);
     let (_, state) = parse(args)?;
     queue.purge(now, state);
     Ok(())

@@ -15,26 +15,34 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use crate::commands::{bytes, stats};
 use crate::core::error::{DqError, Result};
-use crate::grammar::args::{is_keyword, unknown_option, ArgCursor, Seen};
+use crate::grammar::args::Options;
 use crate::grammar::docs::{Arg, CommandDoc};
 use crate::grammar::glob;
 use crate::server::clock::now_ms;
+use crate::server::command::Command;
 use crate::server::key::{open_read, read};
 use crate::server::keyspace::selected_db;
 use crate::server::registry;
 use crate::server::reply::{reply, reply_records};
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.queues",
-    summary: "Lists the queues held in the selected database, with their stats on request",
-    complexity: "O(Q log Q) for Q queues in the database",
-    arity: -1,
-    key: None,
-    numkeys: false,
-    args: &[
-        Arg::string("pattern").token("MATCH").optional(),
-        Arg::pure_token("withstats", "WITHSTATS").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.queues",
+        summary: "Lists the queues held in the selected database, with their stats on request",
+        complexity: "O(Q log Q) for Q queues in the database",
+        arity: -1,
+        key: None,
+        numkeys: false,
+        args: &[
+            Arg::string("pattern").token("MATCH").optional(),
+            Arg::pure_token("withstats", "WITHSTATS").optional(),
+        ],
+    },
+    flags: "readonly",
+    acl: "dangerous",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
 
 /// What DQ.QUEUES was asked.
@@ -47,17 +55,14 @@ pub struct Listing<'a> {
 /// Parses `[MATCH pattern] [WITHSTATS]` (the arguments after the name).
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Listing<'a>> {
     let mut listing = Listing::default();
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(args);
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "MATCH") {
-            seen.mark("MATCH")?;
-            listing.pattern = Some(cursor.value_of("MATCH")?);
-        } else if is_keyword(arg, "WITHSTATS") {
-            seen.mark("WITHSTATS")?;
+    let mut o = Options::new(args);
+    while o.advance() {
+        if let Some(pattern) = o.value("MATCH")? {
+            listing.pattern = Some(pattern);
+        } else if o.flag("WITHSTATS")? {
             listing.with_stats = true;
         } else {
-            return Err(unknown_option(arg));
+            return Err(o.unknown());
         }
     }
     Ok(listing)

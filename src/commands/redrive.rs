@@ -14,26 +14,34 @@ use crate::core::limits::MAX_COUNT;
 use crate::core::queue::{Queue, Redrive};
 use crate::grammar::args::{check_id, is_keyword, parse_count, unknown_option};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::command::{Command, Replayed};
 use crate::server::reply::{int, reply};
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.redrive",
-    summary: "Moves dead messages back to ready with fresh attempts",
-    complexity: "O(M log N) for M messages moved in a queue of N",
-    arity: -2,
-    key: Some(KeyUse::Update),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::one_of(
-            "which",
-            &[
-                Arg::integer("count").token("COUNT"),
-                Arg::string("id").token("ID").multiple(),
-            ],
-        )
-        .optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.redrive",
+        summary: "Moves dead messages back to ready with fresh attempts",
+        complexity: "O(M log N) for M messages moved in a queue of N",
+        arity: -2,
+        key: Some(KeyUse::Update),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::one_of(
+                "which",
+                &[
+                    Arg::integer("count").token("COUNT"),
+                    Arg::string("id").token("ID").multiple(),
+                ],
+            )
+            .optional(),
+        ],
+    },
+    flags: "write",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("REDRIVE", replay)),
 };
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Redrive<'a>)> {
@@ -79,7 +87,9 @@ fn redrive(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `REDRIVE [COUNT n | ID id...]`.
-pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let words = r.with_name();
+    let (now, args) = (r.now, &words[..]);
     let (_, which) = parse(args)?;
     queue.redrive(now, which);
     Ok(())

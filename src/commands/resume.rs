@@ -5,33 +5,46 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::core::error::{DqError, Result};
+use crate::commands::bytes;
+use crate::core::error::Result;
 use crate::core::queue::Queue;
+use crate::grammar::args::parse_queue;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
+use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
 use crate::server::reply::{int, reply};
 use crate::server::settings;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.resume",
-    summary: "Ends a queue's pause: POP delivers again",
-    complexity: "O(1)",
-    arity: 2,
-    key: Some(KeyUse::Settings),
-    numkeys: false,
-    args: &[Arg::key("queue")],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.resume",
+        summary: "Ends a queue's pause: POP delivers again",
+        complexity: "O(1)",
+        arity: 2,
+        key: Some(KeyUse::Settings),
+        numkeys: false,
+        args: &[Arg::key("queue")],
+    },
+    flags: "write fast",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("RESUME", replay)),
 };
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<&'a [u8]> {
+    parse_queue("dq.resume", args)
+}
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     reply(resume(ctx, args))
 }
 
 fn resume(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
-    let [_, name] = args else {
-        return Err(DqError::WrongArity("dq.resume"));
-    };
+    parse(&bytes(args)[1..])?;
+    let name = &args[1];
     let mut key = QueueKey::open(ctx, name)?;
     let Some(queue) = key.queue() else {
         return Ok(int(0));
@@ -47,7 +60,7 @@ fn resume(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `RESUME`.
-pub fn replay(queue: &mut Queue, now: u64) -> Result<()> {
-    queue.resume(now);
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    queue.resume(r.now);
     Ok(())
 }

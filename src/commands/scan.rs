@@ -16,26 +16,32 @@ use crate::commands::bytes;
 use crate::commands::peek::entry;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::State;
-use crate::grammar::args::{
-    is_keyword, parse_count, parse_in_range, parse_state, unknown_option, ArgCursor, Seen,
-};
+use crate::grammar::args::{parse_count, parse_in_range, parse_state, Options};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
+use crate::server::command::Command;
 use crate::server::key::{open_read, read};
 use crate::server::reply::reply;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.scan",
-    summary: "Iterates the messages of a queue, a page per call",
-    complexity: "O(COUNT) per call, O(N) for a whole iteration",
-    arity: -3,
-    key: Some(KeyUse::Read),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::integer("cursor"),
-        STATE.token("STATE").optional(),
-        Arg::integer("count").token("COUNT").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.scan",
+        summary: "Iterates the messages of a queue, a page per call",
+        complexity: "O(COUNT) per call, O(N) for a whole iteration",
+        arity: -3,
+        key: Some(KeyUse::Read),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::integer("cursor"),
+            STATE.token("STATE").optional(),
+            Arg::integer("count").token("COUNT").optional(),
+        ],
+    },
+    flags: "readonly",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
 
 pub const DEFAULT_COUNT: usize = 10;
@@ -62,17 +68,14 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<ScanArgs<'a>> {
         state: None,
         count: DEFAULT_COUNT,
     };
-    let mut seen = Seen::default();
-    let mut args = ArgCursor::new(options);
-    while let Some(arg) = args.next_arg() {
-        if is_keyword(arg, "STATE") {
-            seen.mark("STATE")?;
-            parsed.state = Some(parse_state(args.value_of("STATE")?)?);
-        } else if is_keyword(arg, "COUNT") {
-            seen.mark("COUNT")?;
-            parsed.count = parse_count(args.value_of("COUNT")?)?;
+    let mut o = Options::new(options);
+    while o.advance() {
+        if let Some(value) = o.value("STATE")? {
+            parsed.state = Some(parse_state(value)?);
+        } else if let Some(value) = o.value("COUNT")? {
+            parsed.count = parse_count(value)?;
         } else {
-            return Err(unknown_option(arg));
+            return Err(o.unknown());
         }
     }
     Ok(parsed)

@@ -20,64 +20,71 @@ use crate::core::limits::{MAX_SCHEDULE_NAME_LEN, MAX_TIME_MS};
 use crate::core::queue::Queue;
 use crate::core::schedule::{Missed, Overlap, Schedule, Spec, Template};
 use crate::grammar::args::{
-    check_name, is_keyword, parse_in_range, parse_ms, unknown_option, ArgCursor, MessageOptions,
-    Seen,
+    check_name, is_keyword, parse_in_range, parse_ms, MessageOptions, Options,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
+use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
 use crate::server::reply::{int, reply};
 use crate::server::settings;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.schedule",
-    summary: "Creates or replaces a recurring schedule whose runs add messages",
-    complexity: "O(log S + log N) for S schedules and N messages in the queue",
-    arity: -6,
-    key: Some(KeyUse::Insert),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::string("name"),
-        Arg::string("payload"),
-        Arg::one_of(
-            "spec",
-            &[
-                Arg::string("every").token("EVERY"),
-                Arg::string("cron").token("CRON"),
-            ],
-        ),
-        Arg::string("tz").token("TZ").optional(),
-        Arg::unix_time("start").token("START").optional(),
-        Arg::unix_time("end").token("END").optional(),
-        Arg::integer("limit").token("LIMIT").optional(),
-        Arg::one_of(
-            "missed",
-            &[
-                Arg::pure_token("skip", "SKIP"),
-                Arg::pure_token("one", "ONE"),
-                Arg::pure_token("all", "ALL"),
-            ],
-        )
-        .token("MISSED")
-        .optional(),
-        Arg::one_of(
-            "overlap",
-            &[
-                Arg::pure_token("allow", "ALLOW"),
-                Arg::pure_token("skip", "SKIP"),
-            ],
-        )
-        .token("OVERLAP")
-        .optional(),
-        Arg::pure_token("nx", "NX").optional(),
-        Arg::integer("priority").token("PRIORITY").optional(),
-        Arg::integer("maxattempts").token("MAXATTEMPTS").optional(),
-        Arg::string("backoff").token("BACKOFF").optional(),
-        Arg::string("group").token("GROUP").optional(),
-        Arg::integer("ttl").token("TTL").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.schedule",
+        summary: "Creates or replaces a recurring schedule whose runs add messages",
+        complexity: "O(log S + log N) for S schedules and N messages in the queue",
+        arity: -6,
+        key: Some(KeyUse::Insert),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::string("name"),
+            Arg::string("payload"),
+            Arg::one_of(
+                "spec",
+                &[
+                    Arg::string("every").token("EVERY"),
+                    Arg::string("cron").token("CRON"),
+                ],
+            ),
+            Arg::string("tz").token("TZ").optional(),
+            Arg::unix_time("start").token("START").optional(),
+            Arg::unix_time("end").token("END").optional(),
+            Arg::integer("limit").token("LIMIT").optional(),
+            Arg::one_of(
+                "missed",
+                &[
+                    Arg::pure_token("skip", "SKIP"),
+                    Arg::pure_token("one", "ONE"),
+                    Arg::pure_token("all", "ALL"),
+                ],
+            )
+            .token("MISSED")
+            .optional(),
+            Arg::one_of(
+                "overlap",
+                &[
+                    Arg::pure_token("allow", "ALLOW"),
+                    Arg::pure_token("skip", "SKIP"),
+                ],
+            )
+            .token("OVERLAP")
+            .optional(),
+            Arg::pure_token("nx", "NX").optional(),
+            Arg::integer("priority").token("PRIORITY").optional(),
+            Arg::integer("maxattempts").token("MAXATTEMPTS").optional(),
+            Arg::string("backoff").token("BACKOFF").optional(),
+            Arg::string("group").token("GROUP").optional(),
+            Arg::integer("ttl").token("TTL").optional(),
+        ],
+    },
+    flags: "write deny-oom",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("SCHEDULE", replay)),
 };
 
 const NAME: &str = "dq.schedule";
@@ -132,32 +139,22 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<ScheduleArgs<'a>> {
         only_new: false,
         options: MessageOptions::default(),
     };
-    let mut seen = Seen::default();
-    let mut cursor = ArgCursor::new(options);
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "EVERY") {
-            seen.mark("EVERY")?;
-            every = Some(cursor.value_of("EVERY")?);
-        } else if is_keyword(arg, "CRON") {
-            seen.mark("CRON")?;
-            cron = Some(cursor.value_of("CRON")?);
-        } else if is_keyword(arg, "TZ") {
-            seen.mark("TZ")?;
-            tz = Some(cursor.value_of("TZ")?);
-        } else if is_keyword(arg, "START") {
-            seen.mark("START")?;
-            parsed.start = Some(parse_ms("START", UNIX_MS, cursor.value_of("START")?)?);
-        } else if is_keyword(arg, "END") {
-            seen.mark("END")?;
-            parsed.end = Some(parse_ms("END", UNIX_MS, cursor.value_of("END")?)?);
-        } else if is_keyword(arg, "LIMIT") {
-            seen.mark("LIMIT")?;
-            let value = cursor.value_of("LIMIT")?;
+    let mut o = Options::new(options);
+    while o.advance() {
+        if let Some(value) = o.value("EVERY")? {
+            every = Some(value);
+        } else if let Some(value) = o.value("CRON")? {
+            cron = Some(value);
+        } else if let Some(value) = o.value("TZ")? {
+            tz = Some(value);
+        } else if let Some(value) = o.value("START")? {
+            parsed.start = Some(parse_ms("START", UNIX_MS, value)?);
+        } else if let Some(value) = o.value("END")? {
+            parsed.end = Some(parse_ms("END", UNIX_MS, value)?);
+        } else if let Some(value) = o.value("LIMIT")? {
             let n = parse_in_range("LIMIT", "a positive integer", value, 1, MAX_TIME_MS as i64)?;
             parsed.limit = Some(n as u64);
-        } else if is_keyword(arg, "MISSED") {
-            seen.mark("MISSED")?;
-            let value = cursor.value_of("MISSED")?;
+        } else if let Some(value) = o.value("MISSED")? {
             parsed.missed = Missed::ALL
                 .into_iter()
                 .find(|m| is_keyword(value, m.name()))
@@ -165,21 +162,18 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<ScheduleArgs<'a>> {
                     option: "MISSED",
                     expected: "SKIP, ONE or ALL",
                 })?;
-        } else if is_keyword(arg, "OVERLAP") {
-            seen.mark("OVERLAP")?;
-            let value = cursor.value_of("OVERLAP")?;
+        } else if let Some(value) = o.value("OVERLAP")? {
             parsed.overlap = Overlap::ALL
                 .into_iter()
-                .find(|o| is_keyword(value, o.name()))
+                .find(|v| is_keyword(value, v.name()))
                 .ok_or(DqError::BadValue {
                     option: "OVERLAP",
                     expected: "ALLOW or SKIP",
                 })?;
-        } else if is_keyword(arg, "NX") {
-            seen.mark("NX")?;
+        } else if o.flag("NX")? {
             parsed.only_new = true;
-        } else if !parsed.options.read(arg, &mut cursor, &mut seen)? {
-            return Err(unknown_option(arg));
+        } else if !parsed.options.read(&mut o)? {
+            return Err(o.unknown());
         }
     }
     parsed.spec = match (every, cron) {
@@ -252,7 +246,9 @@ fn schedule(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `SCHEDULE name payload options...`.
-pub fn replay(queue: &mut Queue, now: u64, args: &[&[u8]]) -> Result<()> {
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let words = r.with_name();
+    let (now, args) = (r.now, &words[..]);
     let parsed = parse(args)?;
     queue.put_schedule(now, parsed.name, parsed.schedule(now), parsed.only_new);
     Ok(())

@@ -10,30 +10,43 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::core::error::{DqError, Result};
+use crate::commands::bytes;
+use crate::core::error::Result;
 use crate::core::schedule::Schedule;
+use crate::grammar::args::parse_queue;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::command::Command;
 use crate::server::key::{open_read, read};
 use crate::server::reply::{int, reply, reply_record_list, Fields};
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.schedules",
-    summary: "Lists a queue's recurring schedules and where each stands",
-    complexity: "O(S) for S schedules",
-    arity: 2,
-    key: Some(KeyUse::Read),
-    numkeys: false,
-    args: &[Arg::key("queue")],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.schedules",
+        summary: "Lists a queue's recurring schedules and where each stands",
+        complexity: "O(S) for S schedules",
+        arity: 2,
+        key: Some(KeyUse::Read),
+        numkeys: false,
+        args: &[Arg::key("queue")],
+    },
+    flags: "readonly",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<&'a [u8]> {
+    parse_queue("dq.schedules", args)
+}
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     reply(schedules(ctx, args))
 }
 
 fn schedules(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
-    let [_, name] = args else {
-        return Err(DqError::WrongArity("dq.schedules"));
-    };
+    parse(&bytes(args)[1..])?;
+    let name = &args[1];
     let key = open_read(ctx, name);
     let Some(queue) = read(&key, name)? else {
         return Ok(RedisValue::Array(Vec::new()));

@@ -12,31 +12,44 @@
 
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use crate::core::error::{DqError, Result};
+use crate::commands::bytes;
+use crate::core::error::Result;
 use crate::core::queue::{Queue, Stats, FOREVER};
+use crate::grammar::args::parse_queue;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
+use crate::server::command::Command;
 use crate::server::key::{open_read, read};
 use crate::server::reply::{int, reply, reply_record};
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.stats",
-    summary: "Returns counts per state and the lifetime counters of a queue",
-    complexity: "O(P) for P distinct priorities among ready messages",
-    arity: 2,
-    key: Some(KeyUse::Read),
-    numkeys: false,
-    args: &[Arg::key("queue")],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.stats",
+        summary: "Returns counts per state and the lifetime counters of a queue",
+        complexity: "O(P) for P distinct priorities among ready messages",
+        arity: 2,
+        key: Some(KeyUse::Read),
+        numkeys: false,
+        args: &[Arg::key("queue")],
+    },
+    flags: "readonly fast",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: None,
 };
+
+pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<&'a [u8]> {
+    parse_queue("dq.stats", args)
+}
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     reply(stats(ctx, args))
 }
 
 fn stats(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
-    let [_, name] = args else {
-        return Err(DqError::WrongArity("dq.stats"));
-    };
+    parse(&bytes(args)[1..])?;
+    let name = &args[1];
     let key = open_read(ctx, name);
     // An absent queue is an empty one: all zeros.
     let stats = read(&key, name)?.map(Queue::stats).unwrap_or_default();

@@ -14,30 +14,37 @@ use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{check_delivery, Queue};
 use crate::grammar::args::{
-    is_keyword, lease_deadline, parse_attempt, parse_lease, parse_ms, parse_queue_and_id,
-    unknown_option, Seen,
+    lease_deadline, parse_attempt, parse_deadline, parse_lease, parse_queue_and_id,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
+use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
 use crate::server::reply::{int, reply};
 use crate::server::settings;
 use crate::server::settings::lease_for;
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.touch",
-    summary: "Extends the lease of an in-flight message",
-    complexity: "O(log N) where N is the number of messages in the queue",
-    arity: -3,
-    key: Some(KeyUse::Update),
-    numkeys: false,
-    args: &[
-        Arg::key("queue"),
-        Arg::string("id"),
-        Arg::integer("lease").token("LEASE").optional(),
-        Arg::integer("attempt").token("ATTEMPT").optional(),
-    ],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.touch",
+        summary: "Extends the lease of an in-flight message",
+        complexity: "O(log N) where N is the number of messages in the queue",
+        arity: -3,
+        key: Some(KeyUse::Update),
+        numkeys: false,
+        args: &[
+            Arg::key("queue"),
+            Arg::string("id"),
+            Arg::integer("lease").token("LEASE").optional(),
+            Arg::integer("attempt").token("ATTEMPT").optional(),
+        ],
+    },
+    flags: "write fast",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("TOUCH", replay)),
 };
 
 /// A parsed DQ.TOUCH.
@@ -51,23 +58,20 @@ pub struct Touch<'a> {
 
 /// Parses `queue id [LEASE ms] [ATTEMPT n]`, options in any order, each once.
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Touch<'a>> {
-    let (queue, id, mut cursor) = parse_queue_and_id("dq.touch", args)?;
+    let (queue, id, mut o) = parse_queue_and_id("dq.touch", args)?;
     let mut touch = Touch {
         queue,
         id,
         lease_ms: None,
         attempt: None,
     };
-    let mut seen = Seen::default();
-    while let Some(arg) = cursor.next_arg() {
-        if is_keyword(arg, "LEASE") {
-            seen.mark("LEASE")?;
-            touch.lease_ms = Some(parse_lease(cursor.value_of("LEASE")?)?);
-        } else if is_keyword(arg, "ATTEMPT") {
-            seen.mark("ATTEMPT")?;
-            touch.attempt = Some(parse_attempt(cursor.value_of("ATTEMPT")?)?);
+    while o.advance() {
+        if let Some(value) = o.value("LEASE")? {
+            touch.lease_ms = Some(parse_lease(value)?);
+        } else if let Some(value) = o.value("ATTEMPT")? {
+            touch.attempt = Some(parse_attempt(value)?);
         } else {
-            return Err(unknown_option(arg));
+            return Err(o.unknown());
         }
     }
     Ok(touch)
@@ -101,11 +105,11 @@ fn touch(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `TOUCH id lease-deadline`.
-pub fn replay(queue: &mut Queue, args: &[&[u8]]) -> Result<()> {
-    let [id, deadline] = args else {
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let [id, deadline] = r.args else {
         return Err(DqError::BadApply("TOUCH needs id and deadline".into()));
     };
-    let deadline = parse_ms("deadline", "a time", deadline)?;
+    let deadline = parse_deadline(deadline)?;
     queue.touch(id, deadline, None)?;
     Ok(())
 }

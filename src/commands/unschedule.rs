@@ -10,16 +10,24 @@ use crate::commands::{bytes, counted_write};
 use crate::core::error::{DqError, Result};
 use crate::core::queue::Queue;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::server::command::{Command, Replayed};
 use crate::server::reply::{int, reply};
 
-pub const DOC: CommandDoc = CommandDoc {
-    name: "dq.unschedule",
-    summary: "Removes recurring schedules; the messages they made stay",
-    complexity: "O(M log S) for M names among S schedules",
-    arity: -3,
-    key: Some(KeyUse::Update),
-    numkeys: false,
-    args: &[Arg::key("queue"), Arg::string("name").multiple()],
+pub const COMMAND: Command = Command {
+    doc: CommandDoc {
+        name: "dq.unschedule",
+        summary: "Removes recurring schedules; the messages they made stay",
+        complexity: "O(M log S) for M names among S schedules",
+        arity: -3,
+        key: Some(KeyUse::Update),
+        numkeys: false,
+        args: &[Arg::key("queue"), Arg::string("name").multiple()],
+    },
+    flags: "write",
+    acl: "",
+    handler: command,
+    grammar: |args| parse(args).map(drop),
+    replay: Some(("UNSCHEDULE", replay)),
 };
 
 /// `queue name [name ...]`.
@@ -47,7 +55,7 @@ fn unschedule(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 }
 
 /// Replays `UNSCHEDULE name...`.
-pub fn replay(queue: &mut Queue, names: &[&[u8]]) -> Result<()> {
-    queue.unschedule(names);
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    queue.unschedule(r.args);
     Ok(())
 }

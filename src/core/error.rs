@@ -86,6 +86,11 @@ pub enum DqError {
     /// A panic caught at an entry point (see `guard.rs`).
     #[error("ERR dq internal error: the command stopped; see the server log")]
     Internal,
+
+    /// An internal error stopped a change of the queue half-way and left
+    /// it failing its own check: it serves nothing until reloaded.
+    #[error("DAMAGED queue '{0}' was left inconsistent by an internal error (see the server log): DUMP and RESTORE it (or DEBUG RELOAD) to rebuild it, or DEL it")]
+    Damaged(String),
 }
 
 pub type Result<T, E = DqError> = std::result::Result<T, E>;

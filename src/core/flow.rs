@@ -154,7 +154,7 @@ impl DeliveryLog {
     pub fn heap_bytes(&self) -> usize {
         match self.entries.capacity() {
             0 => 0,
-            n => super::queue::alloc_size(n * std::mem::size_of::<(u64, u64)>()),
+            n => crate::core::heap::alloc_size(n * std::mem::size_of::<(u64, u64)>()),
         }
     }
 }
@@ -202,7 +202,7 @@ mod tests {
             limit: 7,
             window_ms: 100,
         };
-        let mut next = crate::core::queue::tests::xorshift(3);
+        let mut next = crate::core::testing::xorshift(3);
         let mut log = DeliveryLog::default();
         let mut all = Vec::new();
         let mut now = 0;

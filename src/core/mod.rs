@@ -6,9 +6,13 @@
 
 pub mod backoff;
 pub mod error;
+pub mod fault;
 pub mod flow;
+pub mod heap;
 pub mod limits;
 pub mod policy;
 pub mod queue;
 pub mod registry;
 pub mod schedule;
+#[cfg(test)]
+pub(crate) mod testing;

@@ -262,7 +262,7 @@ impl Registry {
         let entry = size_of::<Option<Entry>>() * 3 / 2;
         let handle = (size_of::<Handle>() + 1) * 3 / 2;
         let scheduled = size_of::<(u64, Handle)>() * 3 / 2;
-        entry + handle + scheduled + crate::core::queue::alloc_size(name_len)
+        entry + handle + scheduled + crate::core::heap::alloc_size(name_len)
     }
 }
 

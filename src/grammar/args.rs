@@ -56,6 +56,73 @@ impl Seen {
     }
 }
 
+/// Reads `KEYWORD [value]` options in any order, each at most once: the
+/// loop every command's grammar shares.
+///
+/// ```text
+/// let mut o = Options::new(rest);
+/// while o.advance() {
+///     if let Some(v) = o.value("COUNT")? { ... }
+///     else if o.flag("NX")? { ... }
+///     else { return Err(o.unknown()); }
+/// }
+/// ```
+pub struct Options<'a> {
+    cursor: ArgCursor<'a>,
+    seen: Seen,
+    word: &'a [u8],
+}
+
+impl<'a> Options<'a> {
+    pub fn new(args: &'a [&'a [u8]]) -> Self {
+        Options {
+            cursor: ArgCursor::new(args),
+            seen: Seen::default(),
+            word: &[],
+        }
+    }
+
+    /// Moves to the next option word; false at the end.
+    pub fn advance(&mut self) -> bool {
+        match self.cursor.next_arg() {
+            Some(word) => {
+                self.word = word;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the word is `keyword`, a flag (refused if given before).
+    pub fn flag(&mut self, keyword: &'static str) -> Result<bool> {
+        if !is_keyword(self.word, keyword) {
+            return Ok(false);
+        }
+        self.seen.mark(keyword)?;
+        Ok(true)
+    }
+
+    /// The value after the word when the word is `keyword` (refused if
+    /// given before, or when no value follows).
+    pub fn value(&mut self, keyword: &'static str) -> Result<Option<&'a [u8]>> {
+        if !self.flag(keyword)? {
+            return Ok(None);
+        }
+        self.value_after(keyword).map(Some)
+    }
+
+    /// The value after a word [`Options::flag`] took as `keyword`, for an
+    /// option that checks conflicts before reading its value.
+    pub fn value_after(&mut self, keyword: &'static str) -> Result<&'a [u8]> {
+        self.cursor.value_of(keyword)
+    }
+
+    /// The error for a word no option of the command matched.
+    pub fn unknown(&self) -> DqError {
+        unknown_option(self.word)
+    }
+}
+
 pub fn is_keyword(arg: &[u8], keyword: &str) -> bool {
     arg.eq_ignore_ascii_case(keyword.as_bytes())
 }
@@ -100,6 +167,20 @@ pub fn parse_in_range(
     parse_signed(arg)
         .filter(|v| (min..=max).contains(v))
         .ok_or(DqError::BadValue { option, expected })
+}
+
+/// A lease deadline as CLAIM and TOUCH propagate it: a master's is always
+/// after the Unix epoch, and 0 means "no lease" inside a record, so a
+/// replayed 0 (a damaged AOF) would leave a lease the queue cannot see.
+pub fn parse_deadline(arg: &[u8]) -> Result<u64> {
+    let at = parse_in_range(
+        "deadline",
+        "a Unix time in ms after 0",
+        arg,
+        1,
+        MAX_TIME_MS as i64,
+    )?;
+    Ok(at as u64)
 }
 
 /// `base + delta` as a time, refusing what does not fit a ZSET score exactly.
@@ -176,16 +257,24 @@ pub fn parse_state(arg: &[u8]) -> Result<crate::core::queue::State> {
         })
 }
 
+/// `queue` alone (STATS, SCHEDULES, RESUME).
+pub fn parse_queue<'a>(command: &'static str, args: &'a [&'a [u8]]) -> Result<&'a [u8]> {
+    match args {
+        [queue] => Ok(queue),
+        _ => Err(DqError::WrongArity(command)),
+    }
+}
+
 /// `queue id options...`, the shape of NACK and TOUCH: the queue, the
-/// checked id, and a cursor on the options for the command to read.
+/// checked id, and the options for the command to read.
 pub fn parse_queue_and_id<'a>(
     command: &'static str,
     args: &'a [&'a [u8]],
-) -> Result<(&'a [u8], &'a [u8], ArgCursor<'a>)> {
+) -> Result<(&'a [u8], &'a [u8], Options<'a>)> {
     let [queue, id, options @ ..] = args else {
         return Err(DqError::WrongArity(command));
     };
-    Ok((queue, check_id(id)?, ArgCursor::new(options)))
+    Ok((queue, check_id(id)?, Options::new(options)))
 }
 
 /// ATTEMPT: the delivery a NACK or TOUCH is meant for, as POP numbered it.
@@ -241,16 +330,9 @@ const PRIORITY_EXPECTED: &str = "an integer from -2147483648 to 2147483647";
 
 impl<'a> MessageOptions<'a> {
     /// Reads `PRIORITY p`, `MAXATTEMPTS n`, `BACKOFF spec`, `GROUP g` or
-    /// `TTL ms` if `arg` is one of them; false for any other argument.
-    pub fn read(
-        &mut self,
-        arg: &[u8],
-        cursor: &mut ArgCursor<'a>,
-        seen: &mut Seen,
-    ) -> Result<bool> {
-        if is_keyword(arg, "PRIORITY") {
-            seen.mark("PRIORITY")?;
-            let value = cursor.value_of("PRIORITY")?;
+    /// `TTL ms` if the option word is one of them; false for any other.
+    pub fn read(&mut self, o: &mut Options<'a>) -> Result<bool> {
+        if let Some(value) = o.value("PRIORITY")? {
             let p = parse_in_range(
                 "PRIORITY",
                 PRIORITY_EXPECTED,
@@ -259,20 +341,15 @@ impl<'a> MessageOptions<'a> {
                 i32::MAX.into(),
             )?;
             self.priority = p as i32;
-        } else if is_keyword(arg, "MAXATTEMPTS") {
-            seen.mark("MAXATTEMPTS")?;
-            self.max_attempts = Some(parse_max_attempts(cursor.value_of("MAXATTEMPTS")?)?);
-        } else if is_keyword(arg, "BACKOFF") {
-            seen.mark("BACKOFF")?;
-            self.backoff = Some(Backoff::parse(cursor.value_of("BACKOFF")?)?);
-        } else if is_keyword(arg, "TTL") {
-            seen.mark("TTL")?;
-            let value = cursor.value_of("TTL")?;
+        } else if let Some(value) = o.value("MAXATTEMPTS")? {
+            self.max_attempts = Some(parse_max_attempts(value)?);
+        } else if let Some(value) = o.value("BACKOFF")? {
+            self.backoff = Some(Backoff::parse(value)?);
+        } else if let Some(value) = o.value("TTL")? {
             let ttl = parse_in_range("TTL", POSITIVE_MS, value, 1, MAX_TIME_MS as i64)?;
             self.ttl_ms = Some(ttl as u64);
-        } else if is_keyword(arg, "GROUP") {
-            seen.mark("GROUP")?;
-            self.group = Some(check_name("GROUP", cursor.value_of("GROUP")?)?);
+        } else if let Some(value) = o.value("GROUP")? {
+            self.group = Some(check_name("GROUP", value)?);
         } else {
             return Ok(false);
         }

@@ -13,13 +13,15 @@ use std::os::raw::{c_char, c_int};
 
 use redis_module::{raw, Context};
 
+use crate::server::command::Command;
+
 /// The module's category: `+@dq` grants every DQ command.
 pub const MODULE_CATEGORY: &CStr = c"dq";
 
-/// Each command's standard categories. Derived from its flags by the rule
-/// the server applies to its own commands (`write` → @write, `readonly` →
-/// @read, `fast` → @fast and otherwise @slow, `blocking` → @blocking),
-/// plus what the flags cannot say:
+/// A command's standard categories: those the server's rule for its own
+/// commands derives from the flags (`write` → @write, `readonly` → @read,
+/// `fast` → @fast and otherwise @slow, `blocking` → @blocking), then the
+/// command's own additions (`Command::acl`), for what flags cannot say:
 /// - DQ.QUEUES is @dangerous, like KEYS: it walks the whole keyspace and
 ///   lists every queue whatever the caller's key patterns.
 /// - DQ.APPLY is @admin @dangerous, like PSYNC and REPLCONF: only the
@@ -32,29 +34,23 @@ pub const MODULE_CATEGORY: &CStr = c"dq";
 /// CONFIG SET, DEBUG and SHUTDOWN to whoever may purge a queue). DQ.CONFIG
 /// reads or sets in one command, and categories are per command: it is
 /// @write, so a `+@read` user cannot read a queue's settings either.
-pub const CATEGORIES: [(&str, &str); 21] = [
-    ("dq.add", "write fast"),
-    ("dq.pop", "write slow blocking"),
-    ("dq.mpop", "write slow blocking"),
-    ("dq.ack", "write slow"),
-    ("dq.cancel", "write slow"),
-    ("dq.nack", "write fast"),
-    ("dq.touch", "write fast"),
-    ("dq.redrive", "write slow"),
-    ("dq.purge", "write slow"),
-    ("dq.get", "read fast"),
-    ("dq.peek", "read slow"),
-    ("dq.stats", "read fast"),
-    ("dq.config", "write slow"),
-    ("dq.queues", "read slow dangerous"),
-    ("dq.scan", "read slow"),
-    ("dq.schedule", "write slow"),
-    ("dq.unschedule", "write slow"),
-    ("dq.schedules", "read slow"),
-    ("dq.pause", "write fast"),
-    ("dq.resume", "write fast"),
-    ("dq.apply", "write slow admin dangerous"),
-];
+pub fn standard(command: &Command) -> String {
+    let flags: Vec<&str> = command.flags.split(' ').collect();
+    let has = |flag: &str| flags.contains(&flag);
+    let mut categories = Vec::new();
+    if has("write") {
+        categories.push("write");
+    }
+    if has("readonly") {
+        categories.push("read");
+    }
+    categories.push(if has("fast") { "fast" } else { "slow" });
+    if has("blocking") {
+        categories.push("blocking");
+    }
+    categories.extend(command.acl.split(' ').filter(|c| !c.is_empty()));
+    categories.join(" ")
+}
 
 /// What the commands got from this server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,7 +163,7 @@ pub fn declared(standard: &str, with_module_category: bool) -> String {
 /// can. Call from the load callback, after the commands are created. A
 /// command the server refuses categories to is logged and keeps working
 /// without them (which grants less, never more).
-pub fn publish(ctx: &Context) -> Support {
+pub fn publish(ctx: &Context, commands: &[&Command]) -> Support {
     let Some(api) = Api::lookup() else {
         ctx.log_notice(
             "dq: this server has no RedisModule_SetCommandACLCategories: \
@@ -179,8 +175,9 @@ pub fn publish(ctx: &Context) -> Support {
     if !module {
         ctx.log_notice("dq: no ACL category @dq on this server: only the standard categories");
     }
-    for (name, standard) in CATEGORIES {
-        if let Err(e) = api.set(ctx, name, &declared(standard, module)) {
+    for command in commands {
+        let categories = declared(&standard(command), module);
+        if let Err(e) = api.set(ctx, command.doc.name, &categories) {
             crate::server::guard::warn(Some(ctx), &format!("dq: {e}"));
         }
     }
@@ -195,59 +192,9 @@ pub fn publish(ctx: &Context) -> Support {
 mod tests {
     use super::*;
 
-    /// The categories a server knows of itself (Redis 7.0 to 8.0, Valkey).
-    const STANDARD: [&str; 21] = [
-        "keyspace",
-        "read",
-        "write",
-        "set",
-        "sortedset",
-        "list",
-        "hash",
-        "string",
-        "bitmap",
-        "hyperloglog",
-        "geo",
-        "stream",
-        "pubsub",
-        "admin",
-        "fast",
-        "slow",
-        "blocking",
-        "dangerous",
-        "connection",
-        "transaction",
-        "scripting",
-    ];
-
-    #[test]
-    fn categories_are_standard_and_each_command_is_fast_or_slow_read_or_write() {
-        for (name, categories) in CATEGORIES {
-            let words: Vec<&str> = categories.split(' ').collect();
-            for w in &words {
-                assert!(STANDARD.contains(w), "{name}: unknown category {w}");
-            }
-            let has = |c: &str| words.contains(&c);
-            assert!(has("fast") != has("slow"), "{name}: fast xor slow");
-            assert!(has("read") != has("write"), "{name}: read xor write");
-            let mut unique = words.clone();
-            unique.sort_unstable();
-            unique.dedup();
-            assert_eq!(unique.len(), words.len(), "{name}: a category twice");
-        }
-    }
-
     #[test]
     fn the_module_category_is_added_only_when_the_server_took_it() {
         assert_eq!(declared("read fast", true), "read fast dq");
         assert_eq!(declared("read fast", false), "read fast");
-    }
-
-    #[test]
-    fn apply_is_never_granted_by_read() {
-        let apply = CATEGORIES.iter().find(|(n, _)| *n == "dq.apply");
-        let words: Vec<&str> = apply.map_or("", |(_, c)| c).split(' ').collect();
-        assert!(!words.contains(&"read"));
-        assert!(words.contains(&"admin") && words.contains(&"dangerous"));
     }
 }

@@ -14,11 +14,12 @@ use std::ptr;
 use redis_module::{raw, Context};
 
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse, Kind, SINCE};
+use crate::server::command::Command;
 
 /// Registers the documentation of every command; returns whether the server
 /// had the API. A command the server refuses to document is logged and
 /// keeps working.
-pub fn publish(ctx: &Context, docs: &[CommandDoc]) -> bool {
+pub fn publish(ctx: &Context, commands: &[&Command]) -> bool {
     // SAFETY: the API table is filled once by RedisModule_Init, before the
     // load callback that calls this, and only read afterwards.
     let api = unsafe { (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) };
@@ -26,7 +27,7 @@ pub fn publish(ctx: &Context, docs: &[CommandDoc]) -> bool {
         ctx.log_notice("dq: this server has no RedisModule_SetCommandInfo: no COMMAND DOCS");
         return false;
     };
-    for doc in docs {
+    for doc in commands.iter().map(|c| &c.doc) {
         let mut arena = Arena::default();
         let name = arena.text(doc.name);
         // SAFETY: called from the module's load callback, after the command

@@ -8,9 +8,15 @@
 //! never by std's default one, so that what happens does not depend on the
 //! server's environment (`RUST_BACKTRACE`).
 //!
+//! A panic may stop a change of a queue half-way. Every queue an entry
+//! point opened for writing is then checked; one that fails its own check
+//! is marked damaged and refused every command (`DAMAGED`) until a reload
+//! rebuilds it, so a half-changed queue is never served silently.
+//!
 //! Debug builds (the ones the integration tests load) have a fault switch:
 //! the environment variable `DQ_FAULT` lists entry points, by the names
-//! given to [`catch`], that panic on entry. Release builds have no switch.
+//! given to [`catch`], that panic on entry, and points in the middle of a
+//! change (`core/fault.rs`). Release builds have no switch.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -19,12 +25,14 @@ use std::io::Write;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe, PanicHookInfo};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::Once;
 
 use redis_module::{raw, Context, RedisResult, RedisString};
 
 use crate::core::error::DqError;
+use crate::core::fault;
+use crate::core::queue::Queue;
 
 thread_local! {
     /// How many [`catch`] calls are running on this thread.
@@ -32,6 +40,125 @@ thread_local! {
     /// Where the last panic on this thread happened ("src/x.rs:1:2"),
     /// left by the hook for [`catch`] to log.
     static LOCATION: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// Queues opened for writing by the entry points running now, in the
+    /// order they were opened (see [`Opened`]).
+    static OPEN: RefCell<Vec<Opened>> = const { RefCell::new(Vec::new()) };
+    /// What a queue that passed its check after a panic is owed (see
+    /// [`set_recovery`]).
+    static RECOVER: Cell<Option<Recovery>> = const { Cell::new(None) };
+}
+
+/// A queue opened for writing, and where: its key's name (retained) and
+/// the context of the entry point that opened it.
+///
+/// Invariant: the queue and the context stay valid until [`catch`] of the
+/// entry point that opened the queue returns: no dq code frees a queue
+/// while its entry point runs, except `QueueKey::replace`, which calls
+/// [`forget`] first. The name is retained by [`opened`] and released when
+/// the entry is settled.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Opened {
+    queue: NonNull<Queue>,
+    name: *mut raw::RedisModuleString,
+    ctx: *mut raw::RedisModuleCtx,
+}
+
+/// Tells the rest of the server about a queue a panic interrupted but left
+/// consistent: propagates its whole value and announces it.
+pub type Recovery = fn(&Context, &RedisString, &mut Queue);
+
+/// Sets what [`catch`] does for a queue that passes its check after a
+/// panic. Once, at load.
+pub fn set_recovery(recover: Recovery) {
+    let _ = RECOVER.try_with(|r| r.set(Some(recover)));
+}
+
+/// Notes a queue opened for writing under `name` by the entry point
+/// running with `ctx`, to be checked if a panic follows.
+pub fn opened(ctx: &Context, name: &RedisString, queue: NonNull<Queue>) {
+    // SAFETY: main thread; a null context retains the string until the
+    // matching FreeString(NULL, ..) in `settle_opened` or `forget`.
+    unsafe { raw::RedisModule_RetainString.unwrap()(ptr::null_mut(), name.inner) };
+    let entry = Opened {
+        queue,
+        name: name.inner,
+        ctx: ctx.ctx,
+    };
+    let _ = OPEN.try_with(|open| open.borrow_mut().push(entry));
+}
+
+fn release(name: *mut raw::RedisModuleString) {
+    // SAFETY: a string `opened` retained with a null context, once.
+    unsafe { raw::RedisModule_FreeString.unwrap()(ptr::null_mut(), name) };
+}
+
+/// Takes a queue off the list before its value is freed.
+pub fn forget(queue: NonNull<Queue>) {
+    let _ = OPEN.try_with(|open| {
+        open.borrow_mut().retain(|o| {
+            if o.queue == queue {
+                release(o.name);
+            }
+            o.queue != queue
+        })
+    });
+}
+
+/// Forgets the queues opened since `mark`; after a panic, first checks
+/// each: one that fails is marked damaged, one that passes is recovered.
+fn settle_opened(mark: usize, panicked: bool) {
+    let opened: Vec<Opened> = OPEN
+        .try_with(|open| {
+            let mut open = open.borrow_mut();
+            let at = mark.min(open.len());
+            open.split_off(at)
+        })
+        .unwrap_or_default();
+    if !panicked {
+        opened.iter().for_each(|o| release(o.name));
+        return;
+    }
+    let recover = RECOVER.try_with(Cell::get).ok().flatten();
+    // The same queue may have been opened twice: settle it once.
+    let mut settled: Vec<NonNull<Queue>> = Vec::new();
+    for &o in &opened {
+        if settled.contains(&o.queue) {
+            continue;
+        }
+        settled.push(o.queue);
+        let mut queue = o.queue;
+        // SAFETY: the invariant of `Opened`: the queue and the context are
+        // alive until this entry point's `catch` returns, which is running
+        // now, and the name is retained; the panic unwound every borrow of
+        // the queue.
+        let (queue, ctx) = unsafe { (queue.as_mut(), Context::new(o.ctx)) };
+        // SAFETY: as above; a view of the name that never frees it.
+        let name = ManuallyDrop::new(RedisString::from_redis_module_string(o.ctx, o.name));
+        let outcome = catch_unwind(AssertUnwindSafe(|| match queue.check() {
+            Ok(()) => {
+                if let Some(recover) = recover {
+                    recover(&ctx, &name, queue);
+                }
+                None
+            }
+            Err(why) => Some(why),
+        }));
+        let why = match outcome {
+            Ok(None) => continue,
+            Ok(Some(why)) => why,
+            Err(_) => "its check stopped".to_string(),
+        };
+        queue.mark_damaged();
+        warn(
+            None,
+            &format!(
+                "dq: queue '{}' failed its check after that internal error ({why}): \
+                 commands on it reply DAMAGED until it is reloaded",
+                crate::core::error::printable(name.as_slice())
+            ),
+        );
+    }
+    opened.iter().for_each(|o| release(o.name));
 }
 
 /// Replaces std's panic hook with [`hook`]; once, at module load.
@@ -97,15 +224,19 @@ impl Drop for Catching {
 /// Runs `f`. A panic is logged, naming `point` and where it happened, and
 /// gives `None`.
 pub fn catch<T>(point: &str, f: impl FnOnce() -> T) -> Option<T> {
+    let mark = OPEN.try_with(|open| open.borrow().len()).unwrap_or(0);
     let outcome = {
         let _catching = Catching::enter();
         catch_unwind(AssertUnwindSafe(|| {
-            inject(point);
+            fault::point(point);
             f()
         }))
     };
     match outcome {
-        Ok(value) => Some(value),
+        Ok(value) => {
+            settle_opened(mark, false);
+            Some(value)
+        }
         Err(payload) => {
             let at = LOCATION
                 .try_with(|slot| slot.try_borrow_mut().ok().and_then(|mut s| s.take()))
@@ -120,6 +251,7 @@ pub fn catch<T>(point: &str, f: impl FnOnce() -> T) -> Option<T> {
                     panic_text(&*payload)
                 ),
             );
+            settle_opened(mark, true);
             None
         }
     }
@@ -183,22 +315,20 @@ fn panic_text(payload: &(dyn Any + Send)) -> &str {
         .unwrap_or("a panic")
 }
 
-#[cfg(debug_assertions)]
-fn inject(point: &str) {
-    use std::sync::OnceLock;
-    static POINTS: OnceLock<Vec<String>> = OnceLock::new();
-    let points = POINTS.get_or_init(|| {
-        std::env::var("DQ_FAULT")
-            .map(|list| list.split(',').map(str::to_owned).collect())
-            .unwrap_or_default()
-    });
-    if points.iter().any(|p| p == point) {
-        panic!("fault injected by DQ_FAULT");
+/// Arms the fault points `DQ_FAULT` names (debug builds; see
+/// `core/fault.rs`). Once, at module load.
+pub fn arm_faults() {
+    if cfg!(debug_assertions) {
+        let points = std::env::var("DQ_FAULT").unwrap_or_default();
+        fault::arm(
+            points
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        );
     }
 }
-
-#[cfg(not(debug_assertions))]
-fn inject(_point: &str) {}
 
 #[cfg(test)]
 mod tests {

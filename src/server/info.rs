@@ -2,13 +2,19 @@
 
 use std::os::raw::c_int;
 
-use redis_module::raw;
+use redis_module::{raw, Context};
 
 use crate::server::registry;
 use crate::server::timer;
 
+/// Makes INFO's `dq` section dq's own: replaces the crate's default
+/// handler, which has nothing to say. Call from the load callback.
+pub fn register(ctx: &Context) {
+    raw::register_info_function(ctx.ctx, Some(dq_info));
+}
+
 /// Registered with RedisModule_RegisterInfoFunc; runs on the main thread.
-pub extern "C" fn dq_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+extern "C" fn dq_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     crate::server::guard::catch("info", || add_sections(ctx));
 }
 

@@ -13,8 +13,10 @@ use crate::core::error::{printable, DqError, Result};
 use crate::core::queue::{Event, Queue};
 use crate::server::clock::now_ms;
 use crate::server::data_type::QUEUE_TYPE;
+use crate::server::guard;
 use crate::server::keyspace::{scan_keys, selected_db, signal_modified, signal_ready};
 use crate::server::registry;
+use crate::server::replication;
 use crate::server::timer;
 
 fn wrong_type(name: &RedisString) -> DqError {
@@ -24,8 +26,17 @@ fn wrong_type(name: &RedisString) -> DqError {
 /// The queue under `name` for reading: `None` when the key is absent.
 /// The queue borrows the open key.
 pub fn read<'k>(key: &'k RedisKey, name: &RedisString) -> Result<Option<&'k Queue>> {
-    key.get_value::<Queue>(&QUEUE_TYPE)
-        .map_err(|_| wrong_type(name))
+    let queue = key
+        .get_value::<Queue>(&QUEUE_TYPE)
+        .map_err(|_| wrong_type(name))?;
+    match queue {
+        Some(queue) if queue.is_damaged() => Err(damaged(name)),
+        queue => Ok(queue),
+    }
+}
+
+fn damaged(name: &RedisString) -> DqError {
+    DqError::Damaged(printable(name.as_slice()))
 }
 
 pub fn open_read(ctx: &Context, name: &RedisString) -> RedisKey {
@@ -60,12 +71,20 @@ impl<'c> QueueKey<'c> {
 
     /// Looks the value up through the key API (after opening the key or
     /// giving it a value).
+    /// A damaged queue is refused (see `guard`); any other is noted, to be
+    /// checked if the entry point panics.
     fn find(&mut self) -> Result<()> {
-        self.value = self
+        let value = self
             .key
             .get_value::<Queue>(&QUEUE_TYPE)
-            .map_err(|_| wrong_type(self.name))?
-            .map(NonNull::from);
+            .map_err(|_| wrong_type(self.name))?;
+        if value.as_ref().is_some_and(|q| q.is_damaged()) {
+            return Err(damaged(self.name));
+        }
+        self.value = value.map(NonNull::from);
+        if let Some(queue) = self.value {
+            guard::opened(self.ctx, self.name, queue);
+        }
         Ok(())
     }
 
@@ -93,7 +112,9 @@ impl<'c> QueueKey<'c> {
     /// Replaces the value, if any (the AOF rewrite's LOAD, the importer of
     /// the multi-key layout): setting a module value frees the one it replaces.
     pub fn replace(&mut self, queue: Queue) -> Result<()> {
-        self.value = None;
+        if let Some(old) = self.value.take() {
+            guard::forget(old);
+        }
         self.key
             .set_value(&QUEUE_TYPE, queue)
             .map_err(|_| wrong_type(self.name))?;
@@ -147,6 +168,24 @@ impl<'c> QueueKey<'c> {
             Some(at) => timer::note_due(ctx, name.as_slice(), at),
             None => timer::poke(ctx),
         }
+    }
+}
+
+/// What a queue that a panic interrupted, but left passing its check, is
+/// owed (see `guard`): its whole value propagated, since replicas and the
+/// AOF got none of the change, and the announcement of a write.
+pub fn recover(ctx: &Context, name: &RedisString, queue: &mut Queue) {
+    queue.take_events();
+    replication::load(ctx, name, queue);
+    signal_modified(ctx, name);
+    let db = selected_db(ctx);
+    registry::with(|r| r.set_counts(db, name.as_slice(), Some(queue.counts())));
+    if registry::has_waiters(db, name.as_slice()) && queue.deliverable(now_ms()) {
+        signal_ready(ctx, name);
+    }
+    match queue.next_due() {
+        Some(at) => timer::note_due(ctx, name.as_slice(), at),
+        None => timer::poke(ctx),
     }
 }
 

@@ -13,12 +13,14 @@
 //!   the node learns of queues (load, promotion, key events, flushes).
 //! - `settings`, `eviction`, `info`, `acl`, `command_info`: module
 //!   settings, the loss guard, INFO dq, ACL categories, COMMAND DOCS.
+//! - `command`: a command's one declaration, and its registration.
 //! - `guard`, `reply`: panics caught at every entry point, and the one
 //!   place an error becomes a reply.
 
 pub mod acl;
 pub mod blocking;
 pub mod clock;
+pub mod command;
 pub mod command_info;
 pub mod data_type;
 pub mod events;

@@ -22,8 +22,9 @@ use std::os::raw::c_int;
 use redis_module::{raw, Context, ModuleOptions, RedisString, RedisValue};
 
 use crate::core::error::{DqError, Result};
-use crate::core::queue::{Runs, TickWork};
+use crate::core::queue::{codec, Queue, Runs, TickWork};
 use crate::grammar::args::parse_in_range;
+use crate::server::clock::now_ms;
 use crate::server::settings;
 
 /// Valkey 8.1's `VALKEYMODULE_OPTIONS_SKIP_COMMAND_VALIDATION`: Replicate
@@ -199,6 +200,18 @@ pub fn parse_tick(args: &[&[u8]]) -> Result<TickWork> {
         return Err(bad("ends with an incomplete part"));
     }
     Ok(work)
+}
+
+/// The queue's whole value, as the AOF rewrite writes it (`LOAD header
+/// chunks...`): what replicas and the AOF are sent when a panic stopped a
+/// change that they may have been sent only part of, or none.
+pub fn load(ctx: &Context, name: &RedisString, queue: &Queue) {
+    let mut apply = Apply::new(ctx, name, now_ms(), settings::max_attempts(), "LOAD");
+    apply.bytes(&codec::header(queue));
+    codec::record_chunks(queue, |chunk| {
+        apply.bytes(chunk);
+    });
+    apply.send();
 }
 
 /// `DEL key`, propagated as it is: the importer of the multi-key layout

@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::heap::alloc_size;
+use crate::core::heap::alloc_size;
 
 /// Keys a run holds at most.
 const RUN: usize = 128;
@@ -464,7 +464,7 @@ mod tests {
 
     /// Every operation against a BTreeSet, checked after each step.
     fn model(seed: u64, steps: usize, spread: u64) {
-        let mut next = crate::core::queue::tests::xorshift(seed);
+        let mut next = crate::core::testing::xorshift(seed);
         let mut index = SortedIndex::default();
         let mut set = BTreeSet::new();
         let mut ascending = 0u64;

@@ -14,8 +14,8 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 use std::mem::size_of;
 
-use super::heap::alloc_size;
 use super::record::Record;
+use crate::core::heap::alloc_size;
 
 /// Records per chunk: as many as fill 80 KiB. A chunk is one allocation
 /// of the server's jemalloc, whose large sizes come four to a power of two

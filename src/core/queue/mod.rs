@@ -32,7 +32,6 @@
 pub mod codec;
 mod events;
 mod flow;
-mod heap;
 mod index;
 mod messages;
 mod record;
@@ -46,12 +45,13 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::core::backoff::Backoff;
 use crate::core::error::{printable, DqError, Result};
+use crate::core::fault;
 use crate::core::limits::MAX_TIME_MS;
 use crate::core::policy::{Policy, QueueConfig};
 
+pub use crate::core::heap::alloc_size;
 pub use events::{Counter, Counters, Event, Events};
 pub use flow::{Flow, FOREVER};
-pub use heap::alloc_size;
 use index::SortedIndex;
 use messages::Messages;
 pub use messages::Slot;
@@ -224,6 +224,10 @@ struct Rare {
     config: QueueConfig,
     schedules: Schedules,
     flow: Flow,
+    /// A panic stopped a change half-way and the queue failed its check
+    /// (see [`Queue::mark_damaged`]). Not saved: a reload rebuilds the
+    /// indexes from the records and checks them again.
+    damaged: bool,
 }
 
 /// What a queue without rare parts reads.
@@ -235,6 +239,7 @@ static NO_RARE: Rare = Rare {
     config: QueueConfig::NONE,
     schedules: Schedules::new(),
     flow: Flow::new(),
+    damaged: false,
 };
 
 impl Rare {
@@ -257,6 +262,7 @@ impl Rare {
                 && r.config == QueueConfig::NONE
                 && r.schedules.is_empty()
                 && r.flow.is_empty()
+                && !r.damaged
         }) {
             *rare = None;
         }
@@ -412,6 +418,7 @@ impl Queue {
             }
             None => {
                 let slot = self.messages.insert(Record::new(&id, req.payload, terms));
+                fault::point("add:record");
                 self.place(slot, now);
             }
         }
@@ -434,6 +441,7 @@ impl Queue {
                 break;
             };
             taken.push(self.lease(slot, lease_deadline));
+            fault::point("pop:batch");
         }
         self.note_throttle(count, taken.len(), ready);
         self.log_deliveries(now, taken.len());
@@ -496,6 +504,7 @@ impl Queue {
             .collect();
         for &slot in &inflight {
             self.unindex(slot);
+            fault::point("ack:batch");
             self.release_group(slot, now);
             match self.take_replacement(slot) {
                 Some(newer) => {
@@ -811,6 +820,7 @@ impl Queue {
             }
             self.place(slot, now);
             moved += 1;
+            fault::point("tick:promote");
         }
         moved
     }
@@ -1177,6 +1187,17 @@ impl Queue {
                 .map(|g| g.len() + 64)
                 .sum::<usize>();
         alloc_size(size_of::<Queue>()) + self.messages.heap_bytes() + extras + indexes
+    }
+
+    /// Marks the queue as left half-changed by a panic (its check failed):
+    /// the server then refuses it every command, and the timer leaves it,
+    /// until a reload rebuilds it from its records.
+    pub fn mark_damaged(&mut self) {
+        Rare::make(&mut self.rare).damaged = true;
+    }
+
+    pub fn is_damaged(&self) -> bool {
+        Rare::of(&self.rare).damaged
     }
 
     /// Checks every invariant that ties the indexes to the records: each

@@ -5,6 +5,7 @@ use super::codec;
 use super::*;
 use crate::core::policy::Settings;
 use crate::core::schedule::{Missed, Overlap, Schedule, Spec, Template};
+use crate::core::testing::xorshift;
 
 const LEASE: u64 = 30_000;
 
@@ -708,18 +709,6 @@ fn random_operations_keep_the_invariants() {
     let runs: usize = (1..=40u64).map(|seed| run_random(seed, 600)).sum();
     // The sequences do reach the schedules' runs, not only their setup.
     assert!(runs > 200, "only {runs} runs made");
-}
-
-/// A seeded xorshift: `next(n)` is below `n`. Random-operation tests
-/// replay exactly from their seed.
-pub(crate) fn xorshift(seed: u64) -> impl FnMut(u64) -> u64 {
-    let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n.max(1)
-    }
 }
 
 /// Returns how many schedule runs it made.
