@@ -28,9 +28,9 @@ fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
     files
 }
 
-/// Runs `check` on every seed and past finding of `target`; returns how
-/// many seeds there were.
-fn replay(target: &str, check: fn(&[u8])) -> usize {
+/// Runs `check` on every seed and past finding of `target`, which must
+/// have seeds.
+fn replay(target: &str, check: fn(&[u8])) {
     let seeds = inputs("seeds", target);
     for path in seeds.iter().chain(&inputs("regressions", target)) {
         let data = std::fs::read(path).expect("read a fuzz input");
@@ -38,39 +38,27 @@ fn replay(target: &str, check: fn(&[u8])) -> usize {
         println!("{}", path.display());
         check(&data);
     }
-    seeds.len()
+    assert!(!seeds.is_empty(), "no seeds in fuzz/seeds/{target}");
 }
 
 #[test]
 fn argument_parsers_hold_on_seeds_and_findings() {
-    assert!(
-        replay("args", checks::args) > 0,
-        "no seeds in fuzz/seeds/args"
-    );
+    replay("args", checks::args);
 }
 
 #[test]
 fn replays_hold_on_seeds_and_findings() {
-    assert!(
-        replay("replay", checks::replay) > 0,
-        "no seeds in fuzz/seeds/replay"
-    );
+    replay("replay", checks::replay);
 }
 
 #[test]
 fn envelope_decoding_holds_on_seeds_and_findings() {
-    assert!(
-        replay("envelope", checks::envelope) > 0,
-        "no seeds in fuzz/seeds/envelope"
-    );
+    replay("envelope", checks::envelope);
 }
 
 #[test]
 fn queue_loading_holds_on_seeds_and_findings() {
-    assert!(
-        replay("queue", checks::queue) > 0,
-        "no seeds in fuzz/seeds/queue"
-    );
+    replay("queue", checks::queue);
 }
 
 /// The `queue` seeds are saved queues in frames; this writes them again

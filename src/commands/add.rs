@@ -12,7 +12,7 @@
 //! `expired`, whatever its state. GROUP: at most one message of group `g`
 //! is ready or in flight at a time, in due order (see `queue/mod.rs`).
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -23,7 +23,6 @@ use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
-use crate::server::reply::reply;
 use crate::server::settings;
 
 pub const COMMAND: Command = Command {
@@ -60,7 +59,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write deny-oom fast",
     acl: "",
-    handler: command,
+    handler: add,
     grammar: |args| parse(args).map(drop),
     replay: Some(("ADD", replay)),
 };
@@ -152,10 +151,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
 
 const MS: &str = "a non-negative integer number of milliseconds";
 const UNIX_MS: &str = "a non-negative integer Unix time in milliseconds";
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(add(ctx, args))
-}
 
 impl AddArgs<'_> {
     fn request(&self, now: u64) -> Result<AddRequest<'_>> {

@@ -22,7 +22,7 @@
 //! Replayed, the write is propagated again as it is, so a replica's own
 //! AOF and its replicas get it too.
 
-use redis_module::{Context, ContextFlags, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, ContextFlags, RedisString, RedisValue};
 
 use crate::commands::{bytes, ALL};
 use crate::core::error::{DqError, Result};
@@ -33,7 +33,6 @@ use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::command::{replay_of, Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication;
-use crate::server::reply::reply;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -53,7 +52,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write",
     acl: "admin dangerous",
-    handler: command,
+    handler: apply,
     grammar: |args| parse(args).map(drop),
     replay: None,
 };
@@ -87,10 +86,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Apply<'a>> {
             args: rest,
         },
     })
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(apply(ctx, args))
 }
 
 fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -17,7 +17,7 @@
 //! With SET: `OK`, after checking every pair (one bad pair changes nothing).
 //! It is a write command: on a replica Redis answers READONLY.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::backoff::Backoff;
@@ -33,7 +33,7 @@ use crate::server::clock::now_ms;
 use crate::server::command::Command;
 use crate::server::key::{open_read, read, QueueKey};
 use crate::server::reply::Fields;
-use crate::server::reply::{int, reply, reply_record};
+use crate::server::reply::{int, reply_record};
 use crate::server::settings;
 
 pub const COMMAND: Command = Command {
@@ -72,7 +72,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write",
     acl: "",
-    handler: command,
+    handler: config,
     grammar: |args| parse(args).map(drop),
     replay: None,
 };
@@ -161,10 +161,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
         changes.push(change);
     }
     Ok((queue, changes))
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(config(ctx, args))
 }
 
 fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

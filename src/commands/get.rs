@@ -27,7 +27,7 @@
 //! | `attempts-left` | further deliveries allowed: max-attempts less the deliveries since the last ADD, replacement or REDRIVE |
 //! | `last-error` | the ERROR text of its last NACK, else nil |
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -36,7 +36,7 @@ use crate::grammar::args::check_id;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::command::Command;
 use crate::server::key::{open_read, read};
-use crate::server::reply::{int, reply, reply_record};
+use crate::server::reply::{int, reply_record};
 use crate::server::settings::policy;
 
 pub const COMMAND: Command = Command {
@@ -51,7 +51,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "readonly fast",
     acl: "",
-    handler: command,
+    handler: get,
     grammar: |args| parse(args).map(drop),
     replay: None,
 };
@@ -62,10 +62,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], &'a [u8])> {
         [queue, id] => Ok((queue, check_id(id)?)),
         _ => Err(DqError::WrongArity("dq.get")),
     }
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(get(ctx, args))
 }
 
 fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -106,7 +106,7 @@ macro_rules! ids_command {
             acl: "",
             handler: |ctx, args| {
                 let count = crate::commands::for_ids(ctx, args, DOC.name, $verb, $op);
-                crate::server::reply::reply(count.map(crate::server::reply::int))
+                count.map(crate::server::reply::int)
             },
             grammar: |args| crate::grammar::args::parse_queue_and_ids(DOC.name, args).map(drop),
             replay: Some(($verb, |queue, r| {

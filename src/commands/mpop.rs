@@ -10,7 +10,7 @@
 //! cluster every queue must be in one hash slot (CROSSSLOT otherwise):
 //! give them a common `{tag}`.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::commands::pop::{entries, parse_options, try_pop, Attempt, PopOptions};
@@ -19,7 +19,6 @@ use crate::grammar::args::parse_in_range;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::blocking::{block_on_keys, may_block, Waiter};
 use crate::server::command::Command;
-use crate::server::reply::reply;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -71,7 +70,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<MpopArgs<'a>> {
     })
 }
 
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+pub fn command(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     if ctx.is_keys_position_request() {
         // Where the queues are, for cluster routing (CROSSSLOT), ACL key
         // patterns and COMMAND GETKEYS: after numkeys.
@@ -83,7 +82,7 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
         }
         return Ok(RedisValue::NoReply);
     }
-    reply(mpop(ctx, args))
+    mpop(ctx, args)
 }
 
 /// The first queue, in order, that delivers now: `[queue, entries]`.

@@ -17,7 +17,7 @@
 //! (DELAY 0) or `dead` — or nil when the id was not in flight (without
 //! ATTEMPT).
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -30,7 +30,6 @@ use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
-use crate::server::reply::reply;
 use crate::server::settings;
 use crate::server::settings::policy;
 
@@ -59,7 +58,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write fast",
     acl: "",
-    handler: command,
+    handler: nack,
     grammar: |args| parse(args).map(drop),
     replay: Some(("NACK", replay)),
 };
@@ -108,10 +107,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Nack<'a>> {
         }
     }
     Ok(nack)
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(nack(ctx, args))
 }
 
 fn nack(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

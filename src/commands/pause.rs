@@ -6,7 +6,7 @@
 //! does not exist is made (empty), so a pause can come before the
 //! messages. Pausing again replaces the pause's end. Replies OK.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -18,7 +18,6 @@ use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
-use crate::server::reply::reply;
 use crate::server::settings;
 
 pub const COMMAND: Command = Command {
@@ -36,7 +35,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write fast",
     acl: "",
-    handler: command,
+    handler: pause,
     grammar: |args| parse(args).map(drop),
     replay: Some(("PAUSE", replay)),
 };
@@ -64,10 +63,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Option<u64>)> {
 /// When a pause of `length` from `now` ends.
 fn until(now: u64, length: Option<u64>) -> Result<u64> {
     length.map_or(Ok(FOREVER), |ms| add_ms("FOR", now, ms))
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(pause(ctx, args))
 }
 
 fn pause(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -9,7 +9,7 @@
 //! of death (Unix ms) and last-error the ERROR text of its last NACK (nil
 //! when none); empty when there are none.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -18,7 +18,7 @@ use crate::grammar::args::{parse_count, parse_state, Options};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::server::command::Command;
 use crate::server::key::{open_read, read};
-use crate::server::reply::{int, reply};
+use crate::server::reply::int;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -36,7 +36,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "readonly",
     acl: "",
-    handler: command,
+    handler: peek,
     grammar: |args| parse(args).map(drop),
     replay: None,
 };
@@ -58,10 +58,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], State, usize)> {
         }
     }
     Ok((queue, state, count))
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(peek(ctx, args))
 }
 
 fn peek(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -7,7 +7,7 @@
 //! BLOCK waits up to ms for a message (0 = forever), like BLPOP; inside
 //! MULTI or a script it does not wait.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -21,7 +21,7 @@ use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
-use crate::server::reply::{int, reply};
+use crate::server::reply::int;
 use crate::server::settings;
 use crate::server::settings::lease_for;
 
@@ -42,7 +42,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write blocking",
     acl: "",
-    handler: command,
+    handler: pop_or_block,
     grammar: |args| parse(args).map(drop),
     replay: Some(("CLAIM", replay)),
 };
@@ -97,10 +97,6 @@ pub fn parse_options(options: &[&[u8]]) -> Result<PopOptions> {
 }
 
 const MS: &str = "a non-negative integer number of milliseconds";
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(pop_or_block(ctx, args))
-}
 
 fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);

@@ -5,7 +5,7 @@
 //! purged while a consumer works on them are gone: its ACK counts 0.
 //! Reply: how many messages were deleted. O(N) in the messages deleted.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::{bytes, counted_write};
 use crate::core::error::{DqError, Result};
@@ -13,7 +13,7 @@ use crate::core::queue::{Queue, State};
 use crate::grammar::args::parse_state;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::server::command::{Command, Replayed};
-use crate::server::reply::{int, reply};
+use crate::server::reply::int;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -27,7 +27,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write",
     acl: "",
-    handler: command,
+    handler: purge,
     grammar: |args| parse(args).map(drop),
     replay: Some(("PURGE", replay)),
 };
@@ -38,10 +38,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Option<State>)> {
         [queue, state] => Ok((queue, Some(parse_state(state)?))),
         _ => Err(DqError::WrongArity("dq.purge")),
     }
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(purge(ctx, args))
 }
 
 fn purge(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -11,7 +11,7 @@
 //! by every write, load and key event), not from a walk of the keyspace:
 //! O(Q log Q) in the node's queues, whatever else the database holds.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::{bytes, stats};
 use crate::core::error::{DqError, Result};
@@ -23,7 +23,7 @@ use crate::server::command::Command;
 use crate::server::key::{open_read, read};
 use crate::server::keyspace::selected_db;
 use crate::server::registry;
-use crate::server::reply::{reply, reply_records};
+use crate::server::reply::reply_records;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -40,7 +40,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "readonly",
     acl: "dangerous",
-    handler: command,
+    handler: queues,
     grammar: |args| parse(args).map(drop),
     replay: None,
 };
@@ -66,10 +66,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Listing<'a>> {
         }
     }
     Ok(listing)
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(queues(ctx, args))
 }
 
 fn queues(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

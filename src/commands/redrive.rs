@@ -6,7 +6,7 @@
 //! oldest first: repeat until it replies 0 to empty a large dead set.
 //! Reply: how many moved. Ids that are not dead are left alone.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::{bytes, counted_write};
 use crate::core::error::{DqError, Result};
@@ -15,7 +15,7 @@ use crate::core::queue::{Queue, Redrive};
 use crate::grammar::args::{check_id, is_keyword, parse_count, unknown_option};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::command::{Command, Replayed};
-use crate::server::reply::{int, reply};
+use crate::server::reply::int;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -39,7 +39,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write",
     acl: "",
-    handler: command,
+    handler: redrive,
     grammar: |args| parse(args).map(drop),
     replay: Some(("REDRIVE", replay)),
 };
@@ -72,10 +72,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Redrive<'a>)> {
         [other, ..] => return Err(unknown_option(other)),
     };
     Ok((queue, which))
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(redrive(ctx, args))
 }
 
 fn redrive(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -3,7 +3,7 @@
 //! Ends the queue's pause; blocked POPs are served at once. Replies 1 if
 //! the queue was paused, else 0.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::Result;
@@ -14,7 +14,7 @@ use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
-use crate::server::reply::{int, reply};
+use crate::server::reply::int;
 use crate::server::settings;
 
 pub const COMMAND: Command = Command {
@@ -29,17 +29,13 @@ pub const COMMAND: Command = Command {
     },
     flags: "write fast",
     acl: "",
-    handler: command,
+    handler: resume,
     grammar: |args| parse(args).map(drop),
     replay: Some(("RESUME", replay)),
 };
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<&'a [u8]> {
     parse_queue("dq.resume", args)
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(resume(ctx, args))
 }
 
 fn resume(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

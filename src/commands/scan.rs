@@ -10,7 +10,7 @@
 //! entries of one reply; a call looks at about ten times COUNT places, so
 //! a reply may hold fewer entries, even none, with a cursor that is not 0.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::commands::peek::entry;
@@ -20,7 +20,6 @@ use crate::grammar::args::{parse_count, parse_in_range, parse_state, Options};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::server::command::Command;
 use crate::server::key::{open_read, read};
-use crate::server::reply::reply;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -39,7 +38,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "readonly",
     acl: "",
-    handler: command,
+    handler: scan,
     grammar: |args| parse(args).map(drop),
     replay: None,
 };
@@ -79,10 +78,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<ScanArgs<'a>> {
         }
     }
     Ok(parsed)
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(scan(ctx, args))
 }
 
 fn scan(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

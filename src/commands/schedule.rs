@@ -12,7 +12,7 @@
 //! match in TZ (UTC by default; see `core/schedule.rs` for daylight saving).
 //! A replaced schedule keeps its run counts and last run.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -27,7 +27,7 @@ use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
-use crate::server::reply::{int, reply};
+use crate::server::reply::int;
 use crate::server::settings;
 
 pub const COMMAND: Command = Command {
@@ -82,7 +82,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write deny-oom",
     acl: "",
-    handler: command,
+    handler: schedule,
     grammar: |args| parse(args).map(drop),
     replay: Some(("SCHEDULE", replay)),
 };
@@ -219,10 +219,6 @@ impl ScheduleArgs<'_> {
             skipped: 0,
         }
     }
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(schedule(ctx, args))
 }
 
 fn schedule(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

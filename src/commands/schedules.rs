@@ -8,7 +8,7 @@
 //! `group`, `ttl`. Times are Unix ms; a value the schedule does not have
 //! is nil. An absent queue has none: an empty array.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::Result;
@@ -17,7 +17,7 @@ use crate::grammar::args::parse_queue;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::command::Command;
 use crate::server::key::{open_read, read};
-use crate::server::reply::{int, reply, reply_record_list, Fields};
+use crate::server::reply::{int, reply_record_list, Fields};
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -31,17 +31,13 @@ pub const COMMAND: Command = Command {
     },
     flags: "readonly",
     acl: "",
-    handler: command,
+    handler: schedules,
     grammar: |args| parse(args).map(drop),
     replay: None,
 };
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<&'a [u8]> {
     parse_queue("dq.schedules", args)
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(schedules(ctx, args))
 }
 
 fn schedules(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -10,7 +10,7 @@
 //! ready) and `next-due-at` (Unix ms of the
 //! earliest delayed message, nil when none). An unknown queue has zeros.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::Result;
@@ -20,7 +20,7 @@ use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
 use crate::server::command::Command;
 use crate::server::key::{open_read, read};
-use crate::server::reply::{int, reply, reply_record};
+use crate::server::reply::{int, reply_record};
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -34,17 +34,13 @@ pub const COMMAND: Command = Command {
     },
     flags: "readonly fast",
     acl: "",
-    handler: command,
+    handler: stats,
     grammar: |args| parse(args).map(drop),
     replay: None,
 };
 
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<&'a [u8]> {
     parse_queue("dq.stats", args)
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(stats(ctx, args))
 }
 
 fn stats(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

@@ -8,7 +8,7 @@
 //! deadline (integer, Unix ms), or nil when the id is not in flight
 //! (without ATTEMPT).
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
@@ -21,7 +21,7 @@ use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
-use crate::server::reply::{int, reply};
+use crate::server::reply::int;
 use crate::server::settings;
 use crate::server::settings::lease_for;
 
@@ -42,7 +42,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write fast",
     acl: "",
-    handler: command,
+    handler: touch,
     grammar: |args| parse(args).map(drop),
     replay: Some(("TOUCH", replay)),
 };
@@ -75,10 +75,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Touch<'a>> {
         }
     }
     Ok(touch)
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(touch(ctx, args))
 }
 
 fn touch(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

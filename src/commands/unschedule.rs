@@ -3,7 +3,7 @@
 //! Removes schedules; replies how many existed. The messages their runs
 //! already made stay in the queue. A name given twice counts once.
 
-use redis_module::{Context, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::schedule::check_schedule_name;
 use crate::commands::{bytes, counted_write};
@@ -11,7 +11,7 @@ use crate::core::error::{DqError, Result};
 use crate::core::queue::Queue;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::command::{Command, Replayed};
-use crate::server::reply::{int, reply};
+use crate::server::reply::int;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -25,7 +25,7 @@ pub const COMMAND: Command = Command {
     },
     flags: "write",
     acl: "",
-    handler: command,
+    handler: unschedule,
     grammar: |args| parse(args).map(drop),
     replay: Some(("UNSCHEDULE", replay)),
 };
@@ -42,10 +42,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<&'a [&'a [u8]]> {
         check_schedule_name(name)?;
     }
     Ok(names)
-}
-
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    reply(unschedule(ctx, args))
 }
 
 fn unschedule(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {

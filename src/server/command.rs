@@ -11,7 +11,7 @@
 use std::os::raw::c_int;
 use std::sync::OnceLock;
 
-use redis_module::{raw, Context, RedisResult, RedisString};
+use redis_module::{raw, Context};
 
 use crate::core::error::Result;
 use crate::core::policy::{Policy, Settings};
@@ -21,8 +21,8 @@ use crate::server::guard;
 use crate::server::settings;
 
 /// Runs the command for a client: opens the key, calls the queue,
-/// propagates, announces, replies.
-pub type Handler = fn(&Context, &[RedisString]) -> RedisResult;
+/// propagates, announces, and returns the reply or the error.
+pub use crate::server::guard::Handler;
 
 /// Checks the arguments after the command name the way the handler does
 /// before it touches anything; pure, so it is fuzzed and unit-tested.

@@ -89,10 +89,7 @@ impl Arena {
         let version: *const raw::RedisModuleCommandInfoVersion = &**version;
         let key_specs = match doc.key {
             Some(key) => {
-                let spec = match doc.numkeys {
-                    false => key_spec(key_flags(key)),
-                    true => numkeys_key_spec(key_flags(key)),
-                };
+                let spec = key_spec(key_flags(key), doc.numkeys);
                 self.key_specs = vec![spec, zeroed_key_spec()];
                 self.key_specs.as_mut_ptr()
             }
@@ -161,29 +158,25 @@ fn arg_type(kind: Kind) -> raw::RedisModuleCommandArgType {
     }
 }
 
-/// The queue is argument 1, the only key.
-fn key_spec(flags: u64) -> raw::RedisModuleCommandKeySpec {
+/// The key spec of a command's keys, found from argument 1: the queue
+/// alone there, or (`numkeys`) keys counted by that argument and
+/// following it (`numkeys key [key ...]`).
+fn key_spec(flags: u64, numkeys: bool) -> raw::RedisModuleCommandKeySpec {
     let mut spec = zeroed_key_spec();
     spec.flags = flags;
     spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     spec.bs.index.pos = 1;
-    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-    spec.fk.range.lastkey = 0;
-    spec.fk.range.keystep = 1;
-    spec.fk.range.limit = 0;
-    spec
-}
-
-/// Keys counted by the first argument (`numkeys key [key ...]`).
-fn numkeys_key_spec(flags: u64) -> raw::RedisModuleCommandKeySpec {
-    let mut spec = zeroed_key_spec();
-    spec.flags = flags;
-    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-    spec.bs.index.pos = 1;
-    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
-    spec.fk.keynum.keynumidx = 0;
-    spec.fk.keynum.firstkey = 1;
-    spec.fk.keynum.keystep = 1;
+    if numkeys {
+        spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+        spec.fk.keynum.keynumidx = 0;
+        spec.fk.keynum.firstkey = 1;
+        spec.fk.keynum.keystep = 1;
+    } else {
+        spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        spec.fk.range.lastkey = 0;
+        spec.fk.range.keystep = 1;
+        spec.fk.range.limit = 0;
+    }
     spec
 }
 

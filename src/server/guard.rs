@@ -28,7 +28,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe, PanicHookInfo};
 use std::ptr::{self, NonNull};
 use std::sync::Once;
 
-use redis_module::{raw, Context, RedisResult, RedisString};
+use redis_module::{raw, Context, RedisString, RedisValue};
 
 use crate::core::error::DqError;
 use crate::core::fault;
@@ -257,8 +257,9 @@ pub fn catch<T>(point: &str, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
-/// A command's handler.
-pub type Handler = fn(&Context, &[RedisString]) -> RedisResult;
+/// A command's handler: its reply, or the error the one mapping in
+/// `reply.rs` turns into an error reply.
+pub type Handler = fn(&Context, &[RedisString]) -> crate::core::error::Result<RedisValue>;
 
 /// Runs a command for the server: the arguments are borrowed as they are
 /// (no copy, no reference counting), and a panic answers an error.
@@ -290,7 +291,8 @@ pub unsafe fn dispatch(
         &*(args.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
     };
     let response = catch(name, || handler(&context, args))
-        .unwrap_or_else(|| Err(crate::server::reply::error(DqError::Internal)));
+        .unwrap_or(Err(DqError::Internal))
+        .map_err(crate::server::reply::error);
     context.reply(response) as c_int
 }
 
