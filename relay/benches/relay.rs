@@ -80,6 +80,9 @@ fn main() {
         "bench",
         "--allow-host",
         "127.0.0.1",
+        // The receiver is on loopback, which the relay otherwise refuses.
+        "--allow-net",
+        "127.0.0.0/8",
         "--secret",
         "bench-secret",
         "--concurrency",

@@ -4,15 +4,18 @@
 //! dq module loaded, calls each message's URL, and records the outcome:
 //! ACK on 2xx, NACK (retry after the message's backoff, or the
 //! receiver's Retry-After) on 408, 429, 5xx and transport failures, dead
-//! at once on any other 4xx or a URL outside the allow-list. See
-//! docs/relay.md.
+//! at once on any other 4xx, a URL outside the allow-list or an address
+//! it must not connect to (loopback, private, link-local...; see
+//! egress.rs). See docs/relay.md.
 
 mod allow;
+mod egress;
 mod envelope;
 mod metrics;
 mod outcome;
 mod redact;
 mod relay;
+mod resolver;
 mod signature;
 
 use std::collections::HashMap;
@@ -28,7 +31,9 @@ use dq_daemon::{LogFormat, Signals};
 use reqwest::Url;
 
 use crate::allow::AllowList;
+use crate::egress::{Cidr, Egress};
 use crate::relay::{PerHost, Relay, Route};
+use crate::resolver::CheckedResolver;
 use crate::signature::Secret;
 
 /// Delivers dq messages over HTTP: calls each message's URL, retries on
@@ -84,6 +89,21 @@ struct Args {
     /// for every host. Repeatable.
     #[arg(long = "allow-host", value_name = "PATTERN")]
     allow_host: Vec<String>,
+
+    /// Let the relay connect to addresses in this range (CIDR: 10.1.2.0/24,
+    /// fd00:1::/64, or one address), which it otherwise refuses whatever
+    /// the allow-list says: loopback, private (RFC 1918), link-local (cloud
+    /// metadata), carrier-grade NAT, unique-local, multicast, unspecified,
+    /// reserved and the other ranges of docs/relay.md. Repeatable; in
+    /// DQ_RELAY_ALLOW_NET, separated by commas.
+    #[arg(
+        long = "allow-net",
+        value_name = "CIDR",
+        env = "DQ_RELAY_ALLOW_NET",
+        value_delimiter = ',',
+        value_parser = Cidr::parse
+    )]
+    allow_net: Vec<Cidr>,
 
     /// HMAC-SHA256 signing secret; give two while rotating. Prefer
     /// DQ_RELAY_SECRET or --secret-file, which `ps` does not show.
@@ -213,6 +233,44 @@ fn redis_client(args: &Args) -> anyhow::Result<redis::Client> {
     )?)
 }
 
+/// An address the operator wrote into a fixed URL or the allow-list that
+/// the egress check refuses would make a dead letter of every call to it:
+/// say so now, with what to do, rather than one message at a time. (A
+/// name is looked up at each connection, not here: DNS may be down at
+/// start, and its answer may change.)
+fn check_addresses_given(
+    args: &Args,
+    routes: &HashMap<String, Route>,
+    egress: &Egress,
+) -> anyhow::Result<()> {
+    let mut given: Vec<(String, Url)> = Vec::new();
+    for (name, route) in routes {
+        if let Route::Fixed(url) = route {
+            given.push((format!("--queue {name}={}", redact::url(url)), url.clone()));
+        }
+    }
+    for prefix in &args.allow {
+        if let Ok(url) = Url::parse(prefix) {
+            given.push((format!("--allow {prefix}"), url));
+        }
+    }
+    for pattern in &args.allow_host {
+        if let Ok(url) = Url::parse(&format!("http://{}/", pattern.trim())) {
+            given.push((format!("--allow-host {pattern}"), url));
+        }
+    }
+    for (flag, url) in given {
+        if let Err(refused) = egress.check_url(&url) {
+            let ip = refused.addr;
+            bail!(
+                "{flag}: {refused}; the relay refuses to connect to it. If it should, \
+                 open it: --allow-net {ip}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// SIGTERM or SIGINT: stop taking messages and finish the calls in
 /// flight. A second one: exit now (what was in flight is delivered again
 /// when its lease runs out).
@@ -272,7 +330,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     if args.allow_host.iter().any(|h| h.trim() == "*") {
-        tracing::warn!("--allow-host '*': messages may make the relay call any host it can reach");
+        tracing::warn!(
+            "--allow-host '*': messages may make the relay call any host on the internet \
+             (internal addresses stay refused unless --allow-net opens them)"
+        );
+    }
+    let egress = Arc::new(Egress::new(args.allow_net.clone()));
+    check_addresses_given(&args, &routes, &egress)?;
+    for everything in args.allow_net.iter().filter(|c| c.is_everything()) {
+        tracing::warn!(
+            "--allow-net {everything}: messages may make the relay connect to any address \
+             of its family, internal ones included"
+        );
     }
     let secrets = read_secrets(&args)?;
     if secrets.is_empty() {
@@ -288,6 +357,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let http = reqwest::Client::builder()
         // A redirect could lead anywhere, around the allow-list.
         .redirect(reqwest::redirect::Policy::none())
+        // Every name is looked up once and checked, and the connection made
+        // to a checked address (resolver.rs).
+        .dns_resolver(Arc::new(CheckedResolver::new(Arc::clone(&egress))))
+        // Through an HTTP_PROXY the proxy would look the name up and
+        // connect, to an address the relay never saw.
+        .no_proxy()
         .connect_timeout(args.connect_timeout)
         .pool_max_idle_per_host(args.per_host)
         .user_agent(concat!("dq-relay/", env!("CARGO_PKG_VERSION")))
@@ -320,6 +395,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         http,
         routes,
         allow,
+        egress,
         secrets,
         timeout: args.timeout,
         max_timeout: args.max_timeout,
@@ -330,8 +406,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone())?;
+    let allow_net: Vec<String> = args.allow_net.iter().map(Cidr::to_string).collect();
     tracing::info!(server = %server, queues = ?queues, concurrency = args.concurrency,
-        per_host = args.per_host, "dq-relay started");
+        per_host = args.per_host, allow_net = ?allow_net, "dq-relay started");
     consumer
         .run(relay, shutdown)
         .await
@@ -353,5 +430,26 @@ mod tests {
         assert!(matches!(parse_queue("x=1").unwrap(), (n, Route::Envelope) if n == "x=1"));
         assert!(parse_queue("").is_err());
         assert!(parse_queue("q=http://").is_err());
+    }
+
+    #[test]
+    fn allow_net_is_repeatable_and_takes_lists() {
+        let args = Args::try_parse_from([
+            "dq-relay",
+            "--queue",
+            "hooks",
+            "--allow-net",
+            "10.1.2.0/24,fd00:1::/64",
+            "--allow-net",
+            "127.0.0.1",
+        ])
+        .unwrap();
+        let nets: Vec<String> = args.allow_net.iter().map(Cidr::to_string).collect();
+        assert_eq!(nets, ["10.1.2.0/24", "fd00:1::/64", "127.0.0.1/32"]);
+        let bad = Args::try_parse_from(["dq-relay", "-q", "h", "--allow-net", "10.1.2.3/24"]);
+        let Err(e) = bad else {
+            panic!("10.1.2.3/24 was taken");
+        };
+        assert!(e.to_string().contains("did you mean 10.1.2.0/24?"), "{e}");
     }
 }

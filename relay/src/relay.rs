@@ -11,6 +11,7 @@ use reqwest::Url;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::allow::AllowList;
+use crate::egress::{Egress, Refused};
 use crate::envelope::{self, HttpCall};
 use crate::metrics::{Metrics, OutcomeLabels, QueueLabels};
 use crate::outcome::{self, EXCERPT_BYTES};
@@ -30,6 +31,9 @@ pub struct Relay {
     pub http: reqwest::Client,
     pub routes: HashMap<String, Route>,
     pub allow: AllowList,
+    /// The addresses it must not connect to; names are checked by the
+    /// HTTP client's resolver, which shares it.
+    pub egress: Arc<Egress>,
     pub secrets: Vec<Secret>,
     /// For calls whose message gives no timeout.
     pub timeout: Duration,
@@ -161,6 +165,19 @@ impl Relay {
     }
 }
 
+/// The resolver's refusal of a name's address, wherever in the error's
+/// causes the HTTP client put it.
+fn refusal(e: &reqwest::Error) -> Option<&Refused> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if let Some(refused) = err.downcast_ref::<Refused>() {
+            return Some(refused);
+        }
+        next = err.source();
+    }
+    None
+}
+
 impl Handler for Relay {
     async fn handle(&self, delivery: &Delivery) -> Outcome {
         let queue = QueueLabels {
@@ -185,6 +202,12 @@ impl Handler for Relay {
         if !self.allowed(&call.url) {
             return Outcome::Dead {
                 error: format!("url not allowed: {shown_url}"),
+            };
+        }
+        // A refused address is refused for good: no retry can change it.
+        if let Err(refused) = self.egress.check_url(&call.url) {
+            return Outcome::Dead {
+                error: refused.to_string(),
             };
         }
         let _host_slot = self.per_host.acquire(&call.url).await;
@@ -226,7 +249,11 @@ impl Handler for Relay {
                     Some(cause) => outcome::transport_error(cause),
                     None => e.to_string(),
                 };
-                let outcome = if e.is_builder() {
+                let outcome = if let Some(refused) = refusal(&e) {
+                    Outcome::Dead {
+                        error: refused.to_string(),
+                    }
+                } else if e.is_builder() {
                     Outcome::Dead {
                         error: format!("bad request: {why}"),
                     }

@@ -68,9 +68,15 @@ fn args(server: &Server, extra: &[&str]) -> Vec<String> {
     args
 }
 
+/// The receivers are on loopback, which the relay refuses to connect to
+/// unless it is opened, as a local setup would open it. (tests/egress.rs
+/// starts relays without it.)
+const OPEN_LOOPBACK: [&str; 2] = ["--allow-net", "127.0.0.0/8"];
+
 /// An envelope-queue relay on `hooks` that may call any port of 127.0.0.1.
 fn relay(server: &Server, extra: &[&str]) -> RelayProcess {
     let mut all = vec!["--queue", "hooks", "--allow-host", "127.0.0.1"];
+    all.extend_from_slice(&OPEN_LOOPBACK);
     all.extend_from_slice(extra);
     RelayProcess::start(&args(server, &all))
 }
@@ -352,7 +358,17 @@ fn a_url_outside_the_allow_list_is_dead_and_never_called() {
     let server = Server::start();
     let receiver = Receiver::start(|_| Reply::status(200));
     let allowed = receiver.url("/allowed/");
-    let relay = RelayProcess::start(&args(&server, &["--queue", "hooks", "--allow", &allowed]));
+    let relay = RelayProcess::start(&args(
+        &server,
+        &[
+            "--queue",
+            "hooks",
+            "--allow",
+            &allowed,
+            OPEN_LOOPBACK[0],
+            OPEN_LOOPBACK[1],
+        ],
+    ));
     let mut con = server.conn();
     let port = receiver.port;
     let cases = [
@@ -439,7 +455,10 @@ fn a_fixed_url_queue_posts_the_payload_as_the_body() {
     let receiver = Receiver::start(|_| Reply::status(200));
     let queue = format!("orders={}", receiver.url("/orders?shop=7"));
     // No allow-list needed: the operator named the URL.
-    let _relay = RelayProcess::start(&args(&server, &["--queue", &queue]));
+    let _relay = RelayProcess::start(&args(
+        &server,
+        &["--queue", &queue, OPEN_LOOPBACK[0], OPEN_LOOPBACK[1]],
+    ));
     let mut con = server.conn();
     add(
         &mut con,
@@ -704,6 +723,8 @@ fn credentials_come_from_the_environment_and_never_reach_the_log() {
         "hooks",
         "--allow-host",
         "127.0.0.1",
+        OPEN_LOOPBACK[0],
+        OPEN_LOOPBACK[1],
         "--log-level",
         "debug",
         "--block",
@@ -908,6 +929,8 @@ fn the_relay_reaches_the_server_over_tls() {
         "hooks",
         "--allow-host",
         "127.0.0.1",
+        OPEN_LOOPBACK[0],
+        OPEN_LOOPBACK[1],
         "--block",
         "1s",
     ]
@@ -954,7 +977,17 @@ fn an_https_receiver_is_called_over_tls_and_an_untrusted_one_is_retried() {
     // The relay trusts the test CA through the system's usual variable.
     let ca = dir.join("ca.pem").to_string_lossy().into_owned();
     let _trusting = RelayProcess::start_with_env(
-        &args(&server, &["--queue", "hooks", "--allow-host", "127.0.0.1"]),
+        &args(
+            &server,
+            &[
+                "--queue",
+                "hooks",
+                "--allow-host",
+                "127.0.0.1",
+                OPEN_LOOPBACK[0],
+                OPEN_LOOPBACK[1],
+            ],
+        ),
         &[("SSL_CERT_FILE", &ca)],
     );
     wait_gone(&mut con, "hooks", "trusted");
@@ -970,7 +1003,14 @@ fn an_https_receiver_is_called_over_tls_and_an_untrusted_one_is_retried() {
     // Without the CA the certificate is refused: a transport failure.
     let _distrusting = RelayProcess::start(&args(
         &server,
-        &["--queue", "untrusted", "--allow-host", "127.0.0.1"],
+        &[
+            "--queue",
+            "untrusted",
+            "--allow-host",
+            "127.0.0.1",
+            OPEN_LOOPBACK[0],
+            OPEN_LOOPBACK[1],
+        ],
     ));
     let mut error = String::new();
     assert!(wait_until(LONG, || {
