@@ -101,14 +101,14 @@ def choice_arg(what: str, value: Any, choices: Tuple[str, ...]) -> bytes:
     return value.upper().encode()
 
 
-def duration_arg(what: str, value: Any) -> bytes:
+def duration_arg(what: str, value: Any, least_ms: int = 1) -> bytes:
     """A duration as the server reads it: a str such as '5m' (the server
-    checks its grammar) or int milliseconds."""
+    checks its grammar) or int milliseconds, at least `least_ms`."""
     if isinstance(value, str):
         if not value:
             raise ValueError(f"{what} must not be empty")
         return value.encode()
-    return b"%d" % int_arg(what, value, 1, MAX_TIME)
+    return b"%d" % int_arg(what, value, least_ms, MAX_TIME)
 
 
 RATE = re.compile(r"^([0-9]+)/(\S+)$")

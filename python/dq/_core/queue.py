@@ -244,8 +244,8 @@ class Commands:
         ttl_ms: Optional[int] = None,
     ) -> Plan[Optional[int]]:
         """DQ.SCHEDULE: creates or replaces the recurring schedule `name`,
-        `every` a duration ("5m", or int ms) or `cron` a five-field
-        expression (in `tz`, default UTC). Each run adds a message with id
+        `every` a duration of at least 1 s ("5m", or int ms) or `cron` a
+        five-field expression (in `tz`, default UTC). Each run adds a message with id
         `name@T`, due at T, with this payload and options. Returns the next
         run time (Unix ms), or None when no run is left or `nx` found the
         schedule. On a ShardedQueue the schedule lives on shard_for(name)."""
@@ -254,7 +254,8 @@ class Commands:
         if (every is None) == (cron is None):
             raise ValueError("a schedule needs exactly one of every (a duration such as '5m', or ms) and cron")
         if every is not None:
-            args += [b"EVERY", duration_arg("every", every)]
+            # At least 1 s, as the server (and the other libraries) require.
+            args += [b"EVERY", duration_arg("every", every, least_ms=1000)]
         else:
             if not isinstance(cron, str):
                 raise TypeError(f"cron must be a str such as '0 8 * * *', got {type(cron).__name__}")

@@ -41,10 +41,22 @@ _STATS_TEXT = {"rate"}
 _CONFIG_TEXT = {"lease-ms-from", "max-attempts-from", "backoff", "backoff-from", "rate"}
 
 
+def _number(value: Any) -> Any:
+    """A field that is not text: an int (sent as an integer, or as its
+    digits); a value that is no number is a field a newer module added, and
+    is kept as text rather than failing the whole record."""
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        return as_text(value)
+
+
 def _counts(reply: Any, texts: Set[str]) -> Dict[str, Any]:
     """A record of ints or nil, but for the fields in `texts` (str)."""
     record = _record(reply) or {}
-    return {k: (as_text(v) if k in texts else as_int(v)) for k, v in record.items()}
+    return {k: (as_text(v) if k in texts else _number(v)) for k, v in record.items()}
 
 
 def parse_stats(reply: Any) -> Dict[str, Any]:
@@ -57,7 +69,7 @@ _GET_TEXT = {"id", "state", "max-attempts-from", "backoff", "backoff-from", "dea
 
 def _typed(record: Dict[str, Any], texts: Set[str]) -> Dict[str, Any]:
     """A record's raw values typed: nil None, the payload bytes, the fields
-    in `texts` str, every other field an int."""
+    in `texts` str, every other field an int (see _number)."""
     out: Dict[str, Any] = {}
     for k, v in record.items():
         if v is None:
@@ -67,7 +79,7 @@ def _typed(record: Dict[str, Any], texts: Set[str]) -> Dict[str, Any]:
         elif k in texts:
             out[k] = as_text(v)
         else:
-            out[k] = int(v)
+            out[k] = _number(v)
     return out
 
 
