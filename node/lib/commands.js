@@ -201,13 +201,26 @@ function nackArgs(id, o = {}) {
 
 const str = (v) => (v == null ? null : Buffer.isBuffer(v) ? v.toString('utf8') : typeof v === 'number' ? v : String(v));
 
-/** A record reply (flat RESP2 array) as an object; `payload` stays a Buffer. */
+/**
+ * A record reply as [field, value] pairs: a flat field/value array (RESP2,
+ * and RESP3 under ioredis 6's default 'legacy' reply mapping) or an object
+ * (a RESP3 map under its 'resp3' mapping). Field names and words come as
+ * Buffers whether the server wrote them as simple or bulk strings.
+ */
+function pairs(reply) {
+  if (!Array.isArray(reply)) return Object.entries(reply);
+  const out = [];
+  for (let i = 0; i + 1 < reply.length; i += 2) out.push([reply[i], reply[i + 1]]);
+  return out;
+}
+
+/** A record reply as an object keyed by the server's field names; `payload` stays a Buffer. */
 function record(reply) {
   if (reply == null) return null;
   const out = {};
-  for (let i = 0; i + 1 < reply.length; i += 2) {
-    const key = str(reply[i]);
-    out[key] = key === 'payload' ? reply[i + 1] : str(reply[i + 1]);
+  for (const [k, v] of pairs(reply)) {
+    const key = str(k);
+    out[key] = key === 'payload' ? v : str(v);
   }
   return out;
 }
@@ -287,6 +300,44 @@ function delivery(e, queue) {
   return new Delivery(str(e[0]), e[1], Number(e[2]), queue);
 }
 
+/** DQ.POP's options: COUNT (default 1, always sent), BLOCK, LEASE. */
+function popArgs({ count = 1, blockMs, leaseMs } = {}) {
+  const a = ['COUNT', intArg('count', count, 1, 10000)];
+  if (blockMs != null) a.push('BLOCK', intArg('blockMs', blockMs, 0, MAX_TIME));
+  if (leaseMs != null) a.push('LEASE', intArg('leaseMs', leaseMs, 1, MAX_TIME));
+  return a;
+}
+
+/** DQ.MPOP's arguments: numkeys, the queues in their order, then DQ.POP's options. */
+function mpopArgs(queues, options) {
+  return [queues.length, ...queues, ...popArgs(options)];
+}
+
+/** DQ.POP's reply (nil or entries) as the deliveries of `queue`. */
+function deliveries(reply, queue) {
+  return (reply || []).map((e) => delivery(e, queue));
+}
+
+/** DQ.MPOP's reply: { queue, deliveries }, queue null when nothing was taken. */
+function mpopReply(reply) {
+  if (reply == null) return { queue: null, deliveries: [] };
+  const queue = str(reply[0]);
+  return { queue, deliveries: deliveries(reply[1], queue) };
+}
+
+/** DQ.SCAN's options after the cursor: STATE, COUNT, each only when given. */
+function scanArgs({ state, count } = {}) {
+  const a = [];
+  if (state != null) a.push('STATE', stateArg(state));
+  if (count != null) a.push('COUNT', intArg('count', count, 1, 10000));
+  return a;
+}
+
+/** A DQ.SCAN page: { cursor, entries }. */
+function scanPage(reply) {
+  return { cursor: str(reply[0]), entries: reply[1].map(entry) };
+}
+
 const commandClasses = new WeakMap();
 
 /**
@@ -338,5 +389,6 @@ async function send(client, name, queue, args = []) {
 module.exports = {
   DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry,
   MAX_ERROR_BYTES, MAX_TIME, mapError, intArg, bytesArg, stateArg, enumArg, timeArg, truncateError,
-  addArgs, nackArgs, scheduleArgs, configArgs, splitRate, record, schedule, entry, delivery, Delivery, str, send,
+  addArgs, nackArgs, scheduleArgs, configArgs, splitRate, popArgs, mpopArgs, scanArgs, record, schedule, entry,
+  delivery, deliveries, mpopReply, scanPage, Delivery, str, send,
 };

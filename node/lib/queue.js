@@ -26,12 +26,8 @@ class Queue {
   }
 
   /** DQ.POP: the deliveries taken (an empty array when none). */
-  async pop({ count = 1, blockMs, leaseMs } = {}) {
-    const a = ['COUNT', c.intArg('count', count, 1, 10000)];
-    if (blockMs != null) a.push('BLOCK', c.intArg('blockMs', blockMs, 0, c.MAX_TIME));
-    if (leaseMs != null) a.push('LEASE', c.intArg('leaseMs', leaseMs, 1, c.MAX_TIME));
-    const reply = await this._send('DQ.POP', a);
-    return (reply || []).map((e) => c.delivery(e, this.name));
+  async pop(options = {}) {
+    return c.deliveries(await this._send('DQ.POP', c.popArgs(options)), this.name);
   }
 
   /** DQ.ACK: how many of the ids were in flight and are now gone. */
@@ -74,15 +70,13 @@ class Queue {
   }
 
   /** Every message (of `state`), paging with DQ.SCAN until its cursor is 0. */
-  async *scan({ state, count } = {}) {
-    const a = [];
-    if (state != null) a.push('STATE', c.stateArg(state));
-    if (count != null) a.push('COUNT', c.intArg('count', count, 1, 10000));
+  async *scan(options = {}) {
+    const a = c.scanArgs(options);
     let cursor = '0';
     do {
-      const [next, entries] = await this._send('DQ.SCAN', [cursor, ...a]);
-      cursor = c.str(next);
-      for (const e of entries) yield c.entry(e);
+      const page = c.scanPage(await this._send('DQ.SCAN', [cursor, ...a]));
+      cursor = page.cursor;
+      yield* page.entries;
     } while (cursor !== '0');
   }
 

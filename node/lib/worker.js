@@ -212,18 +212,15 @@ class Worker {
 
   /** DQ.POP of the poller's queue, or DQ.MPOP of its queues: the deliveries (all of one queue). */
   async _pop(conn, poller, count, blockMs) {
-    const a = ['COUNT', count];
-    if (blockMs != null) a.push('BLOCK', blockMs);
-    a.push('LEASE', this.leaseMs);
+    // One POP takes at most 10000 (the server's COUNT limit); permits it
+    // did not fill go back, as when fewer are ready.
+    const options = { count: Math.min(count, 10000), blockMs, leaseMs: this.leaseMs };
     if (poller.byName === null) {
       const name = poller.parts[0].name;
-      const reply = await c.send(conn, 'DQ.POP', name, a);
-      return (reply || []).map((e) => c.delivery(e, name));
+      return c.deliveries(await c.send(conn, 'DQ.POP', name, c.popArgs(options)), name);
     }
-    const reply = await c.send(conn, 'DQ.MPOP', undefined, [poller.parts.length, ...poller.parts.map((p) => p.name), ...a]);
-    if (reply == null) return [];
-    const name = c.str(reply[0]);
-    return reply[1].map((e) => c.delivery(e, name));
+    const names = poller.parts.map((p) => p.name);
+    return c.mpopReply(await c.send(conn, 'DQ.MPOP', undefined, c.mpopArgs(names, options))).deliveries;
   }
 
   async _poll(poller) {
