@@ -11,5 +11,5 @@ pub mod logs;
 pub mod redis_url;
 pub mod signals;
 
-pub use logs::LogFormat;
+pub use logs::{LogColor, LogFormat};
 pub use signals::Signals;

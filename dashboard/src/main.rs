@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use dq_daemon::{LogFormat, Signals};
+use dq_daemon::{LogColor, LogFormat, Signals};
 
 use crate::backend::{Backend, History};
 use crate::security::{Auth, Csrf};
@@ -117,6 +117,16 @@ struct Args {
     #[arg(long, value_enum, default_value = "json")]
     log_format: LogFormat,
 
+    /// ANSI colours in text logs: auto (only when standard error is a
+    /// terminal and NO_COLOR is unset or empty), always or never.
+    #[arg(
+        long,
+        env = "DQ_DASHBOARD_LOG_COLOR",
+        value_enum,
+        default_value = "auto"
+    )]
+    log_color: LogColor,
+
     /// Log level or filter (error, warn, info, debug); DQ_DASHBOARD_LOG
     /// overrides it with a full tracing filter.
     #[arg(long, default_value = "info")]
@@ -146,7 +156,12 @@ fn window_name(d: Duration) -> String {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    dq_daemon::logs::init("DQ_DASHBOARD_LOG", &args.log_level, args.log_format);
+    dq_daemon::logs::init(
+        "DQ_DASHBOARD_LOG",
+        &args.log_level,
+        args.log_format,
+        args.log_color,
+    );
     dq_daemon::logs::exit_code("dq-dashboard", run(args).await)
 }
 
@@ -258,5 +273,20 @@ mod tests {
         assert_eq!(m.metrics_queues, ["orders-*", "emails"]);
         assert_eq!(m.metrics_max_queues, 0);
         assert!(Args::try_parse_from(["dq-dashboard", "--metrics-max-queues", "-1"]).is_err());
+    }
+
+    #[test]
+    fn log_colour_is_automatic_unless_given() {
+        let a = Args::try_parse_from(["dq-dashboard"]).unwrap();
+        assert_eq!(a.log_color, LogColor::Auto);
+        for (given, want) in [
+            ("auto", LogColor::Auto),
+            ("always", LogColor::Always),
+            ("never", LogColor::Never),
+        ] {
+            let a = Args::try_parse_from(["dq-dashboard", "--log-color", given]).unwrap();
+            assert_eq!(a.log_color, want);
+        }
+        assert!(Args::try_parse_from(["dq-dashboard", "--log-color", "yes"]).is_err());
     }
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use dq_client::{CancellationToken, Consumer, ConsumerConfig};
-use dq_daemon::{LogFormat, Signals};
+use dq_daemon::{LogColor, LogFormat, Signals};
 use reqwest::Url;
 
 use crate::allow::AllowList;
@@ -159,6 +159,11 @@ struct Args {
     /// Log format, to standard error.
     #[arg(long, value_enum, default_value = "json")]
     log_format: LogFormat,
+
+    /// ANSI colours in text logs: auto (only when standard error is a
+    /// terminal and NO_COLOR is unset or empty), always or never.
+    #[arg(long, env = "DQ_RELAY_LOG_COLOR", value_enum, default_value = "auto")]
+    log_color: LogColor,
 
     /// Log level or filter (error, warn, info, debug); DQ_RELAY_LOG
     /// overrides it with a full tracing filter.
@@ -297,7 +302,12 @@ fn stop_on_signals(shutdown: CancellationToken) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    dq_daemon::logs::init("DQ_RELAY_LOG", &args.log_level, args.log_format);
+    dq_daemon::logs::init(
+        "DQ_RELAY_LOG",
+        &args.log_level,
+        args.log_format,
+        args.log_color,
+    );
     dq_daemon::logs::exit_code("dq-relay", run(args).await)
 }
 
@@ -430,6 +440,15 @@ mod tests {
         assert!(matches!(parse_queue("x=1").unwrap(), (n, Route::Envelope) if n == "x=1"));
         assert!(parse_queue("").is_err());
         assert!(parse_queue("q=http://").is_err());
+    }
+
+    #[test]
+    fn log_colour_is_automatic_unless_given() {
+        let a = Args::try_parse_from(["dq-relay", "-q", "h"]).unwrap();
+        assert_eq!(a.log_color, LogColor::Auto);
+        let a = Args::try_parse_from(["dq-relay", "-q", "h", "--log-color", "never"]).unwrap();
+        assert_eq!(a.log_color, LogColor::Never);
+        assert!(Args::try_parse_from(["dq-relay", "-q", "h", "--log-color", "yes"]).is_err());
     }
 
     #[test]
