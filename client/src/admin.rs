@@ -17,6 +17,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::Value;
 
+use crate::args::{check_count, check_id, require};
 use crate::error::Error;
 use crate::reply::{
     array, bad, bytes, cmd, field_name, fields, int, ok, opt_bytes, opt_text, opt_uint, pairs,
@@ -398,6 +399,7 @@ pub async fn get<C: ConnectionLike + ?Sized>(
     queue: &[u8],
     id: &[u8],
 ) -> Result<Option<Message>, Error> {
+    check_id("id", id)?;
     let mut c = cmd("DQ.GET", queue);
     c.arg(id);
     parse_message(query(con, &c).await?)
@@ -411,6 +413,7 @@ pub async fn peek<C: ConnectionLike + ?Sized>(
     state: State,
     count: usize,
 ) -> Result<Vec<Entry>, Error> {
+    check_count(count)?;
     let mut c = cmd("DQ.PEEK", queue);
     c.arg(state.keyword()).arg("COUNT").arg(count);
     parse_entries("DQ.PEEK", query(con, &c).await?)
@@ -425,6 +428,7 @@ pub async fn scan_page<C: ConnectionLike + ?Sized>(
     cursor: u64,
     count: usize,
 ) -> Result<(u64, Vec<Entry>), Error> {
+    check_count(count)?;
     let mut c = cmd("DQ.SCAN", queue);
     c.arg(cursor);
     if let Some(state) = state {
@@ -449,6 +453,7 @@ pub async fn redrive_count<C: ConnectionLike + ?Sized>(
     queue: &[u8],
     count: usize,
 ) -> Result<u64, Error> {
+    check_count(count)?;
     let mut c = cmd("DQ.REDRIVE", queue);
     c.arg("COUNT").arg(count);
     parse_count("DQ.REDRIVE", query(con, &c).await?)
@@ -493,9 +498,9 @@ pub async fn config_set<C: ConnectionLike + ?Sized>(
 }
 
 /// DQ.PAUSE: POP delivers nothing from the queue until DQ.RESUME, or
-/// until `for_` has passed (rounded up to whole milliseconds). Pausing
-/// again replaces the pause's end; pausing a queue that does not exist
-/// makes it.
+/// until `for_` has passed (rounded up to whole milliseconds; a pause of 0
+/// is refused, as the server refuses `FOR 0`). Pausing again replaces the
+/// pause's end; pausing a queue that does not exist makes it.
 pub async fn pause<C: ConnectionLike + ?Sized>(
     con: &mut C,
     queue: &[u8],
@@ -503,10 +508,13 @@ pub async fn pause<C: ConnectionLike + ?Sized>(
 ) -> Result<(), Error> {
     let mut c = cmd("DQ.PAUSE", queue);
     if let Some(d) = for_ {
-        // FOR 0 is refused, and a pause shorter than a millisecond means
-        // "a moment", not "until resumed".
+        require(!d.is_zero(), || {
+            "a pause for 0 would end at once: give a length, or None to pause until resumed".into()
+        })?;
+        // A pause shorter than a millisecond means "a moment" (FOR 1),
+        // not "until resumed".
         let ms = u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
-        c.arg("FOR").arg(ms.max(1));
+        c.arg("FOR").arg(ms);
     }
     ok("DQ.PAUSE", query(con, &c).await?)
 }
@@ -526,7 +534,7 @@ pub async fn schedule<C: ConnectionLike + ?Sized>(
     payload: &[u8],
     spec: &Schedule,
 ) -> Result<Option<u64>, Error> {
-    let c = crate::schedule::schedule_cmd(queue, name, payload, spec);
+    let c = crate::schedule::schedule_cmd(queue, name, payload, spec)?;
     crate::schedule::parse_next_run(query(con, &c).await?)
 }
 

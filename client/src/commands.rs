@@ -29,36 +29,45 @@ fn ms(d: Duration) -> u64 {
     crate::args::ms(d).max(1)
 }
 
-/// DQ.POP; without `block` it takes only what is ready now.
-pub(crate) fn pop(queue: &str, count: usize, block: Option<Duration>, lease: Duration) -> Cmd {
+/// DQ.POP; without `block` it takes only what is ready now, without
+/// `lease` the queue's lease applies (the consumer always gives its own).
+pub(crate) fn pop(
+    queue: &str,
+    count: usize,
+    block: Option<Duration>,
+    lease: Option<Duration>,
+) -> Cmd {
     let mut cmd = redis::cmd("DQ.POP");
-    cmd.arg(queue).arg("COUNT").arg(count);
-    if let Some(block) = block {
-        cmd.arg("BLOCK").arg(ms(block));
-    }
-    cmd.arg("LEASE").arg(ms(lease));
+    cmd.arg(queue);
+    pop_options(&mut cmd, count, block, lease);
     cmd
 }
 
-/// DQ.MPOP over `queues` in their order; without `block` it takes only
-/// what is ready now.
+/// DQ.MPOP over `queues` in their order, with DQ.POP's options.
 pub(crate) fn mpop(
     queues: &[String],
     count: usize,
     block: Option<Duration>,
-    lease: Duration,
+    lease: Option<Duration>,
 ) -> Cmd {
     let mut cmd = redis::cmd("DQ.MPOP");
     cmd.arg(queues.len());
     for queue in queues {
         cmd.arg(queue);
     }
+    pop_options(&mut cmd, count, block, lease);
+    cmd
+}
+
+/// `COUNT n [BLOCK ms] [LEASE ms]`, the options DQ.POP and DQ.MPOP share.
+fn pop_options(cmd: &mut Cmd, count: usize, block: Option<Duration>, lease: Option<Duration>) {
     cmd.arg("COUNT").arg(count);
     if let Some(block) = block {
         cmd.arg("BLOCK").arg(ms(block));
     }
-    cmd.arg("LEASE").arg(ms(lease));
-    cmd
+    if let Some(lease) = lease {
+        cmd.arg("LEASE").arg(ms(lease));
+    }
 }
 
 /// DQ.NACK for a `Nack` or `Dead` outcome, fenced to its delivery.
@@ -217,13 +226,13 @@ mod tests {
             "q",
             16,
             Some(Duration::from_secs(5)),
-            Duration::from_micros(10),
+            Some(Duration::from_micros(10)),
         );
         assert_eq!(
             args(&cmd),
             ["DQ.POP", "q", "COUNT", "16", "BLOCK", "5000", "LEASE", "1"]
         );
-        let cmd = pop("q", 2, None, Duration::from_secs(30));
+        let cmd = pop("q", 2, None, Some(Duration::from_secs(30)));
         assert_eq!(args(&cmd), ["DQ.POP", "q", "COUNT", "2", "LEASE", "30000"]);
     }
 
@@ -234,7 +243,7 @@ mod tests {
             &queues,
             8,
             Some(Duration::from_secs(2)),
-            Duration::from_secs(30),
+            Some(Duration::from_secs(30)),
         );
         assert_eq!(
             args(&cmd),
@@ -251,7 +260,7 @@ mod tests {
                 "30000"
             ]
         );
-        let cmd = mpop(&queues, 1, None, Duration::from_millis(5));
+        let cmd = mpop(&queues, 1, None, Some(Duration::from_millis(5)));
         assert_eq!(
             args(&cmd),
             [

@@ -451,8 +451,8 @@ async fn popper<H: Handler>(
 ) {
     let queue = queues.join(" ");
     let pop = |count: usize, block: Option<Duration>| match queues.as_slice() {
-        [one] => commands::pop(one, count, block, shared.config.lease),
-        many => commands::mpop(many, count, block, shared.config.lease),
+        [one] => commands::pop(one, count, block, Some(shared.config.lease)),
+        many => commands::mpop(many, count, block, Some(shared.config.lease)),
     };
     let mut conn: Option<PopConnection> = None;
     let mut node: Option<Node> = None;

@@ -27,6 +27,11 @@ pub enum Error {
         command: &'static str,
         detail: String,
     },
+    /// Refused before anything was sent: a configuration that cannot work
+    /// (a Consumer's, a sharded queue's), or a call the server would refuse
+    /// for its arguments' shape — an empty id, a count or lease of 0,
+    /// DELAY with AT, NX with XX, EVERY under 1 s (the calls every dq
+    /// library refuses: tests/vectors/commands.json).
     #[error("invalid configuration: {0}")]
     Config(String),
 }

@@ -54,6 +54,8 @@ mod reply;
 mod schedule;
 mod server;
 mod shard;
+#[cfg(test)]
+mod vectors;
 
 pub use admin::{Entry, InfoDq, Message, QueueConfig, Rate, State, Stats};
 pub use commands::{truncate_error, MAX_ERROR_BYTES};

@@ -3,13 +3,15 @@
 
 use std::time::Duration;
 
+use redis::aio::ConnectionLike;
 use redis::{Cmd, Value};
 
 use crate::admin::{self, Entry, Message, QueueConfig, State, Stats};
-use crate::args::{message_options, ms};
+use crate::args::{check_attempt, check_id, message_options, ms, require};
 use crate::commands::{self, MAX_ERROR_BYTES};
 use crate::delivery::NackState;
 use crate::error::Error;
+use crate::reply::{opt_bytes, query, uint};
 use crate::schedule::{Schedule, ScheduleInfo};
 use crate::server::Connection;
 use crate::shard::{random_id, Shards};
@@ -41,7 +43,19 @@ pub struct AddOptions {
     pub shard_key: Option<Vec<u8>>,
 }
 
-fn add_cmd(queue: &str, payload: &[u8], o: &AddOptions) -> Cmd {
+/// `DQ.ADD queue payload ...`; refused when the server would refuse it for
+/// its shape (DELAY with AT, NX with XX, XX without an id, an empty id).
+fn add_cmd(queue: &str, payload: &[u8], o: &AddOptions) -> Result<Cmd, Error> {
+    require(o.delay.is_none() || o.at_ms.is_none(), || {
+        "delay and at_ms cannot be used together".into()
+    })?;
+    require(!(o.nx && o.xx), || {
+        "nx and xx cannot be used together".into()
+    })?;
+    require(!o.xx || o.id.is_some(), || "xx needs an id".into())?;
+    if let Some(id) = &o.id {
+        check_id("id", id)?;
+    }
     let mut cmd = redis::cmd("DQ.ADD");
     cmd.arg(queue).arg(payload);
     if let Some(d) = o.delay {
@@ -60,8 +74,8 @@ fn add_cmd(queue: &str, payload: &[u8], o: &AddOptions) -> Cmd {
         cmd.arg("XX");
     }
     let (backoff, group) = (o.backoff.as_deref(), o.group.as_deref());
-    message_options(&mut cmd, o.priority, o.max_attempts, backoff, group, o.ttl);
-    cmd
+    message_options(&mut cmd, o.priority, o.max_attempts, backoff, group, o.ttl)?;
+    Ok(cmd)
 }
 
 /// DQ.NACK's options.
@@ -98,32 +112,39 @@ impl Queue {
     }
 
     /// DQ.ADD: the message's id, or `None` when NX found the id or XX did not.
+    /// [`Error::Config`], with nothing sent, for options the server would
+    /// refuse: `delay` with `at_ms`, `nx` with `xx`, `xx` without an id, an
+    /// id or group of 0 or over 1024 bytes, `max_attempts` 0, an empty
+    /// `backoff`, a `ttl` under 1 ms.
     pub async fn add(
         &self,
         payload: &[u8],
         options: &AddOptions,
     ) -> Result<Option<Vec<u8>>, Error> {
-        add(&self.con, &self.name, payload, options).await
+        add(&mut self.con.clone(), &self.name, payload, options).await
     }
 
     /// DQ.ACK: how many of `ids` were in flight and are now gone.
     pub async fn ack(&self, ids: &[&[u8]]) -> Result<u64, Error> {
-        ack(&self.con, &self.name, ids).await
+        ack(&mut self.con.clone(), &self.name, ids).await
     }
 
-    /// DQ.NACK: the message's new state.
+    /// DQ.NACK: the message's new state. [`Error::Config`], with nothing
+    /// sent, for `delay` with `dead`, or `attempt` 0.
     pub async fn nack(&self, id: &[u8], options: &NackOptions) -> Result<NackState, Error> {
-        nack(&self.con, &self.name, id, options).await
+        nack(&mut self.con.clone(), &self.name, id, options).await
     }
 
-    /// DQ.TOUCH: the new lease deadline (Unix ms).
+    /// DQ.TOUCH: the new lease deadline (Unix ms). A lease under 1 ms is
+    /// sent as 1 ms; [`Error::Config`], with nothing sent, for a lease of 0
+    /// or `attempt` 0.
     pub async fn touch(
         &self,
         id: &[u8],
         lease: Option<Duration>,
         attempt: Option<u64>,
     ) -> Result<u64, Error> {
-        touch(&self.con, &self.name, id, lease, attempt).await
+        touch(&mut self.con.clone(), &self.name, id, lease, attempt).await
     }
 
     pub async fn stats(&self) -> Result<Stats, Error> {
@@ -204,7 +225,10 @@ impl Queue {
     /// DQ.SCHEDULE: creates or replaces the recurring schedule `name`, whose
     /// runs add `payload` as `spec` says. Returns the next run time (Unix
     /// ms), or `None` when no run is left — or when [`Schedule::nx`] left
-    /// an existing schedule untouched.
+    /// an existing schedule untouched. [`Error::Config`], with nothing sent,
+    /// for what the server would refuse: an empty name or one over 1007
+    /// bytes, EVERY under 1 s, an empty CRON, a TZ with EVERY, END before
+    /// START, LIMIT 0, a bad message option.
     pub async fn schedule(
         &self,
         name: impl AsRef<[u8]>,
@@ -274,7 +298,13 @@ impl ShardedQueue {
             .into_iter()
             .find_map(|b| b.as_deref())
             .unwrap_or_default();
-        add(&self.con, self.shards.route(basis), payload, options).await
+        add(
+            &mut self.con.clone(),
+            self.shards.route(basis),
+            payload,
+            options,
+        )
+        .await
     }
 }
 
@@ -586,26 +616,21 @@ fn split_limits<'a>(
         .collect()
 }
 
-async fn add(
-    con: &Connection,
+pub(crate) async fn add<C: ConnectionLike + ?Sized>(
+    con: &mut C,
     queue: &str,
     payload: &[u8],
     o: &AddOptions,
 ) -> Result<Option<Vec<u8>>, Error> {
-    let reply: Value = add_cmd(queue, payload, o)
-        .query_async(&mut con.clone())
-        .await?;
-    match reply {
-        Value::Nil => Ok(None),
-        Value::BulkString(id) => Ok(Some(id)),
-        other => Err(Error::Reply {
-            command: "DQ.ADD",
-            detail: format!("{other:?}"),
-        }),
-    }
+    let cmd = add_cmd(queue, payload, o)?;
+    opt_bytes("DQ.ADD", query(con, &cmd).await?)
 }
 
-async fn ack(con: &Connection, queue: &str, ids: &[&[u8]]) -> Result<u64, Error> {
+pub(crate) async fn ack<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &str,
+    ids: &[&[u8]],
+) -> Result<u64, Error> {
     if ids.is_empty() {
         return Ok(0);
     }
@@ -614,7 +639,7 @@ async fn ack(con: &Connection, queue: &str, ids: &[&[u8]]) -> Result<u64, Error>
     for id in ids {
         cmd.arg(*id);
     }
-    Ok(cmd.query_async(&mut con.clone()).await?)
+    uint("DQ.ACK", &query(con, &cmd).await?)
 }
 
 fn unknown(queue: &str, id: &[u8]) -> Error {
@@ -624,12 +649,13 @@ fn unknown(queue: &str, id: &[u8]) -> Error {
     }
 }
 
-async fn nack(
-    con: &Connection,
-    queue: &str,
-    id: &[u8],
-    o: &NackOptions,
-) -> Result<NackState, Error> {
+/// `DQ.NACK queue id [DELAY ms | DEAD] [ATTEMPT n] [ERROR text]`.
+fn nack_cmd(queue: &str, id: &[u8], o: &NackOptions) -> Result<Cmd, Error> {
+    check_id("id", id)?;
+    require(o.delay.is_none() || !o.dead, || {
+        "delay and dead cannot be used together".into()
+    })?;
+    check_attempt(o.attempt)?;
     let mut cmd = redis::cmd("DQ.NACK");
     cmd.arg(queue).arg(id);
     if let Some(d) = o.delay {
@@ -650,17 +676,32 @@ async fn nack(
             cmd.arg("ERROR").arg(e);
         }
     }
-    let reply: Value = cmd.query_async(&mut con.clone()).await?;
+    Ok(cmd)
+}
+
+pub(crate) async fn nack<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &str,
+    id: &[u8],
+    o: &NackOptions,
+) -> Result<NackState, Error> {
+    let reply = query(con, &nack_cmd(queue, id, o)?).await?;
     commands::parse_nack(&reply)?.ok_or_else(|| unknown(queue, id))
 }
 
-async fn touch(
-    con: &Connection,
+/// `DQ.TOUCH queue id [LEASE ms] [ATTEMPT n]`; a lease under 1 ms is 1 ms,
+/// a lease of 0 is refused (the server refuses it too).
+fn touch_cmd(
     queue: &str,
     id: &[u8],
     lease: Option<Duration>,
     attempt: Option<u64>,
-) -> Result<u64, Error> {
+) -> Result<Cmd, Error> {
+    check_id("id", id)?;
+    if let Some(l) = lease {
+        require(!l.is_zero(), || "lease must be longer than 0".into())?;
+    }
+    check_attempt(attempt)?;
     let mut cmd = redis::cmd("DQ.TOUCH");
     cmd.arg(queue).arg(id);
     if let Some(l) = lease {
@@ -669,13 +710,19 @@ async fn touch(
     if let Some(a) = attempt {
         cmd.arg("ATTEMPT").arg(a);
     }
-    match cmd.query_async(&mut con.clone()).await? {
-        Value::Int(deadline) => Ok(u64::try_from(deadline).unwrap_or_default()),
+    Ok(cmd)
+}
+
+pub(crate) async fn touch<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &str,
+    id: &[u8],
+    lease: Option<Duration>,
+    attempt: Option<u64>,
+) -> Result<u64, Error> {
+    match query(con, &touch_cmd(queue, id, lease, attempt)?).await? {
         Value::Nil => Err(unknown(queue, id)),
-        other => Err(Error::Reply {
-            command: "DQ.TOUCH",
-            detail: format!("{other:?}"),
-        }),
+        deadline => uint("DQ.TOUCH", &deadline),
     }
 }
 
@@ -752,49 +799,40 @@ mod tests {
     }
 
     #[test]
-    fn add_names_every_option() {
+    fn add_names_its_options_and_refuses_what_cannot_go_together() {
+        // Every option, each case of it: tests/vectors/commands.json (vectors.rs).
         let o = AddOptions {
             delay: Some(Duration::from_secs(2)),
-            at_ms: Some(5),
             id: Some(b"a".to_vec()),
             nx: true,
-            xx: true,
             priority: Some(-3),
-            max_attempts: Some(4),
-            backoff: Some("fixed:1s".into()),
-            group: Some(b"g".to_vec()),
             ttl: Some(Duration::from_millis(900)),
             shard_key: Some(b"ignored".to_vec()),
+            ..AddOptions::default()
         };
         assert_eq!(
-            args(&add_cmd("q", b"p", &o)),
+            args(&add_cmd("q", b"p", &o).unwrap()),
             [
-                "DQ.ADD",
-                "q",
-                "p",
-                "DELAY",
-                "2000",
-                "AT",
-                "5",
-                "ID",
-                "a",
-                "NX",
-                "XX",
-                "PRIORITY",
-                "-3",
-                "MAXATTEMPTS",
-                "4",
-                "BACKOFF",
-                "fixed:1s",
-                "GROUP",
-                "g",
-                "TTL",
+                "DQ.ADD", "q", "p", "DELAY", "2000", "ID", "a", "NX", "PRIORITY", "-3", "TTL",
                 "900"
             ]
         );
         assert_eq!(
-            args(&add_cmd("q", b"", &AddOptions::default())),
+            args(&add_cmd("q", b"", &AddOptions::default()).unwrap()),
             ["DQ.ADD", "q", ""]
         );
+        for bad in [
+            AddOptions {
+                at_ms: Some(5),
+                ..o.clone()
+            },
+            AddOptions {
+                xx: true,
+                ..o.clone()
+            },
+        ] {
+            let e = add_cmd("q", b"p", &bad).unwrap_err().to_string();
+            assert!(e.contains("cannot be used together"), "{e}");
+        }
     }
 }

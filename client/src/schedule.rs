@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::{Cmd, Value};
 
-use crate::args::{message_options, ms};
+use crate::args::{message_options, ms, require};
 use crate::error::Error;
 use crate::reply::{
     array, bad, field_name, fields, opt_bytes, opt_int, opt_text, opt_uint, text, uint,
@@ -112,8 +112,8 @@ impl Schedule {
         }
     }
 
-    /// `EVERY`: a run every `interval` (at least 1 s; sent in whole
-    /// milliseconds), from START — by default the moment of the command,
+    /// `EVERY`: a run every `interval` (at least 1 s, else refused; sent in
+    /// whole milliseconds), from START — by default the moment of the command,
     /// so the first run is at once.
     pub fn every(interval: Duration) -> Schedule {
         Schedule::new(Repeat::Every(interval))
@@ -126,7 +126,7 @@ impl Schedule {
     }
 
     /// `TZ`: the IANA zone a cron expression is read in (default `UTC`).
-    /// The server refuses it with EVERY.
+    /// A schedule with EVERY and a zone is refused (an interval has none).
     pub fn tz(mut self, zone: impl Into<String>) -> Schedule {
         self.tz = Some(zone.into());
         self
@@ -201,8 +201,43 @@ impl Schedule {
     }
 }
 
-/// `DQ.SCHEDULE queue name payload ...`.
-pub(crate) fn schedule_cmd(queue: &[u8], name: &[u8], payload: &[u8], s: &Schedule) -> Cmd {
+/// The longest schedule name: a run's id `name@T` must fit an id (1024 bytes).
+const MAX_NAME_BYTES: usize = 1007;
+
+/// `DQ.SCHEDULE queue name payload ...`; refused when the server would
+/// refuse it for its shape (an empty name, EVERY under 1 s, an empty CRON,
+/// TZ with EVERY, END before START, LIMIT 0, a bad message option).
+pub(crate) fn schedule_cmd(
+    queue: &[u8],
+    name: &[u8],
+    payload: &[u8],
+    s: &Schedule,
+) -> Result<Cmd, Error> {
+    require((1..=MAX_NAME_BYTES).contains(&name.len()), || {
+        format!(
+            "a schedule's name must be 1 to {MAX_NAME_BYTES} bytes (its runs' ids are name@time), not {}",
+            name.len()
+        )
+    })?;
+    match &s.repeat {
+        Repeat::Every(interval) => {
+            require(ms(*interval) >= 1000, || {
+                format!("every must be at least 1 s, not {interval:?}")
+            })?;
+            require(s.tz.is_none(), || {
+                "tz needs cron: an interval (every) has no time zone".into()
+            })?;
+        }
+        Repeat::Cron(expr) => require(!expr.trim().is_empty(), || {
+            "cron must not be empty: five fields such as 0 8 * * *, or @daily".into()
+        })?,
+    }
+    if let (Some(start), Some(end)) = (s.start, s.end) {
+        require(start <= end, || {
+            format!("start must not be after end ({start} > {end})")
+        })?;
+    }
+    require(s.limit != Some(0), || "limit must be at least 1".into())?;
     let mut cmd = redis::cmd("DQ.SCHEDULE");
     cmd.arg(queue).arg(name).arg(payload);
     match &s.repeat {
@@ -232,8 +267,8 @@ pub(crate) fn schedule_cmd(queue: &[u8], name: &[u8], payload: &[u8], s: &Schedu
         cmd.arg("NX");
     }
     let (backoff, group) = (s.backoff.as_deref(), s.group.as_deref());
-    message_options(&mut cmd, s.priority, s.max_attempts, backoff, group, s.ttl);
-    cmd
+    message_options(&mut cmd, s.priority, s.max_attempts, backoff, group, s.ttl)?;
+    Ok(cmd)
 }
 
 /// DQ.SCHEDULE's reply: the next run time, or nil.
@@ -354,7 +389,7 @@ mod tests {
             .group("g")
             .ttl(Duration::from_millis(600));
         assert_eq!(
-            args(&schedule_cmd(b"q", b"digest", b"p", &s)),
+            args(&schedule_cmd(b"q", b"digest", b"p", &s).unwrap()),
             [
                 "DQ.SCHEDULE",
                 "q",
@@ -388,12 +423,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            args(&schedule_cmd(
-                b"q",
-                b"n",
-                b"",
-                &Schedule::every(Duration::from_secs(300))
-            )),
+            args(
+                &schedule_cmd(b"q", b"n", b"", &Schedule::every(Duration::from_secs(300))).unwrap()
+            ),
             ["DQ.SCHEDULE", "q", "n", "", "EVERY", "300000"]
         );
     }

@@ -231,12 +231,23 @@ async fn calls_fail_with_typed_errors() {
 
     // Any other refusal is the server's error, untouched.
     let bad = AddOptions {
+        backoff: Some("soon".into()),
+        ..AddOptions::default()
+    };
+    let e = q.add(b"p", &bad).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Redis(r) if r.to_string().contains("BACKOFF must be")),
+        "{e:?}"
+    );
+    // What the server would refuse for its shape is refused before it is
+    // sent (tests/vectors/commands.json has every such call).
+    let bad = AddOptions {
         xx: true,
         ..AddOptions::default()
     };
     let e = q.add(b"p", &bad).await.unwrap_err();
     assert!(
-        matches!(&e, Error::Redis(r) if r.to_string().contains("XX needs ID")),
+        matches!(&e, Error::Config(t) if t.contains("xx needs an id")),
         "{e:?}"
     );
 }
