@@ -7,6 +7,8 @@ decodes it."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
 import socket
 from types import SimpleNamespace
@@ -205,3 +207,14 @@ def test_every_operation_and_form_is_covered() -> None:
                    "resume", "queues"}
     forms = {(c["protocol"], c["words"]) for c in REPLIES if c["op"] == "get" and "words" in c}
     assert forms == {(2, "simple"), (2, "bulk"), (3, "simple"), (3, "bulk")}
+
+
+def test_the_vector_files_are_what_scripts_client_vectors_writes() -> None:
+    """The files are generated: a hand edit of one fails here (run scripts/client-vectors)."""
+    loader = importlib.machinery.SourceFileLoader("client_vectors", str(ROOT / "scripts" / "client-vectors"))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    generator = importlib.util.module_from_spec(spec)
+    loader.exec_module(generator)
+    for name, text in generator.documents().items():
+        assert (VECTORS / name).read_text(encoding="utf-8") == text, f"{name}: run scripts/client-vectors"
