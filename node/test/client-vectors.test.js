@@ -217,3 +217,10 @@ test('the vectors cover every operation, and every record in its four forms', ()
   const forms = new Set(REPLIES.filter((v) => v.op === 'get' && v.words).map((v) => `${v.protocol}/${v.words}`));
   assert.deepStrictEqual([...forms].sort(), ['2/bulk', '2/simple', '3/bulk', '3/simple']);
 });
+
+test('a Worker asks one POP for 10000 at most, the server\'s COUNT limit, whatever its concurrency', async () => {
+  const { client, sent } = fake('ioredis', { protocol: 2 });
+  const worker = new dq.Worker(new dq.Queue(client, 'orders'), async () => {}, { concurrency: 20000, leaseMs: 30000 });
+  assert.deepStrictEqual(await worker._pop(client, worker.pollers[0], 20000), []);
+  assert.deepStrictEqual(sent.map((a) => a.map(String)), [['DQ.POP', 'orders', 'COUNT', '10000', 'LEASE', '30000']]);
+});
