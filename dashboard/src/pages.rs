@@ -8,7 +8,7 @@ use maud::{html, Markup, DOCTYPE};
 use crate::backend::{rates, recent_rate, Point};
 use crate::charts::{chart, spark, Series};
 use crate::list::{page_links, Has, ListQuery, Sort, MAX_PER_PAGE, PER_PAGE};
-use crate::render::{self, count, label, lossy, relative, time, url_part, Payload};
+use crate::render::{self, count, label, lossy, relative, time, url_part, when, when_at, Payload};
 
 /// What every page needs to know about the request and the dashboard.
 pub struct Ctx {
@@ -399,8 +399,69 @@ pub struct QueuePage<'a> {
     /// The entries are DQ.PEEK's: the first of the state, in the order
     /// they will leave it (no paging).
     pub next_order: bool,
-    pub entries: &'a [Entry],
+    pub entries: &'a [Listed],
     pub window: &'a str,
+}
+
+/// A message of a queue page's list, with its state.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// `time` is the one its state gives meaning: the due time, the lease
+    /// deadline or the time of death.
+    pub entry: Entry,
+    /// As DQ.GET spells it (a state a newer module adds too); None when
+    /// the message left the queue between the page's DQ.SCAN and its
+    /// DQ.GET.
+    pub state: Option<String>,
+}
+
+impl Listed {
+    /// An entry of a one-state tab: DQ.SCAN STATE or DQ.PEEK said it.
+    pub fn in_state(entry: Entry, state: State) -> Listed {
+        Listed {
+            entry,
+            state: Some(state.as_str().to_string()),
+        }
+    }
+
+    /// An entry of the "all" tab, as its DQ.GET (`now`) found it, state
+    /// and time read together: a message that moved since the SCAN shows
+    /// where it is, with the time of that state.
+    pub fn from_get(entry: Entry, now: Option<Message>) -> Listed {
+        let Some(m) = now else {
+            return Listed { entry, state: None };
+        };
+        let time = match m.state() {
+            Some(State::Delayed | State::Ready) => m.due_at,
+            Some(State::Inflight) => m.lease_deadline,
+            Some(State::Dead) => m.died_at,
+            None => None,
+        };
+        Listed {
+            entry: Entry {
+                id: entry.id,
+                payload: m.payload,
+                attempt: m.attempt,
+                time: time.unwrap_or(entry.time),
+                last_error: m.last_error,
+            },
+            state: Some(m.state),
+        }
+    }
+}
+
+/// The list's time cell: what the time is in the message's state, and
+/// the time itself in its tooltip.
+fn when_cell(l: &Listed, now: u64) -> Markup {
+    let t = l.entry.time;
+    html! {
+        @match l.state.as_deref().map(|s| (s, s.parse::<State>())) {
+            Some((_, Ok(st))) => td.time title=(when_at(st, t)) { (when(st, t, now)) },
+            // A state this dashboard does not know: its time, unnamed.
+            Some((_, Err(_))) => td.time title=(time(t)) { (relative(t, now)) },
+            None => td.time { span.muted { "—" } },
+        }
+    }
 }
 
 /// A schedule and the queue that holds it (another shard's, on a shard
@@ -700,12 +761,9 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
             None => base,
         }
     };
-    let time_head = match p.state {
-        Some(State::Inflight) => "lease ends",
-        Some(State::Dead) => "died",
-        Some(_) => "due",
-        None => "due / lease / died",
-    };
+    // The "all" tab is the one list of several states: it names each
+    // message's; a one-state tab names its state once, in the tab.
+    let mixed = p.state.is_none();
     let body = html! {
         section.titlebar {
             h1 { span.muted { "queue " } (title) }
@@ -779,14 +837,27 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                 p.muted { "No messages on this page." }
             } @else {
                 table.messages id="messages" {
-                    thead { tr { th { "id" } th { "payload" } th.num { "attempt" } th { (time_head) } th { "last error" } } }
+                    thead { tr {
+                        th { "id" }
+                        @if mixed { th { "state" } }
+                        th { "payload" } th.num { "attempt" } th { "when" } th { "last error" }
+                    } }
                     tbody {
-                        @for e in p.entries {
+                        @for l in p.entries {
+                            @let e = &l.entry;
                             tr {
                                 td.id { a href=(message_url(p.server, p.name, &e.id)) { (label(&e.id, 60)) } }
+                                @if mixed {
+                                    @match &l.state {
+                                        Some(st) => td.state data-state=(st) { (state_badge(st)) },
+                                        None => td.state data-state="gone" {
+                                            span.badge title="acknowledged, cancelled or expired since this page listed it" { "gone" }
+                                        },
+                                    }
+                                }
                                 td.payload { code { (label(&e.payload, 90)) } }
                                 td.num { (e.attempt) }
-                                td.time title=(time(e.time)) { (relative(e.time, ctx.now)) }
+                                (when_cell(l, ctx.now))
                                 td.err { @if let Some(err) = &e.last_error { (label(err, 80)) } }
                             }
                         }
@@ -1048,6 +1119,97 @@ mod tests {
         sh.max_inflights = vec![(5, 3)];
         assert_eq!(sh.whole_rate(), None);
         assert_eq!(sh.whole_max_inflight(), None);
+    }
+
+    #[test]
+    fn an_all_tab_entry_takes_its_state_and_time_from_its_get() {
+        let scanned = Entry {
+            id: b"m".to_vec(),
+            payload: b"p".to_vec(),
+            attempt: 1,
+            time: 5,
+            last_error: None,
+        };
+        let got = |state: &str| Message {
+            id: b"m".to_vec(),
+            state: state.into(),
+            payload: b"p".to_vec(),
+            attempt: 2,
+            due_at: Some(10),
+            lease_deadline: Some(20),
+            died_at: Some(30),
+            last_error: Some(b"e".to_vec()),
+            ..Message::default()
+        };
+        for (state, time) in [
+            ("delayed", 10),
+            ("ready", 10),
+            ("inflight", 20),
+            ("dead", 30),
+        ] {
+            let l = Listed::from_get(scanned.clone(), Some(got(state)));
+            assert_eq!(l.state.as_deref(), Some(state));
+            assert_eq!((l.entry.time, l.entry.attempt), (time, 2), "{state}");
+            assert_eq!(l.entry.last_error.as_deref(), Some(&b"e"[..]));
+        }
+        // A state a newer module adds: SCAN's time, shown unnamed.
+        let l = Listed::from_get(scanned.clone(), Some(got("done")));
+        assert_eq!((l.state.as_deref(), l.entry.time), (Some("done"), 5));
+        // Gone since the SCAN.
+        let l = Listed::from_get(scanned.clone(), None);
+        assert_eq!((l.state, l.entry), (None, scanned));
+    }
+
+    #[test]
+    fn only_the_all_tab_has_a_state_column_and_states_are_escaped() {
+        let stats = Stats::default();
+        let config = QueueConfig::default();
+        let entry = |id: &[u8]| Entry {
+            id: id.to_vec(),
+            time: 60_000,
+            ..Entry::default()
+        };
+        let entries = vec![
+            Listed::in_state(entry(b"d"), State::Dead),
+            Listed {
+                entry: entry(b"odd"),
+                state: Some("<b>new</b>".into()),
+            },
+            Listed {
+                entry: entry(b"g"),
+                state: None,
+            },
+        ];
+        let mut page = QueuePage {
+            server: "h:1",
+            name: b"q",
+            stats: &stats,
+            schedules: &[],
+            sharding: None,
+            config: &config,
+            history: Vec::new(),
+            state: None,
+            cursor: 0,
+            next_cursor: 0,
+            next_order: false,
+            entries: &entries,
+            window: "10m",
+        };
+        let ctx = Ctx {
+            now: 120_000,
+            ..ctx()
+        };
+        let html = queue_page(&ctx, &page).into_string();
+        assert!(html.contains("<th>state</th>"), "{html}");
+        assert!(html.contains(r#"<td class="state" data-state="dead">"#));
+        assert!(html.contains(">died 1m 0s ago<"), "{html}");
+        assert!(html.contains(r#"title="died at 1970-01-01 00:01:00 UTC""#));
+        assert!(html.contains("&lt;b&gt;new&lt;/b&gt;") && !html.contains("<b>new"));
+        assert!(html.contains(r#"data-state="gone""#));
+        page.state = Some(State::Dead);
+        let html = queue_page(&ctx, &page).into_string();
+        assert!(!html.contains("<th>state</th>") && !html.contains(r#"class="state""#));
+        assert!(html.contains(">died 1m 0s ago<"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use dq_client::State;
 use percent_encoding::{percent_decode, percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 /// Everything but the unreserved characters of RFC 3986 is encoded, so a
@@ -253,6 +254,32 @@ pub fn relative(ms: u64, now: u64) -> String {
     }
 }
 
+/// A message's time as what it means in `state`: `due in 5m` (delayed,
+/// or ready since `due 3m ago`), `lease ends in 20s` (in flight; `lease
+/// ended 2s ago` when the timer has not reclaimed it yet), `died 3m ago`.
+/// A bare `now` said none of that, and showed a ready and a dead message
+/// alike.
+pub fn when(state: State, ms: u64, now: u64) -> String {
+    let rel = relative(ms, now);
+    match state {
+        State::Delayed | State::Ready => format!("due {rel}"),
+        State::Inflight if ms < now && rel != "now" => format!("lease ended {rel}"),
+        State::Inflight => format!("lease ends {rel}"),
+        State::Dead if rel == "now" => "died just now".to_string(),
+        State::Dead => format!("died {rel}"),
+    }
+}
+
+/// [`when`]'s time itself, for a tooltip: `due at 2026-11-23 23:16:05 UTC`.
+pub fn when_at(state: State, ms: u64) -> String {
+    let what = match state {
+        State::Delayed | State::Ready => "due at",
+        State::Inflight => "lease ends at",
+        State::Dead => "died at",
+    };
+    format!("{what} {}", time(ms))
+}
+
 /// A duration in ms, short and rounded: `850ms`, `12s`, `3m 2s`, `5h 1m`, `2d 3h`.
 pub fn age(ms: u64) -> String {
     let s = ms / 1000;
@@ -364,5 +391,30 @@ mod tests {
         assert_eq!(rate(250.0), "250");
         assert_eq!(count(1234567), "1,234,567");
         assert_eq!(count(12), "12");
+    }
+
+    #[test]
+    fn a_time_says_what_it_is_in_each_state() {
+        let now = 1_000_000;
+        assert_eq!(when(State::Delayed, now + 300_000, now), "due in 5m 0s");
+        assert_eq!(when(State::Ready, now - 180_000, now), "due 3m 0s ago");
+        assert_eq!(when(State::Ready, now, now), "due now");
+        assert_eq!(
+            when(State::Inflight, now + 20_000, now),
+            "lease ends in 20s"
+        );
+        assert_eq!(
+            when(State::Inflight, now - 2_000, now),
+            "lease ended 2s ago"
+        );
+        assert_eq!(when(State::Inflight, now - 500, now), "lease ends now");
+        assert_eq!(when(State::Dead, now - 180_000, now), "died 3m 0s ago");
+        assert_eq!(when(State::Dead, now, now), "died just now");
+        assert_eq!(when_at(State::Dead, 0), "died at 1970-01-01 00:00:00 UTC");
+        assert_eq!(
+            when_at(State::Inflight, 0),
+            "lease ends at 1970-01-01 00:00:00 UTC"
+        );
+        assert_eq!(when_at(State::Ready, 0), "due at 1970-01-01 00:00:00 UTC");
     }
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use dq_client::{admin, ScheduleInfo, State, Stats};
+use dq_client::{admin, Entry, Message, ScheduleInfo, State, Stats};
 use hyper::StatusCode;
 
 use crate::app::App;
@@ -199,6 +199,13 @@ pub async fn queue_page(
             break;
         }
     }
+    let entries = match state {
+        Some(st) => entries
+            .into_iter()
+            .map(|e| pages::Listed::in_state(e, st))
+            .collect(),
+        None => with_states(&server, queue, entries).await?,
+    };
     let history = app
         .history
         .lock()
@@ -229,6 +236,41 @@ pub async fn queue_page(
         window: &app.window,
     };
     Ok(html(StatusCode::OK, pages::queue_page(ctx, &page)))
+}
+
+/// The "all" tab's entries with their states. DQ.SCAN without STATE does
+/// not say an entry's state, so each one's DQ.GET does: a page's worth
+/// (50) at most, sent at once on the server's multiplexed connection —
+/// one round trip's wait, not 50. (A state in SCAN's entries would spare
+/// them.)
+async fn with_states(
+    server: &Arc<Server>,
+    queue: &[u8],
+    entries: Vec<Entry>,
+) -> Result<Vec<pages::Listed>, Fail> {
+    let mut gets = tokio::task::JoinSet::new();
+    for (at, e) in entries.iter().enumerate() {
+        let mut con = server.con.clone();
+        let (queue, id) = (queue.to_vec(), e.id.clone());
+        gets.spawn(async move { (at, admin::get(&mut con, &queue, &id).await) });
+    }
+    let mut found: Vec<Option<Message>> = entries.iter().map(|_| None).collect();
+    while let Some(done) = gets.join_next().await {
+        // Only a panic of the task itself (a bug) ends a join in error.
+        let (at, got) = done.map_err(|e| {
+            fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal error",
+                e.to_string(),
+            )
+        })?;
+        found[at] = got.map_err(redis_fail)?;
+    }
+    Ok(entries
+        .into_iter()
+        .zip(found)
+        .map(|(e, m)| pages::Listed::from_get(e, m))
+        .collect())
 }
 
 /// A schedule and the queue (a shard, for a sharded queue) holding it.
