@@ -107,11 +107,11 @@ fn ttl_is_checked() {
     for (line, expected) in [
         (
             "DQ.ADD q x TTL 0",
-            "ERR TTL must be a positive integer number of milliseconds",
+            "ERR TTL must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d",
         ),
         (
             "DQ.ADD q x TTL -1",
-            "ERR TTL must be a positive integer number of milliseconds",
+            "ERR TTL must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d",
         ),
         ("DQ.ADD q x TTL", "ERR TTL needs a value"),
         ("DQ.ADD q x TTL 1 TTL 2", "ERR TTL is given more than once"),

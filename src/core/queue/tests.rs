@@ -199,14 +199,35 @@ fn attempt_fences_a_consumer_whose_lease_ran_out() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "STALE delivery 1 of message 'a' is over: its lease ran out, or it was acknowledged or failed"
+        "STALE delivery 1 of message 'a' is over: the message is at delivery 2 (inflight)"
+    );
+    let err = q.touch(b"a", 9_999, Some(9)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "STALE delivery 9 of message 'a' has not happened: the message is at delivery 2 (inflight)"
     );
     assert!(q.touch(b"a", 9_999, Some(1)).is_err());
     assert_eq!(codec::header(&q), before);
     assert_eq!(state(&q, "a"), Some(State::Inflight));
     assert_eq!(q.touch(b"a", 9_999, Some(2)).unwrap(), Some(9_999));
-    assert!(q.touch(b"gone", 1, Some(1)).is_err());
+    assert_eq!(
+        q.touch(b"gone", 1, Some(1)).unwrap_err().to_string(),
+        "STALE delivery 1 of message 'gone' is over or never happened: the queue holds no \
+         such message (acknowledged, cancelled, purged, or never added)"
+    );
     assert_eq!(q.touch(b"gone", 1, None).unwrap(), None);
+    add(&mut q, 0, "new", 0);
+    assert_eq!(
+        q.touch(b"new", 1, Some(1)).unwrap_err().to_string(),
+        "STALE delivery 1 of message 'new' has not happened: the message was never delivered (ready)"
+    );
+    // Delivery 2 ends (a NACK): it is over, and the message is at it.
+    q.nack(300, b"a", NackAction::Retry(Some(1_000)), Some(2), None, &p)
+        .unwrap();
+    assert_eq!(
+        q.touch(b"a", 9_999, Some(2)).unwrap_err().to_string(),
+        "STALE delivery 2 of message 'a' is over: the message is at delivery 2 (delayed)"
+    );
     q.check().unwrap();
 }
 
