@@ -38,6 +38,8 @@ mod record;
 mod schedules;
 
 #[cfg(test)]
+mod model;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use std::cmp::Reverse;
@@ -443,7 +445,6 @@ impl Queue {
     pub fn pop(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Delivery> {
         let ready = self.ready.len();
         let allowed = count.min(self.allowance(now));
-        self.prune_log(now);
         let mut taken = Vec::new();
         while taken.len() < allowed {
             let Some(&(.., slot)) = self.ready.first() else {
@@ -474,8 +475,8 @@ impl Queue {
                 }
             }
         }
-        // The log is pruned where the master pruned it: at `now`.
-        self.prune_log(now);
+        // The log is pruned where the master pruned it: at `now`, when
+        // deliveries are logged.
         self.log_deliveries(now, taken.len());
         self.count_deliveries(taken.len());
         taken
@@ -729,18 +730,24 @@ impl Queue {
     pub fn purge(&mut self, now: u64, state: Option<State>) -> u64 {
         let count = match state {
             None => {
-                // Settings, counters and schedules stay: they are not
-                // messages.
+                // Settings, counters, schedules and flow control (the
+                // pause, and RATE's log of deliveries, which a purge must
+                // not reset or RATE would let a burst through) stay: they
+                // are not messages.
                 let count = self.messages.len() as u64;
                 let config = self.config().clone();
-                let schedules = std::mem::take(&mut Rare::make(&mut self.rare).schedules);
+                let rare = Rare::make(&mut self.rare);
+                let schedules = std::mem::take(&mut rare.schedules);
+                let flow = std::mem::take(&mut rare.flow);
                 *self = Queue {
                     counters: self.counters,
                     events: self.events,
                     ..Queue::default()
                 };
                 self.set_config(config);
-                Rare::make(&mut self.rare).schedules = schedules;
+                let rare = Rare::make(&mut self.rare);
+                rare.schedules = schedules;
+                rare.flow = flow;
                 Rare::tidy(&mut self.rare);
                 count
             }
