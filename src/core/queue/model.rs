@@ -2,11 +2,13 @@
 //! operation, on a clock that mostly moves on but also stands still, leaps
 //! and steps back (as a server's clock may). After every step:
 //!
-//! - **What POP returns** is what a small reference says: the ready
-//!   messages (read from the records, not from the indexes POP uses) in
-//!   priority, then due, then insertion order, as many as COUNT and the
+//! - **What POP and MPOP return** is what a small reference says: the
+//!   ready messages (read from the records, not from the indexes POP uses)
+//!   in priority, then due, then insertion order, as many as COUNT and the
 //!   limits allow — the pause, MAXINFLIGHT and RATE recomputed here from
-//!   the model's own log of deliveries.
+//!   the model's own log of deliveries; MPOP over two queues, in either
+//!   order, takes from the first that can deliver and counts no throttle
+//!   for one it passes over.
 //! - **A shadow replica** is handed what the step propagated (as the
 //!   command handlers build it: ADD with its id, CLAIM of the ids leased,
 //!   the delay a NACK chose, the lease a TOUCH gave, a tick's counts, ...)
@@ -18,6 +20,8 @@
 //!   ACK, CANCEL, PURGE or as a new version, a tick that did less than its
 //!   budget left nothing due, a schedule's run is made at most once, never
 //!   early, never past END or LIMIT.
+//!
+//! `DQ_MODEL_TRACE=1 cargo test --lib model` prints each step.
 
 use std::collections::{HashMap, HashSet};
 
@@ -55,21 +59,41 @@ fn schedule_every(ms: u64, start: u64) -> Schedule {
     }
 }
 
+/// One queue of the model: the master's, its replica's, and what the
+/// model knows of its limits.
+struct Side {
+    q: Queue,
+    shadow: Queue,
+    /// Deliveries (time, how many) while a RATE is set, as the queue's
+    /// own log should hold them.
+    deliveries: Vec<(u64, u64)>,
+    /// The pause as set: until when.
+    paused_until: Option<u64>,
+}
+
+impl Side {
+    fn new() -> Side {
+        Side {
+            q: Queue::new(),
+            shadow: Queue::new(),
+            deliveries: Vec::new(),
+            paused_until: None,
+        }
+    }
+}
+
 struct Model {
     seed: u64,
     step: usize,
     now: u64,
     /// The latest time the clock has shown.
     latest: u64,
-    q: Queue,
-    shadow: Queue,
+    /// The queue every operation acts on.
+    main: Side,
+    /// A second queue, after or before `main` in an MPOP.
+    other: Side,
     /// Each id's last delivery number while it stays in the queue.
     attempts: HashMap<Vec<u8>, u32>,
-    /// Deliveries (time, how many) while a RATE is set, as the queue's
-    /// own log should hold them.
-    deliveries: Vec<(u64, u64)>,
-    /// The pause as set: until when.
-    paused_until: Option<u64>,
     /// Each schedule's LIMIT and END as last set, and the run times made.
     bounds: HashMap<Vec<u8>, (Option<u64>, Option<u64>)>,
     made: HashSet<(Vec<u8>, u64)>,
@@ -80,10 +104,41 @@ impl Model {
         format!("seed {} step {} now {}", self.seed, self.step, self.now)
     }
 
+    /// DQ.POP on `main`, checked against the reference.
+    fn pop(&mut self, count: usize, deadline: u64) {
+        let at = self.at();
+        let (now, latest) = (self.now, self.latest);
+        self.main
+            .pop(now, latest, count, deadline, &mut self.attempts, &at);
+    }
+
+    /// DQ.MPOP over `main` and `other`, in the order given: it takes from
+    /// the first queue that can deliver now (ready messages and room in
+    /// its limits), and a queue it passes over is not counted throttled.
+    fn mpop(&mut self, other_first: bool, count: usize, deadline: u64) {
+        let at = self.at();
+        let (now, latest) = (self.now, self.latest);
+        let (first, second) = if other_first {
+            (&mut self.other, &mut self.main)
+        } else {
+            (&mut self.main, &mut self.other)
+        };
+        for side in [first, second] {
+            let can = !side.ready_in_order().is_empty() && side.allowance(now) > 0;
+            assert_eq!(side.q.deliverable(now), can, "{at}: MPOP");
+            if can {
+                side.pop(now, latest, count, deadline, &mut self.attempts, &at);
+                return;
+            }
+        }
+    }
+}
+
+impl Side {
     /// What the limits let a POP deliver at `now`, from the model's own
     /// view of them.
-    fn allowance(&self) -> usize {
-        if self.paused_until.is_some_and(|until| self.now < until) {
+    fn allowance(&self, now: u64) -> usize {
+        if self.paused_until.is_some_and(|until| now < until) {
             return 0;
         }
         let mut allowed = usize::MAX;
@@ -98,7 +153,7 @@ impl Model {
             allowed = allowed.min((max as usize).saturating_sub(inflight));
         }
         if let Some(rate) = config.rate {
-            let since = self.now.saturating_sub(rate.window_ms);
+            let since = now.saturating_sub(rate.window_ms);
             let used: u64 = self
                 .deliveries
                 .iter()
@@ -123,18 +178,25 @@ impl Model {
         ready.into_iter().map(|(.., id)| id).collect()
     }
 
-    fn pop(&mut self, count: usize, deadline: u64) {
+    fn pop(
+        &mut self,
+        now: u64,
+        latest: u64,
+        count: usize,
+        deadline: u64,
+        attempts: &mut HashMap<Vec<u8>, u32>,
+        at: &str,
+    ) {
         let ready = self.ready_in_order();
-        let allowed = self.allowance();
+        let allowed = self.allowance(now);
         let expected: Vec<Vec<u8>> = ready.iter().take(count.min(allowed)).cloned().collect();
         let throttles = self.q.counters().get(Counter::Throttled);
-        let taken = self.q.pop(self.now, count, deadline);
+        let taken = self.q.pop(now, count, deadline);
         let got: Vec<Vec<u8>> = taken.iter().map(|d| d.id.clone()).collect();
         assert_eq!(
             got,
             expected,
-            "{}: POP {count} (allowance {allowed}; pause {:?} / queue's {:?}; config {:?}; log {:?} / queue's {:?})",
-            self.at(),
+            "{at}: POP {count} (allowance {allowed}; pause {:?} / queue's {:?}; config {:?}; log {:?} / queue's {:?})",
             self.paused_until,
             Rare::of(&self.q.rare).flow.paused_until,
             self.q.config(),
@@ -145,25 +207,22 @@ impl Model {
         assert_eq!(
             throttled,
             expected.len() < count.min(ready.len()),
-            "{}: throttled",
-            self.at()
+            "{at}: throttled"
         );
         for d in &taken {
             let record = self.q.get(&d.id).map(|r| (r.state, r.due_at, r.attempt));
             assert_eq!(
                 record.map(|r| (r.0, r.2)),
                 Some((State::Inflight, d.attempt)),
-                "{}",
-                self.at()
+                "{at}"
             );
             // Never delivered before it was due (by the clock as it stood
             // when it became ready).
-            assert!(record.is_some_and(|r| r.1 <= self.latest), "{}", self.at());
-            let last = self.attempts.insert(d.id.clone(), d.attempt);
+            assert!(record.is_some_and(|r| r.1 <= latest), "{at}");
+            let last = attempts.insert(d.id.clone(), d.attempt);
             assert!(
                 last.is_none_or(|a| a < d.attempt),
-                "{}: attempt {} after {last:?}",
-                self.at(),
+                "{at}: attempt {} after {last:?}",
                 d.attempt
             );
         }
@@ -171,13 +230,10 @@ impl Model {
         // of what no window ending then holds, and in time order (a delivery after
         // the clock stepped back is logged at the last one's time).
         if let Some(rate) = self.q.config().rate.filter(|_| !taken.is_empty()) {
-            let since = self.now.saturating_sub(rate.window_ms);
-            self.deliveries.retain(|(at, _)| *at > since);
-            let at = self
-                .deliveries
-                .last()
-                .map_or(self.now, |l| l.0.max(self.now));
-            self.deliveries.push((at, taken.len() as u64));
+            let since = now.saturating_sub(rate.window_ms);
+            self.deliveries.retain(|(t, _)| *t > since);
+            let t = self.deliveries.last().map_or(now, |l| l.0.max(now));
+            self.deliveries.push((t, taken.len() as u64));
         }
         // Propagated as CLAIM [THROTTLED] deadline ids, when it delivered
         // or was held back.
@@ -186,7 +242,7 @@ impl Model {
                 self.shadow.count_throttle();
             }
             let ids: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
-            self.shadow.claim(self.now, &ids, deadline);
+            self.shadow.claim(now, &ids, deadline);
         }
     }
 }
@@ -207,11 +263,9 @@ fn run(seed: u64, steps: usize) -> usize {
         step: 0,
         now: 1_000_000,
         latest: 1_000_000,
-        q: Queue::new(),
-        shadow: Queue::new(),
+        main: Side::new(),
+        other: Side::new(),
         attempts: HashMap::new(),
-        deliveries: Vec::new(),
-        paused_until: None,
         bounds: HashMap::new(),
         made: HashSet::new(),
     };
@@ -228,21 +282,28 @@ fn run(seed: u64, steps: usize) -> usize {
         m.latest = m.latest.max(m.now);
         let now = m.now;
         let id = format!("m{}", next(25)).into_bytes();
-        let before: HashSet<Vec<u8>> = m.q.messages.iter().map(|(_, r)| r.id().to_vec()).collect();
+        let before: HashSet<Vec<u8>> = [&m.main.q, &m.other.q]
+            .iter()
+            .flat_map(|q| q.messages.iter().map(|(_, r)| r.id().to_vec()))
+            .collect();
         let mut may_leave: HashSet<Vec<u8>> = HashSet::new();
         let mut runs: Vec<Runs> = Vec::new();
-        let p = policy_of(&m.q);
-        let op = next(18);
+        let p = policy_of(&m.main.q);
+        let op = next(21);
         if std::env::var("DQ_MODEL_TRACE").is_ok() {
             eprintln!(
                 "step {step} now {now} op {op} log {:?} / {:?} rate {:?}",
-                Rare::of(&m.q.rare).flow.log.entries().collect::<Vec<_>>(),
-                Rare::of(&m.shadow.rare)
+                Rare::of(&m.main.q.rare)
                     .flow
                     .log
                     .entries()
                     .collect::<Vec<_>>(),
-                m.q.config().rate
+                Rare::of(&m.main.shadow.rare)
+                    .flow
+                    .log
+                    .entries()
+                    .collect::<Vec<_>>(),
+                m.main.q.config().rate
             );
         }
         match op {
@@ -273,10 +334,10 @@ fn run(seed: u64, steps: usize) -> usize {
                     req.mode = [AddMode::Upsert, AddMode::OnlyNew, AddMode::OnlyExisting]
                         [next(3) as usize];
                 }
-                if let Some(made) = m.q.add(now, &req) {
+                if let Some(made) = m.main.q.add(now, &req) {
                     let mut replayed = req.clone();
                     replayed.id = Some(&made);
-                    assert!(m.shadow.add(now, &replayed).is_some(), "{}", m.at());
+                    assert!(m.main.shadow.add(now, &replayed).is_some(), "{}", m.at());
                 }
             }
             3..=5 => m.pop(1 + next(4) as usize, now + 1 + next(200)),
@@ -285,8 +346,8 @@ fn run(seed: u64, steps: usize) -> usize {
                 let other = format!("m{}", next(25)).into_bytes();
                 may_leave.insert(other.clone());
                 let ids: [&[u8]; 2] = [&id, &other];
-                if m.q.ack(now, &ids) > 0 {
-                    m.shadow.ack(now, &ids);
+                if m.main.q.ack(now, &ids) > 0 {
+                    m.main.shadow.ack(now, &ids);
                 }
             }
             7 => {
@@ -298,7 +359,7 @@ fn run(seed: u64, steps: usize) -> usize {
                 };
                 let error: Option<&[u8]> = (next(2) == 0).then_some(b"e");
                 let mut placed = None;
-                fenced(&mut m.q, &id, fence, (seed, step), |q| {
+                fenced(&mut m.main.q, &id, fence, (seed, step), |q| {
                     let r = q.nack(now, &id, action, fence, error, &p)?;
                     placed = r;
                     Ok(r.is_some())
@@ -313,8 +374,8 @@ fn run(seed: u64, steps: usize) -> usize {
                             _ => placed.due_at.saturating_sub(now),
                         })),
                     };
-                    let sp = policy_of(&m.shadow);
-                    let r = m.shadow.nack(now, &id, replayed, None, error, &sp);
+                    let sp = policy_of(&m.main.shadow);
+                    let r = m.main.shadow.nack(now, &id, replayed, None, error, &sp);
                     assert!(matches!(r, Ok(Some(_))), "{}: {r:?}", m.at());
                 }
             }
@@ -322,12 +383,12 @@ fn run(seed: u64, steps: usize) -> usize {
                 let fence = (next(2) == 0).then(|| 1 + next(4) as u32);
                 let deadline = now + next(300);
                 let mut given = None;
-                fenced(&mut m.q, &id, fence, (seed, step), |q| {
+                fenced(&mut m.main.q, &id, fence, (seed, step), |q| {
                     given = q.touch(&id, deadline, fence)?;
                     Ok(given.is_some())
                 });
                 if let Some(deadline) = given {
-                    assert_eq!(m.shadow.touch(&id, deadline, None), Ok(Some(deadline)));
+                    assert_eq!(m.main.shadow.touch(&id, deadline, None), Ok(Some(deadline)));
                 }
             }
             9 | 10 => {
@@ -338,14 +399,14 @@ fn run(seed: u64, steps: usize) -> usize {
                 // and so does this loop, at most twice.
                 let budget = 1 + next(8) as usize;
                 for round in 0..3 {
-                    let work = m.q.tick(now, budget, &p);
+                    let work = m.main.q.tick(now, budget, &p);
                     runs.extend(work.runs.iter().cloned());
                     if !work.is_empty() {
-                        let sp = policy_of(&m.shadow);
-                        let done = m.shadow.replay_tick(now, &work, &sp);
+                        let sp = policy_of(&m.main.shadow);
+                        let done = m.main.shadow.replay_tick(now, &work, &sp);
                         assert_eq!(done, work, "{}: the replica's tick", m.at());
                     }
-                    let left = m.q.next_due().filter(|&at| at <= now);
+                    let left = m.main.q.next_due().filter(|&at| at <= now);
                     if work.done() == budget || left.is_none() {
                         break;
                     }
@@ -358,7 +419,7 @@ fn run(seed: u64, steps: usize) -> usize {
             }
             11 => {
                 // Flow control: limits change, pauses come and go.
-                let mut config = m.q.config().clone();
+                let mut config = m.main.q.config().clone();
                 match next(6) {
                     0 => {
                         config.rate = (next(3) > 0).then(|| Rate {
@@ -374,24 +435,24 @@ fn run(seed: u64, steps: usize) -> usize {
                         } else {
                             now + next(300)
                         };
-                        m.q.pause(until);
-                        m.shadow.pause(until);
-                        m.paused_until = Some(until);
+                        m.main.q.pause(until);
+                        m.main.shadow.pause(until);
+                        m.main.paused_until = Some(until);
                     }
                     _ => {
-                        let (_, changed) = m.q.resume(now);
+                        let (_, changed) = m.main.q.resume(now);
                         if changed {
-                            m.shadow.resume(now);
+                            m.main.shadow.resume(now);
                         }
-                        m.paused_until = None;
+                        m.main.paused_until = None;
                     }
                 }
-                if config != *m.q.config() {
+                if config != *m.main.q.config() {
                     if config.rate.is_none() {
-                        m.deliveries.clear();
+                        m.main.deliveries.clear();
                     }
-                    m.q.set_config(config.clone());
-                    m.shadow.set_config(config);
+                    m.main.q.set_config(config.clone());
+                    m.main.shadow.set_config(config);
                 }
             }
             12 => {
@@ -399,18 +460,20 @@ fn run(seed: u64, steps: usize) -> usize {
                 let name = format!("s{}", next(3)).into_bytes();
                 match next(6) {
                     0 => {
-                        if m.q.unschedule(&[&name]) > 0 {
-                            m.shadow.unschedule(&[&name]);
+                        if m.main.q.unschedule(&[&name]) > 0 {
+                            m.main.shadow.unschedule(&[&name]);
                         }
                     }
                     1 => {
-                        runs = m.q.take_over(now);
+                        runs = m.main.q.take_over(now);
                         if !runs.is_empty() {
                             let work = TickWork {
                                 runs: runs.clone(),
                                 ..TickWork::default()
                             };
-                            m.shadow.replay_tick(now, &work, &policy_of(&m.shadow));
+                            m.main
+                                .shadow
+                                .replay_tick(now, &work, &policy_of(&m.main.shadow));
                         }
                     }
                     _ => {
@@ -422,18 +485,18 @@ fn run(seed: u64, steps: usize) -> usize {
                         s.overlap = [Overlap::Allow, Overlap::Skip][next(2) as usize];
                         let (limit, end) = (s.limit, s.end);
                         let only_new = next(4) == 0;
-                        let put = m.q.put_schedule(now, &name, s.clone(), only_new);
+                        let put = m.main.q.put_schedule(now, &name, s.clone(), only_new);
                         if put.is_some() {
                             m.bounds.insert(name.clone(), (limit, end));
-                            m.shadow.put_schedule(now, &name, s, only_new);
+                            m.main.shadow.put_schedule(now, &name, s, only_new);
                         }
                     }
                 }
             }
             13 => {
                 may_leave.insert(id.clone());
-                if m.q.cancel(now, &[&id]) > 0 {
-                    m.shadow.cancel(now, &[&id]);
+                if m.main.q.cancel(now, &[&id]) > 0 {
+                    m.main.shadow.cancel(now, &[&id]);
                 }
             }
             14 => {
@@ -444,8 +507,8 @@ fn run(seed: u64, steps: usize) -> usize {
                 } else {
                     Redrive::Ids(&ids)
                 };
-                if m.q.redrive(now, which) > 0 {
-                    m.shadow.redrive(now, which);
+                if m.main.q.redrive(now, which) > 0 {
+                    m.main.shadow.redrive(now, which);
                 }
             }
             15 => {
@@ -458,47 +521,99 @@ fn run(seed: u64, steps: usize) -> usize {
                         Some(State::Dead),
                     ][next(5) as usize];
                     may_leave.extend(before.iter().cloned());
-                    if m.q.purge(now, state) > 0 {
-                        m.shadow.purge(now, state);
+                    if m.main.q.purge(now, state) > 0 {
+                        m.main.shadow.purge(now, state);
                     }
                 }
             }
+            18 => {
+                // The second queue: messages come and go, limits change.
+                let o = &mut m.other;
+                let oid = format!("o{}", next(8)).into_bytes();
+                match next(6) {
+                    0 | 1 => {
+                        let mut req = request(&oid, b"y", now + next(2) * next(40));
+                        req.priority = next(2) as i32;
+                        if o.q.add(now, &req).is_some() {
+                            o.shadow.add(now, &req);
+                        }
+                    }
+                    2 => {
+                        let op = policy_of(&o.q);
+                        let work = o.q.tick(now, 100, &op);
+                        if !work.is_empty() {
+                            o.shadow.replay_tick(now, &work, &policy_of(&o.shadow));
+                        }
+                    }
+                    3 => {
+                        let until = now + next(200);
+                        o.q.pause(until);
+                        o.shadow.pause(until);
+                        o.paused_until = Some(until);
+                    }
+                    4 => {
+                        let mut config = o.q.config().clone();
+                        config.rate = (next(2) == 0).then(|| Rate {
+                            limit: 1 + next(3),
+                            window_ms: 50 + next(200),
+                        });
+                        config.max_inflight = (next(2) == 0).then(|| 1 + next(3) as u32);
+                        if config.rate.is_none() {
+                            o.deliveries.clear();
+                        }
+                        o.q.set_config(config.clone());
+                        o.shadow.set_config(config);
+                    }
+                    _ => {
+                        may_leave.insert(oid.clone());
+                        if o.q.ack(now, &[&oid]) > 0 {
+                            o.shadow.ack(now, &[&oid]);
+                        }
+                    }
+                }
+            }
+            19 => m.mpop(next(2) == 0, 1 + next(4) as usize, now + 1 + next(200)),
             _ => {
                 // A full sync or a restart: the replica is saved and loaded
                 // back, and so is the master now and then.
-                m.shadow = codec::copy(&m.shadow).unwrap_or_else(|e| panic!("{}: {e}", m.at()));
+                m.main.shadow =
+                    codec::copy(&m.main.shadow).unwrap_or_else(|e| panic!("{}: {e}", m.at()));
                 if next(4) == 0 {
-                    m.q = codec::copy(&m.q).unwrap_or_else(|e| panic!("{}: {e}", m.at()));
+                    m.main.q = codec::copy(&m.main.q).unwrap_or_else(|e| panic!("{}: {e}", m.at()));
                 }
             }
         }
-        m.q.take_events();
-        m.shadow.take_events();
+        for side in [&mut m.main, &mut m.other] {
+            side.q.take_events();
+            side.shadow.take_events();
+        }
         check(&mut m, &before, &may_leave, &runs);
     }
     m.made.len()
 }
 
 fn check(m: &mut Model, before: &HashSet<Vec<u8>>, may_leave: &HashSet<Vec<u8>>, runs: &[Runs]) {
-    if let Err(e) = m.q.check() {
-        panic!("{}: {e}", m.at());
+    for (side, name) in [(&m.main, "main"), (&m.other, "other")] {
+        if let Err(e) = side.q.check() {
+            panic!("{}: {name}: {e}", m.at());
+        }
+        if let Err(e) = side.shadow.check() {
+            panic!("{}: {name}'s replica: {e}", m.at());
+        }
+        assert_eq!(
+            codec::sorted_digest(&side.shadow),
+            codec::sorted_digest(&side.q),
+            "{}: {name}'s replica differs",
+            m.at()
+        );
+        assert_eq!(side.shadow.stats(), side.q.stats(), "{}: {name}", m.at());
+        assert_eq!(
+            Rare::of(&side.q.rare).flow.paused_until,
+            side.paused_until,
+            "{}: {name}'s pause",
+            m.at()
+        );
     }
-    if let Err(e) = m.shadow.check() {
-        panic!("{}: the replica: {e}", m.at());
-    }
-    assert_eq!(
-        codec::sorted_digest(&m.shadow),
-        codec::sorted_digest(&m.q),
-        "{}: the replica differs",
-        m.at()
-    );
-    assert_eq!(m.shadow.stats(), m.q.stats(), "{}", m.at());
-    assert_eq!(
-        Rare::of(&m.q.rare).flow.paused_until,
-        m.paused_until,
-        "{}: the pause",
-        m.at()
-    );
     // A run time is made at most once, never early, never after END or
     // past LIMIT.
     for r in runs {
@@ -512,7 +627,7 @@ fn check(m: &mut Model, before: &HashSet<Vec<u8>>, may_leave: &HashSet<Vec<u8>>,
                 m.at()
             );
         }
-        if let (Some(limit), Some(s)) = (limit, m.q.schedule(&r.name)) {
+        if let (Some(limit), Some(s)) = (limit, m.main.q.schedule(&r.name)) {
             assert!(
                 s.runs <= limit,
                 "{}: {} runs, LIMIT {limit}",
@@ -523,8 +638,8 @@ fn check(m: &mut Model, before: &HashSet<Vec<u8>>, may_leave: &HashSet<Vec<u8>>,
     }
     // MAXATTEMPTS counts from the last ADD, replacement or REDRIVE: a
     // message that used them all is dead, or in its last delivery.
-    let p = policy_of(&m.q);
-    for (_, r) in m.q.messages.iter() {
+    let p = policy_of(&m.main.q);
+    for (_, r) in m.main.q.messages.iter() {
         let (max, _) = p.max_attempts_or(r.max_attempts());
         let used = r.attempts_used();
         assert!(
@@ -535,12 +650,13 @@ fn check(m: &mut Model, before: &HashSet<Vec<u8>>, may_leave: &HashSet<Vec<u8>>,
             r.state
         );
     }
-    let inflight = m.q.peek(State::Inflight, usize::MAX);
+    let inflight = m.main.q.peek(State::Inflight, usize::MAX);
     let distinct: HashSet<&[u8]> = inflight.iter().map(|r| r.id()).collect();
     assert_eq!(distinct.len(), inflight.len(), "{}", m.at());
     // Numbering is per stay in the queue: an id that left starts again.
-    m.attempts.retain(|id, _| m.q.get(id).is_some());
-    for gone in before.iter().filter(|id| m.q.get(id).is_none()) {
+    let held = |id: &[u8]| m.main.q.get(id).is_some() || m.other.q.get(id).is_some();
+    m.attempts.retain(|id, _| held(id));
+    for gone in before.iter().filter(|id| !held(id)) {
         assert!(may_leave.contains(gone), "{}: {gone:?} vanished", m.at());
     }
 }
