@@ -124,3 +124,17 @@ fn ttl_is_checked() {
         assert_eq!(digest(&mut c), before);
     }
 }
+
+/// A redriven message has no TTL any more (docs/commands.md, DQ.ADD's
+/// TTL): it got its fresh attempts from an operator, not from its ADD.
+#[test]
+fn a_redriven_message_loses_its_ttl() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q x ID m TTL 100");
+    assert!(wait_until(LONG, || state(&mut c, "q", "m") == "dead"));
+    assert_eq!(int(&cmd(&mut c, "DQ.REDRIVE q ID m")), 1);
+    let m = cmd(&mut c, "DQ.GET q m");
+    assert_eq!(text(&field(&m, "state")), "ready");
+    assert_eq!(field(&m, "expires-at"), Value::Nil);
+}
