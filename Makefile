@@ -127,15 +127,15 @@ test: build valkey debian13
 	scripts/check-docs
 	scripts/check-layers
 	@echo "make: tests on $$(redis-server --version | cut -d' ' -f1-3)"
-	$(CARGO) test
+	scripts/check-members
+	$(CARGO) test --workspace
 	@echo "make: integration tests on $$($(VALKEY) --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli $(CARGO) test --test '*'
 	@echo "make: integration tests on $$($(D13)/redis-server --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(D13)/redis-server DQ_CLI=$(D13)/redis-cli $(CARGO) test --test '*'
 	@echo "make: integration tests on $$($(D13)/valkey-server --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(D13)/valkey-server DQ_CLI=$(D13)/valkey-cli $(CARGO) test --test '*'
-	@echo "make: the Rust client library and the HTTP relay, on redis-server and $(VALKEY)"
-	$(CARGO) test -p dq-client -p dq-relay
+	@echo "make: the Rust client library and the HTTP relay on $(VALKEY) (on redis-server: cargo test --workspace above)"
 	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli $(CARGO) test -p dq-client -p dq-relay --test '*'
 	scripts/test-examples
 	scripts/test-php
