@@ -112,7 +112,9 @@ check:
 # start on free loopback ports and always stop, once per server line:
 # Debian 12's Redis 7.0 and Valkey 8.0 (backports), Debian 13's Redis 8.0
 # and Valkey 8.1. Each run uses its own line's cli for `--cluster create`.
-# Then the client examples, the Python and Node.js libraries, the client
+# Then the client examples, dq's records read through PHP's Predis (a client
+# nobody here wrote; php-cli and php-predis from apt), the Python and
+# Node.js libraries, the client
 # READMEs' quick starts as a user runs them (scripts/test-snippets), and the
 # dashboard's browser tests (chromium and chromium-driver from apt) on a
 # server and a 3-master cluster of each Debian 12 line, 15 s of the
@@ -125,17 +127,18 @@ test: build valkey debian13
 	scripts/check-docs
 	scripts/check-layers
 	@echo "make: tests on $$(redis-server --version | cut -d' ' -f1-3)"
-	$(CARGO) test
+	scripts/check-members
+	$(CARGO) test --workspace
 	@echo "make: integration tests on $$($(VALKEY) --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli $(CARGO) test --test '*'
 	@echo "make: integration tests on $$($(D13)/redis-server --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(D13)/redis-server DQ_CLI=$(D13)/redis-cli $(CARGO) test --test '*'
 	@echo "make: integration tests on $$($(D13)/valkey-server --version | cut -d' ' -f1-3)"
 	DQ_SERVER=$(D13)/valkey-server DQ_CLI=$(D13)/valkey-cli $(CARGO) test --test '*'
-	@echo "make: the Rust client library and the HTTP relay, on redis-server and $(VALKEY)"
-	$(CARGO) test -p dq-client -p dq-relay
+	@echo "make: the Rust client library and the HTTP relay on $(VALKEY) (on redis-server: cargo test --workspace above)"
 	DQ_SERVER=$(VALKEY) DQ_CLI=valkey-cli $(CARGO) test -p dq-client -p dq-relay --test '*'
 	scripts/test-examples
+	scripts/test-php
 	@echo "make: the client libraries (Python, Node.js) and the dashboard (headless Chromium), on redis-server and $(VALKEY)"
 	scripts/test-python
 	scripts/test-node

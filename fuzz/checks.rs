@@ -13,6 +13,10 @@
 //! backoff arithmetic that never overflows and a canonical spec that
 //! parses back to the same value, key names that name their queue back.
 //!
+//! `glob`: DQ.QUEUES MATCH's matcher (and the dashboard's) agrees with a
+//! plain recursive reading of Redis' glob rules on every pattern and name:
+//! the input, split at its first 0x00, is the pattern and the name.
+//!
 //! `replay`: whatever a replication stream or an AOF hands DQ.APPLY (the
 //! input, split on 0x00, is its argument list after the command name),
 //! replaying it on a queue holding messages in every state either fails
@@ -42,6 +46,7 @@ use super::dq::core::policy::Policy;
 use super::dq::core::queue::codec;
 use super::dq::core::queue::{AddMode, AddRequest, NackAction, Queue, Redrive};
 use super::dq::grammar::args::parse_queue_and_ids;
+use super::dq::grammar::glob::matches as glob_matches;
 use super::dq::grammar::settings::load_values;
 use super::dq::legacy::keys::{key_name, parse_key_name, slot, Part};
 use super::dq::legacy::message::Message;
@@ -155,6 +160,70 @@ pub fn args(data: &[u8]) {
             }
             key_naming(rest);
         }
+    }
+}
+
+pub fn glob(data: &[u8]) {
+    let (pattern, name) = match data.iter().position(|&b| b == 0) {
+        Some(at) => (&data[..at], &data[at + 1..]),
+        None => (data, &b""[..]),
+    };
+    // The oracle is exponential in the stars: keep its inputs small.
+    if pattern.len() > 40 || name.len() > 40 || pattern.iter().filter(|&&b| b == b'*').count() > 5 {
+        return;
+    }
+    assert_eq!(
+        glob_matches(pattern, name),
+        oracle(pattern, name),
+        "pattern {:?} name {:?}",
+        String::from_utf8_lossy(pattern),
+        String::from_utf8_lossy(name)
+    );
+}
+
+/// Redis' glob (util.c's stringmatchlen, case-sensitive), read plainly:
+/// `*` tries every split, `?` one byte, `[...]` a set with `^`, ranges in
+/// either order and `\` escapes, an unclosed set ending the pattern; `\x`
+/// the byte x, a `\` at the very end itself.
+fn oracle(p: &[u8], n: &[u8]) -> bool {
+    match p.first() {
+        None => n.is_empty(),
+        Some(b'*') => (0..=n.len()).any(|i| oracle(&p[1..], &n[i..])),
+        Some(_) if n.is_empty() => false,
+        Some(b'?') => oracle(&p[1..], &n[1..]),
+        Some(b'[') => {
+            let mut i = 1;
+            let negate = p.get(i) == Some(&b'^');
+            if negate {
+                i += 1;
+            }
+            let mut hit = false;
+            loop {
+                match p.get(i) {
+                    None => break,
+                    Some(b']') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(b'\\') if i + 1 < p.len() => {
+                        hit |= p[i + 1] == n[0];
+                        i += 2;
+                    }
+                    Some(&lo) if p.get(i + 1) == Some(&b'-') && i + 2 < p.len() => {
+                        let hi = p[i + 2];
+                        hit |= (lo.min(hi)..=lo.max(hi)).contains(&n[0]);
+                        i += 3;
+                    }
+                    Some(&c) => {
+                        hit |= c == n[0];
+                        i += 1;
+                    }
+                }
+            }
+            hit != negate && oracle(&p[i.min(p.len())..], &n[1..])
+        }
+        Some(b'\\') if p.len() >= 2 => p[1] == n[0] && oracle(&p[2..], &n[1..]),
+        Some(&c) => c == n[0] && oracle(&p[1..], &n[1..]),
     }
 }
 

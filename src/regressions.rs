@@ -52,6 +52,11 @@ fn replays_hold_on_seeds_and_findings() {
 }
 
 #[test]
+fn glob_matches_as_redis_on_seeds_and_findings() {
+    replay("glob", checks::glob);
+}
+
+#[test]
 fn envelope_decoding_holds_on_seeds_and_findings() {
     replay("envelope", checks::envelope);
 }

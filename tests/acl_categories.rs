@@ -428,7 +428,7 @@ fn users_in_the_configuration_may_use_at_dq_where_it_exists() {
 fn without_the_module_category_the_commands_keep_the_standard_ones() {
     // The debug build's switch hides RedisModule_AddACLCategory, as on a
     // server with only RedisModule_SetCommandACLCategories (Redis 7.2,
-    // Valkey 7.2): see src/acl.rs.
+    // Valkey 7.2): see src/server/acl.rs.
     let (server, version) = server_with(Some("no-acl-category-api"));
     let kind = match version.categories() {
         Categories::WithDq => Categories::Standard,

@@ -70,10 +70,10 @@ fn arity(command: &str) -> String {
     format!("ERR wrong number of arguments for '{command}' command")
 }
 
-const MS: &str = "must be a non-negative integer number of milliseconds";
-const POSITIVE_MS: &str = "must be a positive integer number of milliseconds";
+const MS: &str = "must be a duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d";
+const POSITIVE_MS: &str = "must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d";
 const COUNT: &str = "ERR COUNT must be an integer from 1 to 10000";
-const LEASE: &str = "ERR LEASE must be a positive integer number of milliseconds";
+const LEASE: &str = "ERR LEASE must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d";
 const MAXATTEMPTS: &str = "ERR MAXATTEMPTS must be an integer from 1 to 2147483647";
 const PRIORITY: &str = "ERR PRIORITY must be an integer from -2147483648 to 2147483647";
 const STATE: &str = "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD";

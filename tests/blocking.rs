@@ -151,3 +151,48 @@ fn count_applies_to_a_woken_consumer() {
     let (reply, _) = waiter.join().unwrap();
     assert_eq!(entries(&reply).len(), 3);
 }
+
+/// CLIENT UNBLOCK ends a blocked POP with nil, as it ends BLPOP (the
+/// libraries' Workers stop this way).
+#[test]
+fn client_unblock_ends_a_blocked_pop_with_nil() {
+    let server = Server::start();
+    let mut waiter = server.conn();
+    let id = int(&cmd(&mut waiter, "CLIENT ID"));
+    let blocked_pop = thread::spawn(move || cmd(&mut waiter, "DQ.POP q BLOCK 0"));
+    let mut c = server.conn();
+    wait_blocked(&mut c, 1);
+    assert_eq!(int(&cmd(&mut c, &format!("CLIENT UNBLOCK {id}"))), 1);
+    assert_eq!(blocked_pop.join().unwrap(), Value::Nil);
+    // Nothing was taken, and the queue still serves.
+    cmd(&mut c, "DQ.ADD q x ID m");
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP q"))[0].0, "m");
+}
+
+/// The timer is armed for the exact due time of the earliest timed work,
+/// not polled: a due message becomes ready when that timer fires. (How
+/// late it is then is a measurement, not a test: `make bench`, scenario 3.)
+#[test]
+fn the_timer_is_armed_for_the_earliest_due_time() {
+    let server = Server::start();
+    let mut c = server.conn();
+    assert_eq!(info_field(&mut c, "dq_timer_armed_for"), 0, "idle");
+    let at = now_ms() + 3_600_000;
+    cmd(&mut c, &format!("DQ.ADD q x ID later AT {at}"));
+    assert_eq!(info_field(&mut c, "dq_timer_armed_for"), at as i64);
+    let sooner = at - 60_000;
+    cmd(&mut c, &format!("DQ.ADD other x ID sooner AT {sooner}"));
+    assert_eq!(info_field(&mut c, "dq_timer_armed_for"), sooner as i64);
+    // A message due soon takes the timer; when it has fired, the timer is
+    // armed for the earliest work left.
+    let soon = now_ms() + 200;
+    cmd(&mut c, &format!("DQ.ADD q x ID soon AT {soon}"));
+    assert_eq!(info_field(&mut c, "dq_timer_armed_for"), soon as i64);
+    assert!(wait_until(LONG, || {
+        info_field(&mut c, "dq_timer_armed_for") == sooner as i64
+    }));
+    assert_eq!(
+        text(&field(&cmd(&mut c, "DQ.GET q soon"), "state")),
+        "ready"
+    );
+}

@@ -44,7 +44,11 @@ fn a_consumer_whose_lease_ran_out_cannot_fail_or_extend_the_next_delivery() {
     }
     assert_eq!(
         cmd_err(&mut c, "DQ.TOUCH q j ATTEMPT 1"),
-        "STALE delivery 1 of message 'j' is over: its lease ran out, or it was acknowledged or failed"
+        "STALE delivery 1 of message 'j' is over: the message is at delivery 2 (inflight)"
+    );
+    assert_eq!(
+        cmd_err(&mut c, "DQ.NACK q j ATTEMPT 9"),
+        "STALE delivery 9 of message 'j' has not happened: the message is at delivery 2 (inflight)"
     );
     assert_eq!(digest(&mut c), before);
     assert_eq!(state(&mut c, "q", "j"), "inflight");

@@ -303,3 +303,29 @@ fn limits_with_nobody_waiting_cost_no_wakeup() {
     // (A waiting consumer is woken when the window moves on: see
     // rate_delivers_what_the_window_allows_and_wakes_waiters_when_it_moves_on.)
 }
+
+/// DQ.MPOP passes over a queue its RATE or MAXINFLIGHT holds back, takes
+/// from the next, and does not count the passed-over queue as throttled.
+#[test]
+fn mpop_passes_over_a_queue_held_back_by_its_limits_without_counting_it() {
+    let server = Server::start();
+    let mut c = server.conn();
+    for (queue, limit) in [("{m}rate", "RATE 1/1h"), ("{m}cap", "MAXINFLIGHT 1")] {
+        cmd(&mut c, &format!("DQ.CONFIG {queue} SET {limit}"));
+        cmd(&mut c, &format!("DQ.ADD {queue} x ID first"));
+        cmd(&mut c, &format!("DQ.ADD {queue} x ID second"));
+        // The first delivery uses up the limit.
+        assert_eq!(
+            entries(&cmd(&mut c, &format!("DQ.POP {queue}")))[0].0,
+            "first"
+        );
+        cmd(&mut c, "DQ.ADD {m}next y ID n");
+        let reply = list(&cmd(&mut c, &format!("DQ.MPOP 2 {queue} {{m}}next")));
+        assert_eq!(text(&reply[0]), "{m}next", "{queue}");
+        assert_eq!(entries(&reply[1])[0].0, "n");
+        assert_eq!(int(&stat(&mut c, queue, "throttled")), 0, "{queue}");
+        // A POP on it is held back, and that is counted.
+        assert_eq!(cmd(&mut c, &format!("DQ.POP {queue}")), Value::Nil);
+        assert_eq!(int(&stat(&mut c, queue, "throttled")), 1, "{queue}");
+    }
+}

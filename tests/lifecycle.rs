@@ -569,3 +569,25 @@ fn info_dq_fields_move_as_messages_flow() {
     assert_eq!(info_field(&mut c, "dq_queues"), 0);
     assert_eq!(info_field(&mut c, "dq_messages_dead"), 0);
 }
+
+/// CANCEL or PURGE of an in-flight id whose newer version waits behind it
+/// removes both versions.
+#[test]
+fn cancel_or_purge_of_an_inflight_id_removes_its_pending_replacement_too() {
+    let server = Server::start();
+    let mut c = server.conn();
+    for how in ["DQ.CANCEL q m", "DQ.PURGE q INFLIGHT", "DQ.PURGE q"] {
+        cmd(&mut c, "DQ.ADD q v1 ID m");
+        assert_eq!(entries(&cmd(&mut c, "DQ.POP q"))[0].1, "v1");
+        cmd(&mut c, "DQ.ADD q v2 ID m");
+        assert_eq!(
+            int(&field(&cmd(&mut c, "DQ.GET q m"), "replacement-pending")),
+            1
+        );
+        assert_eq!(int(&cmd(&mut c, how)), 1, "{how}");
+        assert_eq!(cmd(&mut c, "DQ.GET q m"), Value::Nil, "{how}");
+        // The consumer's late ACK finds nothing, and nothing comes back.
+        assert_eq!(int(&cmd(&mut c, "DQ.ACK q m")), 0, "{how}");
+        assert_eq!(cmd(&mut c, "DQ.POP q"), Value::Nil, "{how}");
+    }
+}

@@ -92,3 +92,59 @@ fn nothing_is_announced_when_notifications_are_off() {
     });
     assert_eq!(seen, HashSet::from(["sentinel".to_string()]));
 }
+
+/// Every event in order, one per kind of transition per command, repeats
+/// included: commands that involve no timer, then a sentinel published
+/// after them (it arrives after anything they announced).
+#[test]
+fn each_command_announces_once_in_order() {
+    let server = Server::start_with(&["--notify-keyspace-events", "Kg"]);
+    let mut listener = server.conn();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyspace@0__:seq").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut c = server.conn();
+    for line in [
+        "DQ.ADD seq a ID a",
+        "DQ.ADD seq b ID b",
+        "DQ.POP seq COUNT 2",
+        "DQ.ACK seq a",
+        "DQ.PAUSE seq",
+        "DQ.PAUSE seq FOR 60000",
+        "DQ.RESUME seq",
+        "DQ.RESUME seq", // not paused: nothing to announce
+        "DQ.SCHEDULE seq s x EVERY 1h START 4102444800000",
+        "DQ.SCHEDULE seq s x EVERY 2h START 4102444800000",
+        "DQ.UNSCHEDULE seq s",
+        "DQ.UNSCHEDULE seq s", // gone already
+        "DQ.ACK seq nope",     // not in flight: nothing
+        "PUBLISH __keyspace@0__:seq sentinel",
+    ] {
+        cmd(&mut c, line);
+    }
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + LONG;
+    while Instant::now() < deadline && seen.last().is_none_or(|l| l != "sentinel") {
+        if let Ok(msg) = pubsub.get_message() {
+            seen.push(msg.get_payload::<String>().unwrap());
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "dq.add",
+            "dq.add",
+            "dq.pop",
+            "dq.ack",
+            "dq.pause",
+            "dq.pause",
+            "dq.resume",
+            "dq.schedule",
+            "dq.schedule",
+            "dq.unschedule",
+            "sentinel"
+        ]
+    );
+}

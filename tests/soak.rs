@@ -36,7 +36,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::{sleep, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dq_testkit::{entries, field, int, now_ms, server_binary, wait_until, Server, Value};
+use dq_testkit::{
+    entries, field, int, now_ms, run, server_binary, text, wait_until, Server, Value, LONG,
+};
 
 const QUEUES: [&str; 2] = ["soak:plain", "soak:grouped"];
 const PRODUCERS: u64 = 2;
@@ -144,6 +146,12 @@ fn soak(fencing: Fencing) {
         }
     };
     let drained_in = drain_started.elapsed();
+    if let Err(e) = late_nack_probe(&shared.url, fencing) {
+        failures.push(format!("PROBE {e}"));
+    }
+    if shared.kills.load(Ordering::SeqCst) == 0 {
+        failures.push("KILLS the server was never killed".into());
+    }
     shared.finish.store(true, Ordering::SeqCst);
     let consumers_ok = consumers.into_iter().all(|c| c.join().is_ok());
     if !producers_ok || !consumers_ok {
@@ -559,7 +567,9 @@ fn chaos(mut server: Server, shared: &Shared, mut rng: Rng) -> Server {
     loop {
         let until = Instant::now() + Duration::from_millis(100 + rng.below(1900));
         while Instant::now() < until {
-            if shared.stop_chaos.load(Ordering::SeqCst) {
+            // At least one kill, however slow the machine: a soak that
+            // killed nothing proved nothing about restarts.
+            if shared.stop_chaos.load(Ordering::SeqCst) && shared.kills.load(Ordering::SeqCst) > 0 {
                 return server;
             }
             sleep(Duration::from_millis(10));
@@ -573,6 +583,50 @@ fn chaos(mut server: Server, shared: &Shared, mut rng: Rng) -> Server {
             .lock()
             .expect("kill ticks")
             .push((before, after));
+    }
+}
+
+/// The hazard fencing removes, shown once on purpose (the random run may
+/// or may not meet it): consumer A's lease runs out, B gets delivery 2,
+/// then A's late NACK arrives. With ATTEMPT it is refused as STALE and B's
+/// delivery holds; without, it fails B's delivery.
+fn late_nack_probe(url: &str, fencing: Fencing) -> Result<(), String> {
+    let mut c = connect_once(url).ok_or("no connection")?;
+    let mut run = |line: &str| {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        run(&mut c, &args)
+    };
+    run("DQ.ADD soak:probe x ID p").map_err(|e| e.to_string())?;
+    let first = run("DQ.POP soak:probe LEASE 50").map_err(|e| e.to_string())?;
+    if entries(&first).first().map(|e| e.2) != Some(1) {
+        return Err(format!("A's POP: {first:?}"));
+    }
+    let mut second = None;
+    wait_until(LONG, || {
+        second = run("DQ.POP soak:probe LEASE 60000")
+            .ok()
+            .filter(|v| *v != Value::Nil);
+        second.is_some()
+    });
+    let second = second.ok_or("B never got delivery 2")?;
+    if entries(&second).first().map(|e| e.2) != Some(2) {
+        return Err(format!("B's POP: {second:?}"));
+    }
+    let late = match fencing {
+        Fencing::Attempt => run("DQ.NACK soak:probe p ATTEMPT 1"),
+        Fencing::None => run("DQ.NACK soak:probe p"),
+    };
+    let state = run("DQ.GET soak:probe p").map(|v| text(&field(&v, "state")));
+    match (fencing, late, state) {
+        (Fencing::Attempt, Err(e), Ok(state))
+            if e.starts_with("STALE delivery 1 of message 'p' is over") && state == "inflight" =>
+        {
+            Ok(())
+        }
+        (Fencing::None, Ok(_), Ok(state)) if state != "inflight" => Ok(()),
+        (_, late, state) => Err(format!(
+            "fencing {fencing:?}: the late NACK gave {late:?}, B's delivery is {state:?}"
+        )),
     }
 }
 

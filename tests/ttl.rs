@@ -107,11 +107,11 @@ fn ttl_is_checked() {
     for (line, expected) in [
         (
             "DQ.ADD q x TTL 0",
-            "ERR TTL must be a positive integer number of milliseconds",
+            "ERR TTL must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d",
         ),
         (
             "DQ.ADD q x TTL -1",
-            "ERR TTL must be a positive integer number of milliseconds",
+            "ERR TTL must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d",
         ),
         ("DQ.ADD q x TTL", "ERR TTL needs a value"),
         ("DQ.ADD q x TTL 1 TTL 2", "ERR TTL is given more than once"),
@@ -123,4 +123,18 @@ fn ttl_is_checked() {
         assert_eq!(cmd_err(&mut c, line), expected);
         assert_eq!(digest(&mut c), before);
     }
+}
+
+/// A redriven message has no TTL any more (docs/commands.md, DQ.ADD's
+/// TTL): it got its fresh attempts from an operator, not from its ADD.
+#[test]
+fn a_redriven_message_loses_its_ttl() {
+    let server = Server::start();
+    let mut c = server.conn();
+    cmd(&mut c, "DQ.ADD q x ID m TTL 100");
+    assert!(wait_until(LONG, || state(&mut c, "q", "m") == "dead"));
+    assert_eq!(int(&cmd(&mut c, "DQ.REDRIVE q ID m")), 1);
+    let m = cmd(&mut c, "DQ.GET q m");
+    assert_eq!(text(&field(&m, "state")), "ready");
+    assert_eq!(field(&m, "expires-at"), Value::Nil);
 }

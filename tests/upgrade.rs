@@ -1,7 +1,7 @@
-//! A server holding queues in round 1's layout (ZSET and HASH keys per
+//! A server holding queues in the multi-key layout (ZSET and HASH keys per
 //! queue) converts them into one key each when the module finds them: the
-//! fixture `tests/fixtures/round1.rdb` was saved by the last round-1 build
-//! (see `tests/fixtures/make-round1-rdb`), and the values checked here are
+//! fixture `tests/fixtures/multi-key.rdb` was saved by the last build of the multi-key layout
+//! (see `tests/fixtures/make-multi-key-rdb`), and the values checked here are
 //! what that build's DQ.GET, DQ.STATS and DQ.CONFIG answered for it.
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use dq_testkit::*;
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/round1.rdb")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/multi-key.rdb")
 }
 
 fn get(c: &mut redis::Connection, q: &str, id: &str) -> Vec<(String, String)> {
@@ -37,7 +37,7 @@ fn has(fields: &[(String, String)], want: &[(&str, &str)]) {
 }
 
 /// Every message, state, attempt, lease, group, TTL, death, pending
-/// replacement, counter and setting of the fixture, as round 1 showed them.
+/// replacement, counter and setting of the fixture, as the multi-key build showed them.
 fn check_converted(c: &mut redis::Connection) {
     let mut keys: Vec<String> = match cmd(c, "KEYS *") {
         Value::Array(k) => k.iter().map(text).collect(),
@@ -136,16 +136,16 @@ fn check_converted(c: &mut redis::Connection) {
 }
 
 #[test]
-fn round_1_queues_are_converted_when_loaded_and_keep_working() {
+fn multi_key_queues_are_converted_when_loaded_and_keep_working() {
     let server = Server::start_from_rdb(&fixture(), &[]);
     let mut c = server.conn();
     check_converted(&mut c);
     let log = server.log();
     assert!(
-        log.contains("converted round-1 queue 'orders' (db 0) into one key: 7 messages"),
+        log.contains("converted multi-key queue 'orders' (db 0) into one key: 7 messages"),
         "{log}"
     );
-    assert!(log.contains("converted round-1 queue '{tag}other' (db 3) into one key: 1 messages"));
+    assert!(log.contains("converted multi-key queue '{tag}other' (db 3) into one key: 1 messages"));
     assert_eq!(info_field(&mut c, "dq_queues"), 2);
     // The converted queue works: priority order, the group, and the
     // pending replacement taking over after ACK as the id's next delivery.
@@ -165,11 +165,11 @@ fn round_1_queues_are_converted_when_loaded_and_keep_working() {
     let before = digest(&mut c);
     cmd(&mut c, "DEBUG RELOAD");
     assert_eq!(digest(&mut c), before);
-    assert_eq!(server.log().matches("converted round-1").count(), 2);
+    assert_eq!(server.log().matches("converted multi-key").count(), 2);
 }
 
-/// A replica holding round-1 keys converts them when promoted, and the
-/// conversion reaches its AOF: replayed, the AOF (the round-1 keys its
+/// A replica holding multi-key keys converts them when promoted, and the
+/// conversion reaches its AOF: replayed, the AOF (the multi-key keys its
 /// rewrite wrote, then the propagated DEL and DQ.APPLY LOAD) gives the
 /// converted state.
 #[test]
@@ -205,13 +205,13 @@ fn a_promoted_replica_converts_and_propagates_the_conversion() {
     cmd(&mut c, "REPLICAOF NO ONE");
     check_converted(&mut c);
     let converted = digest(&mut c);
-    assert_eq!(server.log().matches("converted round-1").count(), 2);
-    // The AOF holds the round-1 keys, then the conversion: replayed, it
+    assert_eq!(server.log().matches("converted multi-key").count(), 2);
+    // The AOF holds the multi-key keys, then the conversion: replayed, it
     // leaves nothing to convert again.
     cmd(&mut c, "DEBUG LOADAOF");
     assert_eq!(digest(&mut c), converted);
     assert_eq!(
-        server.log().matches("converted round-1").count(),
+        server.log().matches("converted multi-key").count(),
         2,
         "the replayed AOF converted again: the conversion did not reach it"
     );

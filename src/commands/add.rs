@@ -17,7 +17,9 @@ use redis_module::{Context, RedisString, RedisValue};
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{AddMode, AddRequest, Queue};
-use crate::grammar::args::{add_ms, check_id, parse_ms, MessageOptions, Options};
+use crate::grammar::args::{
+    add_ms, check_id, parse_duration_arg, parse_ms, MessageOptions, Options,
+};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
@@ -39,7 +41,7 @@ pub const COMMAND: Command = Command {
             Arg::one_of(
                 "when",
                 &[
-                    Arg::integer("delay").token("DELAY"),
+                    Arg::duration("delay").token("DELAY"),
                     Arg::unix_time("at").token("AT"),
                 ],
             )
@@ -54,7 +56,7 @@ pub const COMMAND: Command = Command {
             Arg::integer("maxattempts").token("MAXATTEMPTS").optional(),
             Arg::string("backoff").token("BACKOFF").optional(),
             Arg::string("group").token("GROUP").optional(),
-            Arg::integer("ttl").token("TTL").optional(),
+            Arg::duration("ttl").token("TTL").optional(),
         ],
     },
     flags: "write deny-oom fast",
@@ -93,17 +95,12 @@ pub struct AddArgs<'a> {
     pub options: MessageOptions<'a>,
 }
 
-/// DELAY's or AT's time: they exclude each other.
-fn time_of(
-    o: &mut Options,
-    when: When,
-    keyword: &'static str,
-    expected: &'static str,
-) -> Result<u64> {
+/// DELAY's or AT's value: they exclude each other.
+fn when_value<'a>(o: &mut Options<'a>, when: When, keyword: &'static str) -> Result<&'a [u8]> {
     if when != When::Now {
         return Err(DqError::ConflictingOptions("DELAY", "AT"));
     }
-    parse_ms(keyword, expected, o.value_after(keyword)?)
+    o.value_after(keyword)
 }
 
 /// NX or XX: they exclude each other.
@@ -130,9 +127,11 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
     let mut o = Options::new(options);
     while o.advance() {
         if o.flag("DELAY")? {
-            parsed.when = When::Delay(time_of(&mut o, parsed.when, "DELAY", MS)?);
+            let value = when_value(&mut o, parsed.when, "DELAY")?;
+            parsed.when = When::Delay(parse_duration_arg("DELAY", value)?);
         } else if o.flag("AT")? {
-            parsed.when = When::At(time_of(&mut o, parsed.when, "AT", UNIX_MS)?);
+            let value = when_value(&mut o, parsed.when, "AT")?;
+            parsed.when = When::At(parse_ms("AT", UNIX_MS, value)?);
         } else if o.flag("NX")? {
             parsed.mode = mode_of(parsed.mode, AddMode::OnlyNew)?;
         } else if o.flag("XX")? {
@@ -149,7 +148,6 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
     Ok(parsed)
 }
 
-const MS: &str = "a non-negative integer number of milliseconds";
 const UNIX_MS: &str = "a non-negative integer Unix time in milliseconds";
 
 impl AddArgs<'_> {
@@ -269,7 +267,7 @@ mod tests {
         );
         assert_eq!(
             err(&["q", "b", "DELAY", "-1"]),
-            "ERR DELAY must be a non-negative integer number of milliseconds"
+            "ERR DELAY must be a duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d"
         );
         assert_eq!(err(&["q", "b", "DELAY"]), "ERR DELAY needs a value");
         assert_eq!(
@@ -302,7 +300,7 @@ mod tests {
         assert!(err(&["q", "b", "BACKOFF", "exp:0:1s"]).starts_with("ERR BACKOFF must be"));
         assert_eq!(
             err(&["q", "b", "TTL", "0"]),
-            "ERR TTL must be a positive integer number of milliseconds"
+            "ERR TTL must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d"
         );
         assert_eq!(
             err(&["q", "b", "TTL", "5", "TTL", "6"]),

@@ -33,7 +33,7 @@ use crate::server::clock::now_ms;
 use crate::server::command::Command;
 use crate::server::key::{open_read, read, QueueKey};
 use crate::server::reply::Fields;
-use crate::server::reply::{int, reply_record};
+use crate::server::reply::{int, reply_record, word};
 use crate::server::settings;
 
 pub const COMMAND: Command = Command {
@@ -173,23 +173,14 @@ fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
         let p = queue_config.resolve(&settings::current());
         let mut fields = vec![
             (LEASE_FIELD, int(p.lease_ms.0)),
-            (
-                "lease-ms-from",
-                RedisValue::SimpleStringStatic(p.lease_ms.1.name()),
-            ),
+            ("lease-ms-from", word(p.lease_ms.1.name())),
             (MAX_ATTEMPTS_FIELD, int(p.max_attempts.0.into())),
-            (
-                "max-attempts-from",
-                RedisValue::SimpleStringStatic(p.max_attempts.1.name()),
-            ),
+            ("max-attempts-from", word(p.max_attempts.1.name())),
             (
                 BACKOFF_FIELD,
                 RedisValue::BulkString(p.backoff.0.to_string()),
             ),
-            (
-                "backoff-from",
-                RedisValue::SimpleStringStatic(p.backoff.1.name()),
-            ),
+            ("backoff-from", word(p.backoff.1.name())),
         ];
         fields.extend(flow_fields(queue, now_ms()));
         return Ok(reply_record(ctx, fields));
@@ -281,7 +272,7 @@ mod tests {
         );
         assert_eq!(
             err(&["q", "SET", "LEASE", "0"]),
-            "ERR LEASE must be a positive integer number of milliseconds"
+            "ERR LEASE must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d"
         );
         assert_eq!(
             err(&["q", "SET", "LEASE", "1", "lease", "2"]),

@@ -36,7 +36,7 @@ use crate::grammar::args::check_id;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::command::Command;
 use crate::server::key::{open_read, read};
-use crate::server::reply::{int, reply_record};
+use crate::server::reply::{int, reply_record, word};
 use crate::server::settings::policy;
 
 pub const COMMAND: Command = Command {
@@ -79,7 +79,7 @@ fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let (max_attempts, max_attempts_from) = policy.max_attempts_or(m.max_attempts());
     let (backoff, backoff_from) = policy.backoff_or(m.backoff());
     let backoff = backoff.to_string();
-    let text = |s: &'static str| RedisValue::SimpleStringStatic(s);
+    let text = word;
     let waiting_for = match (m.group(), m.state) {
         (Some(group), State::Waiting) => queue.group_holder(group).map(|h| h.id()),
         _ => None,

@@ -17,6 +17,8 @@ pub mod pop;
 pub mod purge;
 pub mod queues;
 pub mod redrive;
+#[cfg(test)]
+mod reference;
 pub mod resume;
 pub mod scan;
 pub mod schedule;

@@ -23,7 +23,7 @@ use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{check_delivery, NackAction, Queue, State};
 use crate::grammar::args::{
-    add_ms, check_error, is_keyword, parse_attempt, parse_ms, parse_queue_and_id,
+    add_ms, check_error, is_keyword, parse_attempt, parse_duration_arg, parse_queue_and_id,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
@@ -47,7 +47,7 @@ pub const COMMAND: Command = Command {
             Arg::one_of(
                 "outcome",
                 &[
-                    Arg::integer("delay").token("DELAY"),
+                    Arg::duration("delay").token("DELAY"),
                     Arg::pure_token("dead", "DEAD"),
                 ],
             )
@@ -62,8 +62,6 @@ pub const COMMAND: Command = Command {
     grammar: |args| parse(args).map(drop),
     replay: Some(("NACK", replay)),
 };
-
-const MS: &str = "a non-negative integer number of milliseconds";
 
 /// A parsed DQ.NACK.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +90,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Nack<'a>> {
                 return Err(DqError::ConflictingOptions("DELAY", "DEAD"));
             }
             let value = o.value_after("DELAY")?;
-            nack.action = NackAction::Retry(Some(parse_ms("DELAY", MS, value)?));
+            nack.action = NackAction::Retry(Some(parse_duration_arg("DELAY", value)?));
         } else if o.flag("DEAD")? {
             if nack.action != NackAction::Retry(None) {
                 return Err(DqError::ConflictingOptions("DELAY", "DEAD"));
@@ -156,7 +154,7 @@ pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
     let (id, action, rest) = match args {
         [id, dead, rest @ ..] if is_keyword(dead, "DEAD") => (*id, NackAction::Dead, rest),
         [id, delay, ms, rest @ ..] if is_keyword(delay, "DELAY") => {
-            let ms = parse_ms("DELAY", MS, ms)?;
+            let ms = parse_duration_arg("DELAY", ms)?;
             (*id, NackAction::Retry(Some(ms)), rest)
         }
         _ => return Err(bad()),
@@ -194,7 +192,8 @@ mod tests {
         );
         assert_eq!(
             err(&["q", "m", "DELAY", "-1"]),
-            format!("ERR DELAY must be {MS}")
+            "ERR DELAY must be a duration: whole milliseconds such as 1500, or a whole number \
+             with a unit ms, s, m, h or d such as 30s, 5m or 7d"
         );
         assert_eq!(
             err(&["q", "m", "DELAY", "1", "DELAY", "2"]),

@@ -10,9 +10,8 @@ use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
-use crate::core::limits::MAX_TIME_MS;
 use crate::core::queue::{Queue, FOREVER};
-use crate::grammar::args::{add_ms, is_keyword, parse_in_range, unknown_option};
+use crate::grammar::args::{add_ms, is_keyword, parse_positive_duration, unknown_option};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
@@ -30,7 +29,7 @@ pub const COMMAND: Command = Command {
         numkeys: false,
         args: &[
             Arg::key("queue"),
-            Arg::integer("ms").token("FOR").optional(),
+            Arg::duration("duration").token("FOR").optional(),
         ],
     },
     flags: "write fast",
@@ -44,15 +43,8 @@ pub const COMMAND: Command = Command {
 pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Option<u64>)> {
     match args {
         [queue] => Ok((queue, None)),
-        [queue, keyword, ms] if is_keyword(keyword, "FOR") => {
-            let ms = parse_in_range(
-                "FOR",
-                "a positive integer number of milliseconds",
-                ms,
-                1,
-                MAX_TIME_MS as i64,
-            )?;
-            Ok((queue, Some(ms as u64)))
+        [queue, keyword, length] if is_keyword(keyword, "FOR") => {
+            Ok((queue, Some(parse_positive_duration("FOR", length)?)))
         }
         [_, keyword] if is_keyword(keyword, "FOR") => Err(DqError::MissingValue("FOR")),
         [_, other, ..] if !is_keyword(other, "FOR") => Err(unknown_option(other)),
@@ -106,7 +98,7 @@ mod tests {
         let err = |a: &[&str]| parse(leak_args(a)).unwrap_err().to_string();
         assert_eq!(
             err(&["q", "FOR", "-5"]),
-            "ERR FOR must be a positive integer number of milliseconds"
+            "ERR FOR must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d"
         );
         assert!(err(&["q", "FOR", "0"]).starts_with("ERR FOR must be"));
         assert_eq!(err(&["q", "FOR"]), "ERR FOR needs a value");

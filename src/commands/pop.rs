@@ -13,7 +13,8 @@ use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
 use crate::core::queue::{Counter, Delivery, Queue};
 use crate::grammar::args::{
-    is_keyword, lease_deadline, parse_count, parse_deadline, parse_lease, parse_ms, Options,
+    is_keyword, lease_deadline, parse_count, parse_deadline, parse_duration_arg, parse_lease,
+    Options,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::blocking::{block_on_keys, may_block, Waiter};
@@ -36,8 +37,8 @@ pub const COMMAND: Command = Command {
         args: &[
             Arg::key("queue"),
             Arg::integer("count").token("COUNT").optional(),
-            Arg::integer("timeout").token("BLOCK").optional(),
-            Arg::integer("lease").token("LEASE").optional(),
+            Arg::duration("timeout").token("BLOCK").optional(),
+            Arg::duration("lease").token("LEASE").optional(),
         ],
     },
     flags: "write blocking",
@@ -86,7 +87,7 @@ pub fn parse_options(options: &[&[u8]]) -> Result<PopOptions> {
         if let Some(value) = o.value("COUNT")? {
             parsed.count = parse_count(value)?;
         } else if let Some(value) = o.value("BLOCK")? {
-            parsed.block = Some(parse_ms("BLOCK", MS, value)?);
+            parsed.block = Some(parse_duration_arg("BLOCK", value)?);
         } else if let Some(value) = o.value("LEASE")? {
             parsed.lease_ms = Some(parse_lease(value)?);
         } else {
@@ -95,8 +96,6 @@ pub fn parse_options(options: &[&[u8]]) -> Result<PopOptions> {
     }
     Ok(parsed)
 }
-
-const MS: &str = "a non-negative integer number of milliseconds";
 
 fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
@@ -264,11 +263,11 @@ mod tests {
         );
         assert_eq!(
             err(&["q", "LEASE", "0"]),
-            "ERR LEASE must be a positive integer number of milliseconds"
+            "ERR LEASE must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d"
         );
         assert_eq!(
             err(&["q", "BLOCK", "-1"]),
-            "ERR BLOCK must be a non-negative integer number of milliseconds"
+            "ERR BLOCK must be a duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d"
         );
         assert_eq!(err(&["q", "BLOCK"]), "ERR BLOCK needs a value");
         assert_eq!(

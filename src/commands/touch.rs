@@ -4,7 +4,8 @@
 //! deadline is now + LEASE (default: the queue's lease, else
 //! `dq.lease-ms`). ATTEMPT n extends only delivery `n`'s lease: when that
 //! delivery is over (its lease ran out, or it was acknowledged or failed)
-//! the reply is a `STALE` error and nothing changes. Reply: the new lease
+//! or has not happened, the reply is a `STALE` error naming the delivery
+//! the message is at, and nothing changes. Reply: the new lease
 //! deadline (integer, Unix ms), or nil when the id is not in flight
 //! (without ATTEMPT).
 
@@ -36,7 +37,7 @@ pub const COMMAND: Command = Command {
         args: &[
             Arg::key("queue"),
             Arg::string("id"),
-            Arg::integer("lease").token("LEASE").optional(),
+            Arg::duration("lease").token("LEASE").optional(),
             Arg::integer("attempt").token("ATTEMPT").optional(),
         ],
     },
@@ -131,7 +132,7 @@ mod tests {
         );
         assert_eq!(
             err(&["q", "m", "LEASE", "0"]),
-            "ERR LEASE must be a positive integer number of milliseconds"
+            "ERR LEASE must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d"
         );
         assert_eq!(
             err(&["q", "m", "ATTEMPT", "1", "ATTEMPT", "1"]),

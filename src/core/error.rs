@@ -9,6 +9,14 @@ pub enum DqError {
     #[error("ERR wrong number of arguments for '{0}' command")]
     WrongArity(&'static str),
 
+    /// A duration argument that is not one: `what` it must be ("a
+    /// duration", "a positive duration", "a duration of at least 1s").
+    #[error("ERR {option} must be {what}: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d")]
+    BadDuration {
+        option: &'static str,
+        what: &'static str,
+    },
+
     #[error("ERR {option} must be {expected}")]
     BadValue {
         option: &'static str,
@@ -68,8 +76,12 @@ pub enum DqError {
 
     /// NACK or TOUCH with ATTEMPT n, when delivery n is no longer the
     /// message's current one: another consumer may hold it now.
-    #[error("STALE delivery {attempt} of message '{id}' is over: its lease ran out, or it was acknowledged or failed")]
-    StaleDelivery { id: String, attempt: u32 },
+    #[error("STALE delivery {attempt} of message '{id}' {why}")]
+    StaleDelivery {
+        id: String,
+        attempt: u32,
+        why: Staleness,
+    },
 
     #[error("ERR CRON must be five fields (minute hour day-of-month month day-of-week) with numbers, names, *, lists, ranges and steps, or @hourly, @daily, @weekly, @monthly or @yearly; got {0}")]
     BadCron(String),
@@ -102,6 +114,38 @@ pub fn printable(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
 }
 
+/// Why a NACK or TOUCH naming a delivery (ATTEMPT n) cannot act on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Staleness {
+    /// The message is at a later delivery, or at this one but no longer
+    /// in flight.
+    Over { at: u32, state: &'static str },
+    /// The message has not been delivered that many times.
+    NotYet { at: u32, state: &'static str },
+    /// The queue holds no such message now.
+    Gone,
+}
+
+impl std::fmt::Display for Staleness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Staleness::Over { at, state } => {
+                write!(f, "is over: the message is at delivery {at} ({state})")
+            }
+            Staleness::NotYet { at: 0, state } => {
+                write!(f, "has not happened: the message was never delivered ({state})")
+            }
+            Staleness::NotYet { at, state } => {
+                write!(f, "has not happened: the message is at delivery {at} ({state})")
+            }
+            Staleness::Gone => write!(
+                f,
+                "is over or never happened: the queue holds no such message (acknowledged, cancelled, purged, or never added)"
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,12 +153,12 @@ mod tests {
     #[test]
     fn messages_start_with_an_upper_case_code() {
         let e = DqError::BadValue {
-            option: "DELAY",
-            expected: "a non-negative integer number of milliseconds",
+            option: "COUNT",
+            expected: "an integer from 1 to 10000",
         };
         assert_eq!(
             e.to_string(),
-            "ERR DELAY must be a non-negative integer number of milliseconds"
+            "ERR COUNT must be an integer from 1 to 10000"
         );
         assert!(DqError::WrongType("k".into())
             .to_string()

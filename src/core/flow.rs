@@ -128,12 +128,16 @@ impl DeliveryLog {
         rate.limit.saturating_sub(self.total - gone)
     }
 
+    /// Logs `count` deliveries at `now`, or at the last one's time if the
+    /// clock has stepped back since: the log stays in time order (a saved
+    /// queue's log must be, and pruning relies on it), and a delivery
+    /// logged a little late stays in the window longer, never shorter.
     pub fn record(&mut self, now: u64, count: u64) {
         if count == 0 {
             return;
         }
         match self.entries.back_mut() {
-            Some((at, n)) if *at == now => *n += count,
+            Some((at, n)) if *at >= now => *n += count,
             _ => self.entries.push_back((now, count)),
         }
         self.total += count;

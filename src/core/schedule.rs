@@ -149,9 +149,9 @@ impl Spec {
             .and_then(parse_duration)
             .filter(|&ms| ms >= MIN_EVERY_MS)
             .map(Spec::Every)
-            .ok_or(DqError::BadValue {
+            .ok_or(DqError::BadDuration {
                 option: "EVERY",
-                expected: "a duration of at least 1s, such as 30s, 5m, 1h, 1d or 60000 (ms)",
+                what: "a duration of at least 1s",
             })
     }
 

@@ -1,7 +1,7 @@
 //! Reading command arguments: keywords, numbers and the options grammar
 //! shared by every command. Pure: it sees bytes, never Redis.
 
-use crate::core::backoff::Backoff;
+use crate::core::backoff::{parse_duration, Backoff};
 use crate::core::error::{DqError, Result};
 use crate::core::limits::{MAX_COUNT, MAX_ERROR_LEN, MAX_ID_LEN, MAX_TIME_MS};
 
@@ -149,7 +149,28 @@ fn parse_signed(arg: &[u8]) -> Option<i64> {
     }
 }
 
-/// A duration or time in milliseconds: 0 to [`MAX_TIME_MS`].
+/// A duration: a bare whole number of milliseconds (what every release
+/// took) or a whole number with a unit (`30s`, `5m`, `7d`), 0 to
+/// [`MAX_TIME_MS`] ms. DELAY, BLOCK and the like: 0 allowed.
+pub fn parse_duration_arg(option: &'static str, arg: &[u8]) -> Result<u64> {
+    duration(option, arg, 0, "a duration")
+}
+
+/// A duration of at least 1 ms (LEASE, TTL, FOR, RETAIN).
+pub fn parse_positive_duration(option: &'static str, arg: &[u8]) -> Result<u64> {
+    duration(option, arg, 1, "a positive duration")
+}
+
+/// A duration of at least `least` ms, which `what` says in the error.
+pub fn duration(option: &'static str, arg: &[u8], least: u64, what: &'static str) -> Result<u64> {
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(parse_duration)
+        .filter(|&ms| ms >= least)
+        .ok_or(DqError::BadDuration { option, what })
+}
+
+/// A time in milliseconds: 0 to [`MAX_TIME_MS`] (AT, START, END).
 pub fn parse_ms(option: &'static str, expected: &'static str, arg: &[u8]) -> Result<u64> {
     parse_unsigned(arg)
         .filter(|&v| v <= MAX_TIME_MS)
@@ -203,14 +224,16 @@ pub fn check_id(id: &[u8]) -> Result<&[u8]> {
 
 /// A message id or a group name: non-empty and at most `MAX_ID_LEN` bytes.
 pub fn check_name<'a>(what: &'static str, name: &'a [u8]) -> Result<&'a [u8]> {
+    check_length(what, name, MAX_ID_LEN)
+}
+
+/// A name of 1 to `max` bytes.
+pub fn check_length<'a>(what: &'static str, name: &'a [u8], max: usize) -> Result<&'a [u8]> {
     if name.is_empty() {
         return Err(DqError::Empty(what));
     }
-    if name.len() > MAX_ID_LEN {
-        return Err(DqError::TooLong {
-            what,
-            max: MAX_ID_LEN,
-        });
+    if name.len() > max {
+        return Err(DqError::TooLong { what, max });
     }
     Ok(name)
 }
@@ -231,11 +254,8 @@ const MAX_ATTEMPTS_EXPECTED: &str = "an integer from 1 to 2147483647";
 
 /// LEASE: how long a delivery stays invisible.
 pub fn parse_lease(arg: &[u8]) -> Result<u64> {
-    let ms = parse_in_range("LEASE", POSITIVE_MS, arg, 1, MAX_TIME_MS as i64)?;
-    Ok(ms as u64)
+    parse_positive_duration("LEASE", arg)
 }
-
-const POSITIVE_MS: &str = "a positive integer number of milliseconds";
 
 /// COUNT: how many messages one command handles, 1 to [`MAX_COUNT`].
 pub fn parse_count(arg: &[u8]) -> Result<usize> {
@@ -346,8 +366,7 @@ impl<'a> MessageOptions<'a> {
         } else if let Some(value) = o.value("BACKOFF")? {
             self.backoff = Some(Backoff::parse(value)?);
         } else if let Some(value) = o.value("TTL")? {
-            let ttl = parse_in_range("TTL", POSITIVE_MS, value, 1, MAX_TIME_MS as i64)?;
-            self.ttl_ms = Some(ttl as u64);
+            self.ttl_ms = Some(parse_positive_duration("TTL", value)?);
         } else if let Some(value) = o.value("GROUP")? {
             self.group = Some(check_name("GROUP", value)?);
         } else {
@@ -372,6 +391,63 @@ mod tests {
     use super::*;
 
     const MS: &str = "a non-negative integer number of milliseconds";
+
+    #[test]
+    fn durations_take_bare_milliseconds_or_a_unit() {
+        for (text, ms) in [
+            ("0", 0),
+            ("1500", 1500),
+            ("250ms", 250),
+            ("30s", 30_000),
+            ("5m", 300_000),
+            ("2h", 7_200_000),
+            ("7d", 604_800_000),
+            ("9007199254740991", MAX_TIME_MS),
+        ] {
+            assert_eq!(
+                parse_duration_arg("DELAY", text.as_bytes()),
+                Ok(ms),
+                "{text}"
+            );
+        }
+        let bad = DqError::BadDuration {
+            option: "DELAY",
+            what: "a duration",
+        };
+        for text in [
+            "",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "1.5s",
+            "5 s",
+            "5S",
+            "5sec",
+            "s",
+            "1e3",
+            "0x10",
+            "9007199254740992",
+            "104249991375d",
+        ] {
+            assert_eq!(
+                parse_duration_arg("DELAY", text.as_bytes()),
+                Err(bad.clone()),
+                "{text}"
+            );
+        }
+        assert_eq!(parse_positive_duration("LEASE", b"1"), Ok(1));
+        for zero in ["0", "0s", "0d"] {
+            assert_eq!(
+                parse_positive_duration("LEASE", zero.as_bytes()).map_err(|e| e.to_string()),
+                Err(
+                    "ERR LEASE must be a positive duration: whole milliseconds such as 1500, \
+                     or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d"
+                        .into()
+                )
+            );
+        }
+    }
 
     #[test]
     fn unsigned_is_strict() {

@@ -71,6 +71,12 @@ impl Arg {
         Arg::new(name, Kind::Integer)
     }
 
+    /// A duration (`1500`, `30s`, `5m`): COMMAND DOCS has no such type,
+    /// and the text a unit makes is a string.
+    pub const fn duration(name: &'static str) -> Arg {
+        Arg::new(name, Kind::String)
+    }
+
     pub const fn unix_time(name: &'static str) -> Arg {
         Arg::new(name, Kind::UnixTime)
     }

@@ -213,7 +213,8 @@ mod tests {
     #[test]
     fn slot_follows_the_hash_tag_rule() {
         assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
-        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}")); // empty tag: whole key
+        // An empty tag: the whole key is hashed.
+        assert_eq!(slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") % 16384);
         assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
         assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
         assert_eq!(slot(b"foo{bar}{zap}"), slot(b"bar"));

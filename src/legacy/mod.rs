@@ -1,4 +1,4 @@
-//! Round 1 kept queue `Q` in up to ten ZSET and HASH keys `dq:{T}:Q:<part>`
+//! The multi-key layout (dq 0.1) kept queue `Q` in up to ten ZSET and HASH keys `dq:{T}:Q:<part>`
 //! (see `keys.rs` and `message.rs`). A master that finds such keys — after
 //! loading an RDB or AOF, on promotion, on MODULE LOAD — converts each
 //! queue into its one key: every message with its state, attempt, lease,
@@ -9,7 +9,7 @@
 //! named in the log.
 //!
 //! A converted message keeps its attempt number, and its MAXATTEMPTS
-//! budget counts from 0 as round 1 counted it (round 1 restarted the
+//! budget counts from 0 as the multi-key build counted it (that build restarted the
 //! numbering on a replace or REDRIVE, so the two agree).
 
 pub mod frozen;
@@ -31,9 +31,9 @@ use crate::server::events::Importer;
 use crate::server::key::QueueKey;
 use crate::server::replication::{self, Apply};
 
-/// A queue of round 1 as read from its keys.
+/// A queue of the multi-key layout as read from its keys.
 #[derive(Debug, Default)]
-pub struct Round1 {
+pub struct MultiKey {
     pub messages: Vec<(Vec<u8>, Vec<u8>)>,
     /// Ids per index; ready and waiting members already reduced to ids.
     pub delayed: BTreeSet<Vec<u8>>,
@@ -67,7 +67,7 @@ fn id_of_waiting(member: &[u8]) -> &[u8] {
     member.get(4 + group_len + 16..).unwrap_or_default()
 }
 
-/// The terms of a round-1 message or pending version: the fields both have.
+/// The terms of a multi-key message or pending version: the fields both have.
 macro_rules! terms {
     ($v:expr) => {
         Terms {
@@ -85,7 +85,7 @@ macro_rules! terms {
     };
 }
 
-/// One round-1 message as a record in `state`.
+/// One multi-key message as a record in `state`.
 pub fn record_of(id: &[u8], m: &Message, state: State, holds_group: bool) -> Record {
     let mut record = Record::new(id, &m.payload, terms!(m));
     record.state = state;
@@ -121,13 +121,13 @@ pub fn record_of(id: &[u8], m: &Message, state: State, holds_group: bool) -> Rec
     record
 }
 
-impl Round1 {
+impl MultiKey {
     /// The queue these keys describe.
     pub fn convert(&self) -> Result<Converted, String> {
         let mut left_out = Vec::new();
         let mut records = Vec::with_capacity(self.messages.len());
         for (id, bytes) in &self.messages {
-            // Round 1 took ids from its parser too, but a hash edited by
+            // The multi-key build took ids from its parser too, but a hash edited by
             // hand may hold any field.
             if let Err(e) = crate::grammar::args::check_id(id) {
                 left_out.push((id.clone(), e.to_string()));
@@ -140,7 +140,7 @@ impl Round1 {
                     continue;
                 }
             };
-            // Round 1 left a promoted message's record `Delayed`: the
+            // The multi-key build left a promoted message's record `Delayed`: the
             // indexes say where each message is.
             let state = if self.inflight.contains(id) {
                 State::Inflight
@@ -206,10 +206,10 @@ fn hash(ctx: &Context, key: &[u8]) -> HashMap<Vec<u8>, Vec<u8>> {
         .collect()
 }
 
-fn read(ctx: &Context, queue: &[u8]) -> Round1 {
+fn read(ctx: &Context, queue: &[u8]) -> MultiKey {
     let zset = |part| call_list(ctx, "ZRANGE", &key_name(queue, part), &[b"0", b"-1"]);
     let ids = |part| zset(part).into_iter().collect::<BTreeSet<_>>();
-    Round1 {
+    MultiKey {
         messages: hash(ctx, &key_name(queue, Part::Messages))
             .into_iter()
             .collect(),
@@ -230,14 +230,14 @@ fn read(ctx: &Context, queue: &[u8]) -> Round1 {
     }
 }
 
-/// The round-1 queue a key belongs to, if it is one of round 1's keys.
-pub fn round1_queue(name: &[u8]) -> Option<Vec<u8>> {
+/// The queue of the multi-key layout a key belongs to, if it is one of its keys.
+pub fn multi_key_queue(name: &[u8]) -> Option<Vec<u8>> {
     parse_key_name(name).map(|(queue, _)| queue)
 }
 
 /// What the server's discovery of queues calls (see `server::events`).
 pub static IMPORTER: Importer = Importer {
-    queue_of: round1_queue,
+    queue_of: multi_key_queue,
     convert,
 };
 
@@ -251,7 +251,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
             crate::server::guard::warn(
                 Some(ctx),
                 &format!(
-                    "dq: cannot convert round-1 {label}: {why}; its keys are left as they are"
+                    "dq: cannot convert multi-key {label}: {why}; its keys are left as they are"
                 ),
             );
             return;
@@ -263,7 +263,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
         Err(_) => {
             crate::server::guard::warn(
                 Some(ctx),
-                &format!("dq: cannot convert round-1 {label}: the key '{}' holds something else; its keys are left as they are", printable(name)),
+                &format!("dq: cannot convert multi-key {label}: the key '{}' holds something else; its keys are left as they are", printable(name)),
             );
             return;
         }
@@ -271,7 +271,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
     if key.queue().is_some() {
         crate::server::guard::warn(
             Some(ctx),
-            &format!("dq: cannot convert round-1 {label}: a queue of that name exists; its keys are left as they are"),
+            &format!("dq: cannot convert multi-key {label}: a queue of that name exists; its keys are left as they are"),
         );
         return;
     }
@@ -301,7 +301,7 @@ pub fn convert(ctx: &Context, db: i32, name: &[u8]) {
     }
     apply.send();
     key.changed();
-    let mut note = format!("dq: converted round-1 {label} into one key: {messages} messages");
+    let mut note = format!("dq: converted multi-key {label} into one key: {messages} messages");
     for (id, why) in &converted.left_out {
         note.push_str(&format!("; left out '{}': {why}", printable(id)));
     }
@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn states_come_from_the_indexes_and_everything_else_from_the_record() {
-        let mut r = Round1::default();
+        let mut r = MultiKey::default();
         let mut add = |id: &str, m: Message| {
             r.messages.push((id.as_bytes().to_vec(), m.encode()));
             m

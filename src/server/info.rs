@@ -31,6 +31,7 @@ fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
     let work = report.work;
     raw::add_info_section(ctx, Some("timer"));
     raw::add_info_field_long_long(ctx, "timer_armed", report.armed.into());
+    raw::add_info_field_unsigned_long_long(ctx, "timer_armed_for", report.armed_for.unwrap_or(0));
     raw::add_info_field_unsigned_long_long(ctx, "timer_ticks", work.ticks);
     raw::add_info_field_unsigned_long_long(ctx, "tick_budget", timer::TICK_BUDGET as u64);
     raw::add_info_field_unsigned_long_long(ctx, "ticks_continued", work.continued);

@@ -2,7 +2,7 @@
 //! and what every write owes the rest of the server afterwards — WATCH and
 //! client tracking, keyspace notifications, blocked consumers, and the
 //! registry of queues (INFO's counts, the timer's schedule). Replication is each command's own
-//! business (see `propagate.rs`).
+//! business (see `replication.rs`).
 
 use std::ptr::NonNull;
 

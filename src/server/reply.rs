@@ -24,16 +24,25 @@ pub fn reply(outcome: Result<RedisValue>) -> RedisResult {
 pub type Fields = Vec<(&'static str, RedisValue)>;
 
 /// A record-like reply: a map under RESP3, a flat field/value array under
-/// RESP2 (RedisModule_ReplyWithMap does both), with fields in this order.
-/// Written to the client at once: the handler then returns
-/// `RedisValue::NoReply`, which this returns.
+/// RESP2 (RedisModule_ReplyWithMap does both), with fields in this order
+/// and their names as bulk strings, as Redis' own records (XINFO, MEMORY
+/// STATS, COMMAND DOCS) give them: a client that reads simple strings as
+/// status objects (PHP's Predis) can key an array by them. Written to the
+/// client at once: the handler then returns `RedisValue::NoReply`, which
+/// this returns.
 pub fn reply_record(ctx: &Context, fields: Fields) -> RedisValue {
     raw::reply_with_map(ctx.ctx, fields.len() as c_long);
     for (name, value) in fields {
-        ctx.reply(Ok(RedisValue::SimpleStringStatic(name)));
+        raw::reply_with_string_buffer(ctx.ctx, name.as_ptr().cast(), name.len());
         ctx.reply(Ok(value));
     }
     RedisValue::NoReply
+}
+
+/// A word inside a record (a state, a reason, where a setting comes
+/// from): a bulk string, as the record's field names.
+pub fn word(text: &'static str) -> RedisValue {
+    RedisValue::StringBuffer(text.as_bytes().to_vec())
 }
 
 /// Records keyed by name (DQ.QUEUES WITHSTATS): a map of maps under RESP3,

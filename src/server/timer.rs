@@ -74,6 +74,8 @@ pub struct TimerWork {
 /// What `INFO dq` shows about the timer.
 pub struct TimerReport {
     pub armed: bool,
+    /// When the armed timer fires (Unix ms); `None` when none is armed.
+    pub armed_for: Option<u64>,
     pub work: TimerWork,
     pub queues_scheduled: usize,
     /// How long the most overdue timed work has waited, in ms: 0 while the
@@ -87,6 +89,7 @@ pub fn report() -> TimerReport {
         let t = t.borrow();
         TimerReport {
             armed: t.armed.is_some() || t.behind,
+            armed_for: t.armed.map(|(_, at)| at),
             work: t.work,
             queues_scheduled: registry::with(|r| r.scheduled()),
             lateness_ms: registry::with(|r| r.earliest()).map_or(0, |at| now.saturating_sub(at)),

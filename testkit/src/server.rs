@@ -296,7 +296,8 @@ impl Server {
     }
 
     /// Starts a server with a debug build's fault switch set: each entry
-    /// point named in `faults` (see src/guard.rs) panics when entered.
+    /// point named in `faults` (see src/server/guard.rs and src/core/fault.rs)
+    /// panics when entered.
     pub fn start_with_faults(faults: &str) -> Server {
         Server::start_with_faults_env(faults, &[])
     }

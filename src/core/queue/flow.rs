@@ -141,8 +141,13 @@ impl Queue {
     }
 
     /// Notes `n` deliveries at `now` in the rate's log.
+    /// Logs `n` deliveries at `now` under a RATE, pruning first what no
+    /// window ending then holds. Only a POP that delivered touches the log:
+    /// one that delivered nothing propagates nothing, so it must change
+    /// nothing a replica would hold differently.
     pub(super) fn log_deliveries(&mut self, now: u64, n: usize) {
         if n > 0 && self.config().rate.is_some() {
+            self.prune_log(now);
             Rare::make(&mut self.rare).flow.log.record(now, n as u64);
         }
     }

@@ -38,13 +38,15 @@ mod record;
 mod schedules;
 
 #[cfg(test)]
+mod model;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::core::backoff::Backoff;
-use crate::core::error::{printable, DqError, Result};
+use crate::core::error::{printable, DqError, Result, Staleness};
 use crate::core::fault;
 use crate::core::limits::MAX_TIME_MS;
 use crate::core::policy::{Policy, QueueConfig};
@@ -289,23 +291,32 @@ pub(crate) fn distinct<T: AsRef<[u8]>>(ids: &[T]) -> Vec<&[u8]> {
 }
 
 /// The fencing rule of NACK and TOUCH: a call naming delivery `attempt`
-/// (or, with `None`, whichever is current) of an id whose delivery in
-/// flight is `current` (`None`: not in flight, or no such id or queue).
-/// True when there is a delivery to act on; an error when the call named
-/// one that is over.
-pub fn check_delivery(id: &[u8], current: Option<u32>, attempt: Option<u32>) -> Result<bool> {
-    match (current, attempt) {
-        (Some(c), Some(n)) if c != n => Err(stale(id, n)),
-        (None, Some(n)) => Err(stale(id, n)),
-        (current, _) => Ok(current.is_some()),
-    }
-}
-
-fn stale(id: &[u8], attempt: u32) -> DqError {
-    DqError::StaleDelivery {
+/// (or, with `None`, whichever is current) of an id that is at delivery
+/// `at` in `state` (`None`: no such id or queue). True when there is a
+/// delivery in flight to act on; an error naming where the message is
+/// when the call named a delivery that is over or has not happened.
+pub fn check_delivery(id: &[u8], at: Option<(State, u32)>, attempt: Option<u32>) -> Result<bool> {
+    let inflight = matches!(at, Some((State::Inflight, _)));
+    let Some(n) = attempt else {
+        return Ok(inflight);
+    };
+    let why = match at {
+        Some((State::Inflight, c)) if c == n => return Ok(true),
+        Some((state, c)) if n > c => Staleness::NotYet {
+            at: c,
+            state: state.reported().name(),
+        },
+        Some((state, c)) => Staleness::Over {
+            at: c,
+            state: state.reported().name(),
+        },
+        None => Staleness::Gone,
+    };
+    Err(DqError::StaleDelivery {
         id: printable(id),
-        attempt,
-    }
+        attempt: n,
+        why,
+    })
 }
 
 impl Queue {
@@ -434,7 +445,6 @@ impl Queue {
     pub fn pop(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Delivery> {
         let ready = self.ready.len();
         let allowed = count.min(self.allowance(now));
-        self.prune_log(now);
         let mut taken = Vec::new();
         while taken.len() < allowed {
             let Some(&(.., slot)) = self.ready.first() else {
@@ -465,8 +475,8 @@ impl Queue {
                 }
             }
         }
-        // The log is pruned where the master pruned it: at `now`.
-        self.prune_log(now);
+        // The log is pruned where the master pruned it: at `now`, when
+        // deliveries are logged.
         self.log_deliveries(now, taken.len());
         self.count_deliveries(taken.len());
         taken
@@ -603,13 +613,12 @@ impl Queue {
     /// The in-flight message `id`, checked against the delivery the caller
     /// names. `None`: not in flight (and no delivery named).
     fn delivery(&self, id: &[u8], attempt: Option<u32>) -> Result<Option<Slot>> {
-        let slot = self
-            .messages
-            .find(id)
-            .filter(|&slot| self.messages.at(slot).state == State::Inflight);
-        let current = slot.map(|slot| self.messages.at(slot).attempt);
-        check_delivery(id, current, attempt)?;
-        Ok(slot)
+        let slot = self.messages.find(id);
+        let at = slot.map(|slot| {
+            let record = self.messages.at(slot);
+            (record.state, record.attempt)
+        });
+        Ok(check_delivery(id, at, attempt)?.then_some(slot).flatten())
     }
 
     /// A delivery ended without ACK: a waiting newer version takes the
@@ -721,18 +730,24 @@ impl Queue {
     pub fn purge(&mut self, now: u64, state: Option<State>) -> u64 {
         let count = match state {
             None => {
-                // Settings, counters and schedules stay: they are not
-                // messages.
+                // Settings, counters, schedules and flow control (the
+                // pause, and RATE's log of deliveries, which a purge must
+                // not reset or RATE would let a burst through) stay: they
+                // are not messages.
                 let count = self.messages.len() as u64;
                 let config = self.config().clone();
-                let schedules = std::mem::take(&mut Rare::make(&mut self.rare).schedules);
+                let rare = Rare::make(&mut self.rare);
+                let schedules = std::mem::take(&mut rare.schedules);
+                let flow = std::mem::take(&mut rare.flow);
                 *self = Queue {
                     counters: self.counters,
                     events: self.events,
                     ..Queue::default()
                 };
                 self.set_config(config);
-                Rare::make(&mut self.rare).schedules = schedules;
+                let rare = Rare::make(&mut self.rare);
+                rare.schedules = schedules;
+                rare.flow = flow;
                 Rare::tidy(&mut self.rare);
                 count
             }

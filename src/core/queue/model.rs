@@ -1,0 +1,662 @@
+//! The random-operation model test: long random sequences of every
+//! operation, on a clock that mostly moves on but also stands still, leaps
+//! and steps back (as a server's clock may). After every step:
+//!
+//! - **What POP and MPOP return** is what a small reference says: the
+//!   ready messages (read from the records, not from the indexes POP uses)
+//!   in priority, then due, then insertion order, as many as COUNT and the
+//!   limits allow — the pause, MAXINFLIGHT and RATE recomputed here from
+//!   the model's own log of deliveries; MPOP over two queues, in either
+//!   order, takes from the first that can deliver and counts no throttle
+//!   for one it passes over.
+//! - **A shadow replica** is handed what the step propagated (as the
+//!   command handlers build it: ADD with its id, CLAIM of the ids leased,
+//!   the delay a NACK chose, the lease a TOUCH gave, a tick's counts, ...)
+//!   and must reach the master's exact state; every so often it is saved
+//!   and loaded back, as a replica's full sync or a restart does.
+//! - The invariants: the indexes agree with the records, nothing is in
+//!   flight twice, an id's attempt numbers only grow, MAXATTEMPTS counts
+//!   from the last ADD, replacement or REDRIVE, a message leaves only by
+//!   ACK, CANCEL, PURGE or as a new version, a tick that did less than its
+//!   budget left nothing due, a schedule's run is made at most once, never
+//!   early, never past END or LIMIT.
+//!
+//! `DQ_MODEL_TRACE=1 cargo test --lib model` prints each step.
+
+use std::collections::{HashMap, HashSet};
+
+use super::codec;
+use super::tests::{fenced, request};
+use super::*;
+use crate::core::flow::Rate;
+use crate::core::policy::Settings;
+use crate::core::schedule::{Missed, Overlap, Schedule, Spec, Template};
+use crate::core::testing::xorshift;
+
+/// The policy every step runs under: the queue's settings over these
+/// module defaults, as the server resolves them (master and replica).
+fn policy_of(q: &Queue) -> Policy {
+    q.config().resolve(&Settings {
+        max_attempts: 3,
+        backoff: Backoff::Fixed(100),
+        ..Settings::default()
+    })
+}
+
+fn schedule_every(ms: u64, start: u64) -> Schedule {
+    Schedule {
+        spec: Spec::Every(ms),
+        start,
+        end: None,
+        limit: None,
+        missed: Missed::One,
+        overlap: Overlap::Allow,
+        template: Template::default(),
+        next_run: None,
+        last_run: None,
+        runs: 0,
+        skipped: 0,
+    }
+}
+
+/// One queue of the model: the master's, its replica's, and what the
+/// model knows of its limits.
+struct Side {
+    q: Queue,
+    shadow: Queue,
+    /// Deliveries (time, how many) while a RATE is set, as the queue's
+    /// own log should hold them.
+    deliveries: Vec<(u64, u64)>,
+    /// The pause as set: until when.
+    paused_until: Option<u64>,
+}
+
+impl Side {
+    fn new() -> Side {
+        Side {
+            q: Queue::new(),
+            shadow: Queue::new(),
+            deliveries: Vec::new(),
+            paused_until: None,
+        }
+    }
+}
+
+struct Model {
+    seed: u64,
+    step: usize,
+    now: u64,
+    /// The latest time the clock has shown.
+    latest: u64,
+    /// The queue every operation acts on.
+    main: Side,
+    /// A second queue, after or before `main` in an MPOP.
+    other: Side,
+    /// Each id's last delivery number while it stays in the queue.
+    attempts: HashMap<Vec<u8>, u32>,
+    /// Each schedule's LIMIT and END as last set, and the run times made.
+    bounds: HashMap<Vec<u8>, (Option<u64>, Option<u64>)>,
+    made: HashSet<(Vec<u8>, u64)>,
+}
+
+impl Model {
+    fn at(&self) -> String {
+        format!("seed {} step {} now {}", self.seed, self.step, self.now)
+    }
+
+    /// DQ.POP on `main`, checked against the reference.
+    fn pop(&mut self, count: usize, deadline: u64) {
+        let at = self.at();
+        let (now, latest) = (self.now, self.latest);
+        self.main
+            .pop(now, latest, count, deadline, &mut self.attempts, &at);
+    }
+
+    /// DQ.MPOP over `main` and `other`, in the order given: it takes from
+    /// the first queue that can deliver now (ready messages and room in
+    /// its limits), and a queue it passes over is not counted throttled.
+    fn mpop(&mut self, other_first: bool, count: usize, deadline: u64) {
+        let at = self.at();
+        let (now, latest) = (self.now, self.latest);
+        let (first, second) = if other_first {
+            (&mut self.other, &mut self.main)
+        } else {
+            (&mut self.main, &mut self.other)
+        };
+        for side in [first, second] {
+            let can = !side.ready_in_order().is_empty() && side.allowance(now) > 0;
+            assert_eq!(side.q.deliverable(now), can, "{at}: MPOP");
+            if can {
+                side.pop(now, latest, count, deadline, &mut self.attempts, &at);
+                return;
+            }
+        }
+    }
+}
+
+impl Side {
+    /// What the limits let a POP deliver at `now`, from the model's own
+    /// view of them.
+    fn allowance(&self, now: u64) -> usize {
+        if self.paused_until.is_some_and(|until| now < until) {
+            return 0;
+        }
+        let mut allowed = usize::MAX;
+        let config = self.q.config();
+        if let Some(max) = config.max_inflight {
+            let inflight = self
+                .q
+                .messages
+                .iter()
+                .filter(|(_, r)| r.state == State::Inflight)
+                .count();
+            allowed = allowed.min((max as usize).saturating_sub(inflight));
+        }
+        if let Some(rate) = config.rate {
+            let since = now.saturating_sub(rate.window_ms);
+            let used: u64 = self
+                .deliveries
+                .iter()
+                .filter(|(at, _)| *at > since)
+                .map(|(_, n)| n)
+                .sum();
+            allowed = allowed.min(rate.limit.saturating_sub(used) as usize);
+        }
+        allowed
+    }
+
+    /// The ready messages in the order POP must take them.
+    fn ready_in_order(&self) -> Vec<Vec<u8>> {
+        let mut ready: Vec<(Reverse<i32>, u64, u64, Vec<u8>)> = self
+            .q
+            .messages
+            .iter()
+            .filter(|(_, r)| r.state == State::Ready)
+            .map(|(_, r)| (Reverse(r.priority), r.due_at, r.seq, r.id().to_vec()))
+            .collect();
+        ready.sort();
+        ready.into_iter().map(|(.., id)| id).collect()
+    }
+
+    fn pop(
+        &mut self,
+        now: u64,
+        latest: u64,
+        count: usize,
+        deadline: u64,
+        attempts: &mut HashMap<Vec<u8>, u32>,
+        at: &str,
+    ) {
+        let ready = self.ready_in_order();
+        let allowed = self.allowance(now);
+        let expected: Vec<Vec<u8>> = ready.iter().take(count.min(allowed)).cloned().collect();
+        let throttles = self.q.counters().get(Counter::Throttled);
+        let taken = self.q.pop(now, count, deadline);
+        let got: Vec<Vec<u8>> = taken.iter().map(|d| d.id.clone()).collect();
+        assert_eq!(
+            got,
+            expected,
+            "{at}: POP {count} (allowance {allowed}; pause {:?} / queue's {:?}; config {:?}; log {:?} / queue's {:?})",
+            self.paused_until,
+            Rare::of(&self.q.rare).flow.paused_until,
+            self.q.config(),
+            self.deliveries,
+            Rare::of(&self.q.rare).flow.log.entries().collect::<Vec<_>>()
+        );
+        let throttled = self.q.counters().get(Counter::Throttled) > throttles;
+        assert_eq!(
+            throttled,
+            expected.len() < count.min(ready.len()),
+            "{at}: throttled"
+        );
+        for d in &taken {
+            let record = self.q.get(&d.id).map(|r| (r.state, r.due_at, r.attempt));
+            assert_eq!(
+                record.map(|r| (r.0, r.2)),
+                Some((State::Inflight, d.attempt)),
+                "{at}"
+            );
+            // Never delivered before it was due (by the clock as it stood
+            // when it became ready).
+            assert!(record.is_some_and(|r| r.1 <= latest), "{at}");
+            let last = attempts.insert(d.id.clone(), d.attempt);
+            assert!(
+                last.is_none_or(|a| a < d.attempt),
+                "{at}: attempt {} after {last:?}",
+                d.attempt
+            );
+        }
+        // The log as the queue keeps it: pruned at each POP that delivers
+        // of what no window ending then holds, and in time order (a delivery after
+        // the clock stepped back is logged at the last one's time).
+        if let Some(rate) = self.q.config().rate.filter(|_| !taken.is_empty()) {
+            let since = now.saturating_sub(rate.window_ms);
+            self.deliveries.retain(|(t, _)| *t > since);
+            let t = self.deliveries.last().map_or(now, |l| l.0.max(now));
+            self.deliveries.push((t, taken.len() as u64));
+        }
+        // Propagated as CLAIM [THROTTLED] deadline ids, when it delivered
+        // or was held back.
+        if !taken.is_empty() || throttled {
+            if throttled {
+                self.shadow.count_throttle();
+            }
+            let ids: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
+            self.shadow.claim(now, &ids, deadline);
+        }
+    }
+}
+
+/// The test; see the module's doc.
+#[test]
+fn random_operations_deliver_what_the_reference_says_and_a_replica_follows() {
+    let runs: usize = (1..=40u64).map(|seed| run(seed, 700)).sum();
+    // The sequences do reach the schedules' runs, not only their setup.
+    assert!(runs > 200, "only {runs} runs made");
+}
+
+/// Returns how many schedule runs it made.
+fn run(seed: u64, steps: usize) -> usize {
+    let mut next = xorshift(seed);
+    let mut m = Model {
+        seed,
+        step: 0,
+        now: 1_000_000,
+        latest: 1_000_000,
+        main: Side::new(),
+        other: Side::new(),
+        attempts: HashMap::new(),
+        bounds: HashMap::new(),
+        made: HashSet::new(),
+    };
+    for step in 0..steps {
+        m.step = step;
+        // The clock: mostly on, sometimes still, now and then a leap (so
+        // schedules fall due several times over) or a step back.
+        m.now = match next(40) {
+            0..=3 => m.now,
+            4 => m.now + 2_000 + next(60_000),
+            5 => m.now.saturating_sub(1 + next(2_000)),
+            _ => m.now + 1 + next(40),
+        };
+        m.latest = m.latest.max(m.now);
+        let now = m.now;
+        let id = format!("m{}", next(25)).into_bytes();
+        let before: HashSet<Vec<u8>> = [&m.main.q, &m.other.q]
+            .iter()
+            .flat_map(|q| q.messages.iter().map(|(_, r)| r.id().to_vec()))
+            .collect();
+        let mut may_leave: HashSet<Vec<u8>> = HashSet::new();
+        let mut runs: Vec<Runs> = Vec::new();
+        let p = policy_of(&m.main.q);
+        let op = next(21);
+        if std::env::var("DQ_MODEL_TRACE").is_ok() {
+            eprintln!(
+                "step {step} now {now} op {op} log {:?} / {:?} rate {:?}",
+                Rare::of(&m.main.q.rare)
+                    .flow
+                    .log
+                    .entries()
+                    .collect::<Vec<_>>(),
+                Rare::of(&m.main.shadow.rare)
+                    .flow
+                    .log
+                    .entries()
+                    .collect::<Vec<_>>(),
+                m.main.q.config().rate
+            );
+        }
+        match op {
+            0..=2 => {
+                let generated = next(8) == 0;
+                let mut req = request(&id, b"x", now + next(3) * next(60));
+                if next(8) == 0 {
+                    // AT in the past: ready at once.
+                    req.due_at = now.saturating_sub(next(500));
+                }
+                req.id = (!generated).then_some(&id[..]);
+                req.priority = next(3) as i32;
+                if next(3) == 0 {
+                    req.group = Some(if next(2) == 0 { b"g1" } else { b"g2" });
+                }
+                if next(6) == 0 {
+                    req.expire_at = Some(now + 1 + next(300));
+                }
+                if next(5) == 0 {
+                    req.max_attempts = Some(1 + next(4) as u32);
+                }
+                req.backoff = match next(8) {
+                    0 => Some(Backoff::Fixed(next(200))),
+                    1 => Some(Backoff::Steps(vec![10, 50 + next(100), 400])),
+                    _ => None,
+                };
+                if !generated {
+                    req.mode = [AddMode::Upsert, AddMode::OnlyNew, AddMode::OnlyExisting]
+                        [next(3) as usize];
+                }
+                if let Some(made) = m.main.q.add(now, &req) {
+                    let mut replayed = req.clone();
+                    replayed.id = Some(&made);
+                    assert!(m.main.shadow.add(now, &replayed).is_some(), "{}", m.at());
+                }
+            }
+            3..=5 => m.pop(1 + next(4) as usize, now + 1 + next(200)),
+            6 => {
+                may_leave.insert(id.clone());
+                let other = format!("m{}", next(25)).into_bytes();
+                may_leave.insert(other.clone());
+                let ids: [&[u8]; 2] = [&id, &other];
+                if m.main.q.ack(now, &ids) > 0 {
+                    m.main.shadow.ack(now, &ids);
+                }
+            }
+            7 => {
+                let fence = (next(2) == 0).then(|| 1 + next(4) as u32);
+                let action = if next(5) == 0 {
+                    NackAction::Dead
+                } else {
+                    NackAction::Retry((next(2) == 0).then(|| next(100)))
+                };
+                let error: Option<&[u8]> = (next(2) == 0).then_some(b"e");
+                let mut placed = None;
+                fenced(&mut m.main.q, &id, fence, (seed, step), |q| {
+                    let r = q.nack(now, &id, action, fence, error, &p)?;
+                    placed = r;
+                    Ok(r.is_some())
+                });
+                // Propagated as the delay the backoff chose (0 for a death
+                // by used-up attempts), or DEAD.
+                if let Some(placed) = placed {
+                    let replayed = match action {
+                        NackAction::Dead => NackAction::Dead,
+                        NackAction::Retry(_) => NackAction::Retry(Some(match placed.state {
+                            State::Dead => 0,
+                            _ => placed.due_at.saturating_sub(now),
+                        })),
+                    };
+                    let sp = policy_of(&m.main.shadow);
+                    let r = m.main.shadow.nack(now, &id, replayed, None, error, &sp);
+                    assert!(matches!(r, Ok(Some(_))), "{}: {r:?}", m.at());
+                }
+            }
+            8 => {
+                let fence = (next(2) == 0).then(|| 1 + next(4) as u32);
+                let deadline = now + next(300);
+                let mut given = None;
+                fenced(&mut m.main.q, &id, fence, (seed, step), |q| {
+                    given = q.touch(&id, deadline, fence)?;
+                    Ok(given.is_some())
+                });
+                if let Some(deadline) = given {
+                    assert_eq!(m.main.shadow.touch(&id, deadline, None), Ok(Some(deadline)));
+                }
+            }
+            9 | 10 => {
+                // A tick that does less than its budget has nothing more
+                // due, but what its later phases made due for an earlier
+                // one (a version installed by a lease's end whose TTL has
+                // passed): the server's timer comes back at once for that,
+                // and so does this loop, at most twice.
+                let budget = 1 + next(8) as usize;
+                for round in 0..3 {
+                    let work = m.main.q.tick(now, budget, &p);
+                    runs.extend(work.runs.iter().cloned());
+                    if !work.is_empty() {
+                        let sp = policy_of(&m.main.shadow);
+                        let done = m.main.shadow.replay_tick(now, &work, &sp);
+                        assert_eq!(done, work, "{}: the replica's tick", m.at());
+                    }
+                    let left = m.main.q.next_due().filter(|&at| at <= now);
+                    if work.done() == budget || left.is_none() {
+                        break;
+                    }
+                    assert!(
+                        round < 2,
+                        "{}: ticks that did less than their budget ({work:?} of {budget}) left {left:?} due",
+                        m.at()
+                    );
+                }
+            }
+            11 => {
+                // Flow control: limits change, pauses come and go.
+                let mut config = m.main.q.config().clone();
+                match next(6) {
+                    0 => {
+                        config.rate = (next(3) > 0).then(|| Rate {
+                            limit: 1 + next(4),
+                            window_ms: 50 + next(400),
+                        })
+                    }
+                    1 => config.max_inflight = (next(3) > 0).then(|| 1 + next(4) as u32),
+                    2 => config.backoff = (next(2) == 0).then(|| Backoff::Fixed(next(300))),
+                    3 => {
+                        let until = if next(2) == 0 {
+                            FOREVER
+                        } else {
+                            now + next(300)
+                        };
+                        m.main.q.pause(until);
+                        m.main.shadow.pause(until);
+                        m.main.paused_until = Some(until);
+                    }
+                    _ => {
+                        let (_, changed) = m.main.q.resume(now);
+                        if changed {
+                            m.main.shadow.resume(now);
+                        }
+                        m.main.paused_until = None;
+                    }
+                }
+                if config != *m.main.q.config() {
+                    if config.rate.is_none() {
+                        m.main.deliveries.clear();
+                    }
+                    m.main.q.set_config(config.clone());
+                    m.main.shadow.set_config(config);
+                }
+            }
+            12 => {
+                // Schedules: created, replaced, removed, taken over.
+                let name = format!("s{}", next(3)).into_bytes();
+                match next(6) {
+                    0 => {
+                        if m.main.q.unschedule(&[&name]) > 0 {
+                            m.main.shadow.unschedule(&[&name]);
+                        }
+                    }
+                    1 => {
+                        runs = m.main.q.take_over(now);
+                        if !runs.is_empty() {
+                            let work = TickWork {
+                                runs: runs.clone(),
+                                ..TickWork::default()
+                            };
+                            m.main
+                                .shadow
+                                .replay_tick(now, &work, &policy_of(&m.main.shadow));
+                        }
+                    }
+                    _ => {
+                        let mut s =
+                            schedule_every(1_000 + next(2_000), now.saturating_sub(next(5_000)));
+                        s.end = (next(3) == 0).then(|| now + next(20_000));
+                        s.limit = (next(3) == 0).then(|| 1 + next(5));
+                        s.missed = [Missed::Skip, Missed::One, Missed::All][next(3) as usize];
+                        s.overlap = [Overlap::Allow, Overlap::Skip][next(2) as usize];
+                        let (limit, end) = (s.limit, s.end);
+                        let only_new = next(4) == 0;
+                        let put = m.main.q.put_schedule(now, &name, s.clone(), only_new);
+                        if put.is_some() {
+                            m.bounds.insert(name.clone(), (limit, end));
+                            m.main.shadow.put_schedule(now, &name, s, only_new);
+                        }
+                    }
+                }
+            }
+            13 => {
+                may_leave.insert(id.clone());
+                if m.main.q.cancel(now, &[&id]) > 0 {
+                    m.main.shadow.cancel(now, &[&id]);
+                }
+            }
+            14 => {
+                let other = format!("m{}", next(25)).into_bytes();
+                let ids: [&[u8]; 2] = [&id, &other];
+                let which = if next(2) == 0 {
+                    Redrive::Oldest(1 + next(3) as usize)
+                } else {
+                    Redrive::Ids(&ids)
+                };
+                if m.main.q.redrive(now, which) > 0 {
+                    m.main.shadow.redrive(now, which);
+                }
+            }
+            15 => {
+                if next(6) == 0 {
+                    let state = [
+                        None,
+                        Some(State::Ready),
+                        Some(State::Delayed),
+                        Some(State::Inflight),
+                        Some(State::Dead),
+                    ][next(5) as usize];
+                    may_leave.extend(before.iter().cloned());
+                    if m.main.q.purge(now, state) > 0 {
+                        m.main.shadow.purge(now, state);
+                    }
+                }
+            }
+            18 => {
+                // The second queue: messages come and go, limits change.
+                let o = &mut m.other;
+                let oid = format!("o{}", next(8)).into_bytes();
+                match next(6) {
+                    0 | 1 => {
+                        let mut req = request(&oid, b"y", now + next(2) * next(40));
+                        req.priority = next(2) as i32;
+                        if o.q.add(now, &req).is_some() {
+                            o.shadow.add(now, &req);
+                        }
+                    }
+                    2 => {
+                        let op = policy_of(&o.q);
+                        let work = o.q.tick(now, 100, &op);
+                        if !work.is_empty() {
+                            o.shadow.replay_tick(now, &work, &policy_of(&o.shadow));
+                        }
+                    }
+                    3 => {
+                        let until = now + next(200);
+                        o.q.pause(until);
+                        o.shadow.pause(until);
+                        o.paused_until = Some(until);
+                    }
+                    4 => {
+                        let mut config = o.q.config().clone();
+                        config.rate = (next(2) == 0).then(|| Rate {
+                            limit: 1 + next(3),
+                            window_ms: 50 + next(200),
+                        });
+                        config.max_inflight = (next(2) == 0).then(|| 1 + next(3) as u32);
+                        if config.rate.is_none() {
+                            o.deliveries.clear();
+                        }
+                        o.q.set_config(config.clone());
+                        o.shadow.set_config(config);
+                    }
+                    _ => {
+                        may_leave.insert(oid.clone());
+                        if o.q.ack(now, &[&oid]) > 0 {
+                            o.shadow.ack(now, &[&oid]);
+                        }
+                    }
+                }
+            }
+            19 => m.mpop(next(2) == 0, 1 + next(4) as usize, now + 1 + next(200)),
+            _ => {
+                // A full sync or a restart: the replica is saved and loaded
+                // back, and so is the master now and then.
+                m.main.shadow =
+                    codec::copy(&m.main.shadow).unwrap_or_else(|e| panic!("{}: {e}", m.at()));
+                if next(4) == 0 {
+                    m.main.q = codec::copy(&m.main.q).unwrap_or_else(|e| panic!("{}: {e}", m.at()));
+                }
+            }
+        }
+        for side in [&mut m.main, &mut m.other] {
+            side.q.take_events();
+            side.shadow.take_events();
+        }
+        check(&mut m, &before, &may_leave, &runs);
+    }
+    m.made.len()
+}
+
+fn check(m: &mut Model, before: &HashSet<Vec<u8>>, may_leave: &HashSet<Vec<u8>>, runs: &[Runs]) {
+    for (side, name) in [(&m.main, "main"), (&m.other, "other")] {
+        if let Err(e) = side.q.check() {
+            panic!("{}: {name}: {e}", m.at());
+        }
+        if let Err(e) = side.shadow.check() {
+            panic!("{}: {name}'s replica: {e}", m.at());
+        }
+        assert_eq!(
+            codec::sorted_digest(&side.shadow),
+            codec::sorted_digest(&side.q),
+            "{}: {name}'s replica differs",
+            m.at()
+        );
+        assert_eq!(side.shadow.stats(), side.q.stats(), "{}: {name}", m.at());
+        assert_eq!(
+            Rare::of(&side.q.rare).flow.paused_until,
+            side.paused_until,
+            "{}: {name}'s pause",
+            m.at()
+        );
+    }
+    // A run time is made at most once, never early, never after END or
+    // past LIMIT.
+    for r in runs {
+        let (limit, end) = m.bounds.get(&r.name).copied().unwrap_or((None, None));
+        for &at in &r.made {
+            assert!(at <= m.latest, "{}: run at {at}", m.at());
+            assert!(end.is_none_or(|end| at <= end), "{}: after END", m.at());
+            assert!(
+                m.made.insert((r.name.clone(), at)),
+                "{}: a run at {at} twice",
+                m.at()
+            );
+        }
+        if let (Some(limit), Some(s)) = (limit, m.main.q.schedule(&r.name)) {
+            assert!(
+                s.runs <= limit,
+                "{}: {} runs, LIMIT {limit}",
+                m.at(),
+                s.runs
+            );
+        }
+    }
+    // MAXATTEMPTS counts from the last ADD, replacement or REDRIVE: a
+    // message that used them all is dead, or in its last delivery.
+    let p = policy_of(&m.main.q);
+    for (_, r) in m.main.q.messages.iter() {
+        let (max, _) = p.max_attempts_or(r.max_attempts());
+        let used = r.attempts_used();
+        assert!(
+            r.state == State::Dead || used < max || (used == max && r.state == State::Inflight),
+            "{}: {:?} used {used} of {max} in {:?}",
+            m.at(),
+            r.id(),
+            r.state
+        );
+    }
+    let inflight = m.main.q.peek(State::Inflight, usize::MAX);
+    let distinct: HashSet<&[u8]> = inflight.iter().map(|r| r.id()).collect();
+    assert_eq!(distinct.len(), inflight.len(), "{}", m.at());
+    // Numbering is per stay in the queue: an id that left starts again.
+    let held = |id: &[u8]| m.main.q.get(id).is_some() || m.other.q.get(id).is_some();
+    m.attempts.retain(|id, _| held(id));
+    for gone in before.iter().filter(|id| !held(id)) {
+        assert!(may_leave.contains(gone), "{}: {gone:?} vanished", m.at());
+    }
+}
