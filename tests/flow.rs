@@ -319,10 +319,10 @@ fn mpop_passes_over_a_queue_held_back_by_its_limits_without_counting_it() {
             entries(&cmd(&mut c, &format!("DQ.POP {queue}")))[0].0,
             "first"
         );
-        cmd(&mut c, "DQ.ADD {m}next y ID n");
+        cmd(&mut c, &format!("DQ.ADD {{m}}next y ID after-{queue}"));
         let reply = list(&cmd(&mut c, &format!("DQ.MPOP 2 {queue} {{m}}next")));
         assert_eq!(text(&reply[0]), "{m}next", "{queue}");
-        assert_eq!(entries(&reply[1])[0].0, "n");
+        assert_eq!(entries(&reply[1])[0].0, format!("after-{queue}"));
         assert_eq!(int(&stat(&mut c, queue, "throttled")), 0, "{queue}");
         // A POP on it is held back, and that is counted.
         assert_eq!(cmd(&mut c, &format!("DQ.POP {queue}")), Value::Nil);
