@@ -134,8 +134,11 @@ fn each_command_announces_once_in_order() {
     assert_eq!(
         seen,
         [
+            // Added due: added, and ready at once.
             "dq.add",
+            "dq.ready",
             "dq.add",
+            "dq.ready",
             "dq.pop",
             "dq.ack",
             "dq.pause",
