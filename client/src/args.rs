@@ -22,6 +22,59 @@ pub(crate) fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The longest duration the server takes: 2^53 - 1 ms.
+pub(crate) const MAX_DURATION_MS: u64 = (1 << 53) - 1;
+
+/// A duration written as the dq module reads every duration argument
+/// (DELAY, LEASE, TTL, BLOCK, FOR, EVERY, ...): a whole number of
+/// milliseconds (`"1500"`), or a whole number with a unit `ms`, `s`, `m`,
+/// `h` or `d` (`"250ms"`, `"30s"`, `"5m"`, `"2h"`, `"7d"`), up to 2^53 − 1
+/// ms; no fractions, signs, spaces or upper-case units.
+///
+/// The library's options take a [`Duration`]; this reads one from text
+/// (a configuration file, an environment variable) with the same grammar
+/// as the server and the Python and Node.js libraries, and refuses what
+/// the server would refuse with [`Error::Config`]. Bounds that depend on
+/// the option (a lease of at least 1 ms, EVERY of at least 1 s) are
+/// checked where the duration is used.
+///
+/// ```
+/// use std::time::Duration;
+/// use dq_client::{parse_duration, Schedule};
+///
+/// assert_eq!(parse_duration("30s")?, Duration::from_secs(30));
+/// assert_eq!(parse_duration("1500")?, Duration::from_millis(1500));
+/// assert!(parse_duration("1.5s").is_err());
+/// let every_5_minutes = Schedule::every(parse_duration("5m")?);
+/// # let _ = every_5_minutes;
+/// # Ok::<(), dq_client::Error>(())
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, Error> {
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(digits_end);
+    let scale: u64 = match unit {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    let ms = (!digits.is_empty() && scale > 0)
+        .then(|| digits.parse::<u64>().ok()?.checked_mul(scale))
+        .flatten()
+        .filter(|&ms| ms <= MAX_DURATION_MS);
+    ms.map(Duration::from_millis).ok_or_else(|| {
+        refuse(format!(
+            "{text:?} is not a duration: a whole number of milliseconds, or a whole number with \
+             a unit ms, s, m, h or d, such as 1500, 250ms, 30s, 5m, 2h, 7d (no fractions, signs, \
+             spaces or upper-case units; at most 2^53 - 1 ms)"
+        ))
+    })
+}
+
 /// A refusal before sending: `what` was wrong.
 pub(crate) fn refuse(what: impl Into<String>) -> Error {
     Error::Config(what.into())
@@ -127,6 +180,53 @@ mod tests {
         assert_eq!(ms(Duration::from_micros(1999)), 1);
         assert_eq!(ms(Duration::from_secs(2)), 2000);
         assert_eq!(ms(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn durations_from_text_in_the_servers_grammar() {
+        for (text, ms) in [
+            ("0", 0),
+            ("1500", 1500),
+            ("250ms", 250),
+            ("30s", 30_000),
+            ("5m", 300_000),
+            ("2h", 7_200_000),
+            ("7d", 604_800_000),
+            ("007s", 7_000),
+            ("9007199254740991", MAX_DURATION_MS),
+            ("104249991d", 104_249_991 * 86_400_000),
+        ] {
+            assert_eq!(
+                parse_duration(text).unwrap(),
+                Duration::from_millis(ms),
+                "{text}"
+            );
+        }
+        for text in [
+            "",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "1.5s",
+            "5 s",
+            "5S",
+            "5sec",
+            "s",
+            "ms",
+            "1e3",
+            "0x10",
+            "1h30m",
+            "\u{ff15}s",
+            "9007199254740992",
+            "104249992d",
+            "99999999999999999999999",
+        ] {
+            match parse_duration(text) {
+                Err(Error::Config(why)) => assert!(why.contains("not a duration"), "{why}"),
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

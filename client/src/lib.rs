@@ -58,6 +58,7 @@ mod shard;
 mod vectors;
 
 pub use admin::{Entry, InfoDq, Message, QueueConfig, Rate, State, Stats};
+pub use args::parse_duration;
 pub use commands::{truncate_error, MAX_ERROR_BYTES};
 pub use consumer::{stop_on_signals, Consumer, ConsumerConfig, Source};
 /// The name the Python and Node.js libraries give a [`Consumer`]
