@@ -6,10 +6,18 @@ import type { Redis, Cluster } from 'ioredis';
 export type Client = Redis | Cluster;
 export type Bytes = string | Buffer;
 export type State = 'DELAYED' | 'READY' | 'INFLIGHT' | 'DEAD' | 'delayed' | 'ready' | 'inflight' | 'dead';
+/**
+ * A duration: a number of milliseconds, or a string in the server's grammar,
+ * a whole number alone (ms) or with a unit ms, s, m, h or d: '1500', '250ms',
+ * '30s', '5m', '2h', '7d' (no fractions, signs, spaces or upper-case units;
+ * at most 2^53 - 1 ms). Checked before sending (TypeError, RangeError) and
+ * sent as a number of ms.
+ */
+export type Duration = number | string;
 
 export interface AddOptions {
-  /** Due this long from now (DELAY). */
-  delayMs?: number;
+  /** Due this long from now (DELAY): 5000, '30s', '2h'. */
+  delayMs?: Duration;
   /** Due at this Unix time in ms (AT). */
   atMs?: number;
   /** Your id, 1 to 1024 bytes; else the server makes one (a sharded queue: this library). */
@@ -21,13 +29,14 @@ export interface AddOptions {
   /** exp:BASE:MAX, fixed:D or a list such as 15s,3m,1h. */
   backoff?: string;
   group?: Bytes;
-  ttlMs?: number;
+  /** Dead-lettered ('expired') if not acknowledged this long after the ADD (TTL). */
+  ttlMs?: Duration;
   /** Sharded queues: the shard basis when there is no group. Ignored by a Queue. */
   shardKey?: Bytes;
 }
 
 export interface NackOptions {
-  delayMs?: number;
+  delayMs?: Duration;
   dead?: boolean;
   attempt?: number;
   error?: string;
@@ -133,7 +142,7 @@ export interface QueueConfig {
 }
 
 export interface ConfigSettings {
-  leaseMs?: number | 'DEFAULT';
+  leaseMs?: Duration | 'DEFAULT';
   maxAttempts?: number | 'DEFAULT';
   backoff?: string;
   /** At most n deliveries in any window of the duration: '100/1s', '5000/1h'; 0 (or 'DEFAULT') removes it. A ShardedQueue of k shards gives each floor(n / k). */
@@ -145,7 +154,7 @@ export interface ConfigSettings {
 /** DQ.SCHEDULE's options: exactly one of `every` and `cron`. */
 export interface ScheduleOptions {
   /** A duration of at least 1 s: '30s', '5m', '1h', '1d', or a number of ms. */
-  every?: string | number;
+  every?: Duration;
   /** Five fields (minute hour day-of-month month day-of-week), or @hourly, @daily, @weekly, @monthly, @yearly. */
   cron?: string;
   /** An IANA zone for cron (default UTC). */
@@ -167,7 +176,7 @@ export interface ScheduleOptions {
   maxAttempts?: number;
   backoff?: string;
   group?: Bytes;
-  ttlMs?: number;
+  ttlMs?: Duration;
 }
 
 /** A DQ.SCHEDULES record; null where the server says nil. */
@@ -203,10 +212,10 @@ export class Queue {
   readonly client: Client;
   readonly name: string;
   add(payload: Bytes, options?: AddOptions): Promise<string | null>;
-  pop(options?: { count?: number; blockMs?: number; leaseMs?: number }): Promise<Delivery[]>;
+  pop(options?: { count?: number; blockMs?: Duration; leaseMs?: Duration }): Promise<Delivery[]>;
   ack(...ids: Bytes[]): Promise<number>;
   nack(id: Bytes, options?: NackOptions): Promise<'delayed' | 'ready' | 'dead'>;
-  touch(id: Bytes, options?: { leaseMs?: number; attempt?: number }): Promise<number>;
+  touch(id: Bytes, options?: { leaseMs?: Duration; attempt?: number }): Promise<number>;
   stats(): Promise<Stats>;
   get(id: Bytes): Promise<Message | null>;
   peek(state: State, count?: number): Promise<Entry[]>;
@@ -223,7 +232,7 @@ export class Queue {
   /** DQ.SCHEDULES: every schedule, by name. */
   schedules(): Promise<Schedule[]>;
   /** DQ.PAUSE: POP delivers nothing until resume(), or for `forMs`. */
-  pause(options?: { forMs?: number }): Promise<void>;
+  pause(options?: { forMs?: Duration }): Promise<void>;
   /** DQ.RESUME: whether the queue was paused. */
   resume(): Promise<boolean>;
 }
@@ -258,7 +267,7 @@ export class ShardedQueue {
   /** Every shard's schedules, by name, each with `shard`. */
   schedules(): Promise<Schedule[]>;
   /** On every shard. */
-  pause(options?: { forMs?: number }): Promise<void>;
+  pause(options?: { forMs?: Duration }): Promise<void>;
   /** On every shard: whether any was paused. */
   resume(): Promise<boolean>;
 }
@@ -293,10 +302,10 @@ export interface Logger {
 export interface WorkerOptions {
   /** Handlers running at once (default 1). */
   concurrency?: number;
-  /** The lease each POP takes and each heartbeat TOUCH renews (default 30000). */
-  leaseMs?: number;
+  /** The lease each POP takes and each heartbeat TOUCH renews, renewed every third of it (default 30000; at least 3 ms). */
+  leaseMs?: Duration;
   /** How long an idle poller's POP blocks (default 1000); a stop waits for it at most this long. */
-  blockMs?: number;
+  blockMs?: Duration;
   /** Stop on SIGTERM and SIGINT while run() runs (default false). Close your own client after run() returns. */
   handleSignals?: boolean;
   logger?: Logger;
@@ -324,7 +333,8 @@ export class Permanent extends Error {
   constructor(message: string);
 }
 export class Retry extends Error {
-  constructor(delayMs?: number | null, message?: string);
+  /** `delayMs`: a Duration, kept as a number of ms. */
+  constructor(delayMs?: Duration | null, message?: string);
   readonly delayMs: number | null;
 }
 

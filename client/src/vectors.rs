@@ -107,8 +107,14 @@ impl A<'_> {
     fn u64(&self, k: &str) -> Option<u64> {
         self.0.get(k).map(|v| v.as_u64().expect(k))
     }
-    fn ms(&self, k: &str) -> Option<Duration> {
-        self.u64(k).map(Duration::from_millis)
+    /// A duration: integer milliseconds, or text in the server's grammar
+    /// (`"30s"`), read by [`crate::parse_duration`] as a user would.
+    fn ms(&self, k: &str) -> Result<Option<Duration>, Error> {
+        match self.0.get(k) {
+            None => Ok(None),
+            Some(Json::String(text)) => crate::parse_duration(text).map(Some),
+            Some(v) => Ok(Some(Duration::from_millis(v.as_u64().expect(k)))),
+        }
     }
     fn count(&self) -> usize {
         self.u64("count").expect("a count: Rust has no default one") as usize
@@ -150,7 +156,7 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
     Ok(match case["op"].as_str().expect("op") {
         "add" => {
             let o = AddOptions {
-                delay: a.ms("delay_ms"),
+                delay: a.ms("delay_ms")?,
                 at_ms: a.u64("at_ms"),
                 id: a.bytes("id"),
                 nx: a.flag("nx"),
@@ -162,14 +168,14 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 max_attempts: a.u64("max_attempts").map(|n| u32::try_from(n).unwrap()),
                 backoff: a.text("backoff"),
                 group: a.bytes("group"),
-                ttl: a.ms("ttl_ms"),
+                ttl: a.ms("ttl_ms")?,
                 shard_key: None,
             };
             let payload = a.bytes("payload").unwrap();
             text(queue::add(con, q, &payload, &o).await?)
         }
         "pop" => {
-            let cmd = commands::pop(q, a.count(), a.ms("block_ms"), a.ms("lease_ms"));
+            let cmd = commands::pop(q, a.count(), a.ms("block_ms")?, a.ms("lease_ms")?);
             let popped = commands::parse_pop(query(con, &cmd).await?)?;
             Json::Array(popped.into_iter().map(|p| delivery(&p)).collect())
         }
@@ -179,7 +185,7 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 .into_iter()
                 .map(|q| String::from_utf8(q).unwrap())
                 .collect();
-            let cmd = commands::mpop(&queues, a.count(), a.ms("block_ms"), a.ms("lease_ms"));
+            let cmd = commands::mpop(&queues, a.count(), a.ms("block_ms")?, a.ms("lease_ms")?);
             let (index, popped) = commands::parse_mpop(query(con, &cmd).await?, &queues)?;
             let taken = (!popped.is_empty()).then(|| queues[index].clone());
             json!({"queue": taken, "deliveries": popped.iter().map(delivery).collect::<Vec<_>>()})
@@ -187,7 +193,7 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
         "ack" => json!(queue::ack(con, q, &refs(&a.list("ids"))).await?),
         "nack" => {
             let o = NackOptions {
-                delay: a.ms("delay_ms"),
+                delay: a.ms("delay_ms")?,
                 dead: a.flag("dead"),
                 attempt: a.u64("attempt"),
                 error: a.text("error"),
@@ -201,7 +207,7 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
         }
         "touch" => {
             let id = a.bytes("id").unwrap();
-            json!(queue::touch(con, q, &id, a.ms("lease_ms"), a.u64("attempt")).await?)
+            json!(queue::touch(con, q, &id, a.ms("lease_ms")?, a.u64("attempt")).await?)
         }
         "cancel" => json!(admin::cancel(con, qb, &refs(&a.list("ids"))).await?),
         "get" => admin::get(con, qb, &a.bytes("id").unwrap())
@@ -242,7 +248,12 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
             Json::Null
         }
         "schedule" => {
-            let mut s = match (a.ms("every_ms"), a.text("cron")) {
+            // `every` is a duration written with a unit, `every_ms` one in ms.
+            let every = match a.ms("every_ms")? {
+                Some(every) => Some(every),
+                None => a.ms("every")?,
+            };
+            let mut s = match (every, a.text("cron")) {
                 (Some(every), None) => Schedule::every(every),
                 (None, Some(cron)) => Schedule::cron(cron),
                 _ => unreachable!("not in Rust: a Schedule is every or cron"),
@@ -289,7 +300,7 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
             if let Some(g) = a.bytes("group") {
                 s = s.group(g);
             }
-            if let Some(t) = a.ms("ttl_ms") {
+            if let Some(t) = a.ms("ttl_ms")? {
                 s = s.ttl(t);
             }
             let (name, payload) = (a.bytes("name").unwrap(), a.bytes("payload").unwrap());
@@ -304,7 +315,7 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 .collect(),
         ),
         "pause" => {
-            admin::pause(con, qb, a.ms("for_ms")).await?;
+            admin::pause(con, qb, a.ms("for_ms")?).await?;
             Json::Null
         }
         "resume" => json!(admin::resume(con, qb).await?),
@@ -342,13 +353,13 @@ fn consumer_argv(case: &Json) -> Option<Vec<Vec<u8>>> {
                 Outcome::Dead { error }
             } else {
                 Outcome::Nack {
-                    delay: a.ms("delay_ms"),
+                    delay: a.ms("delay_ms").ok()?,
                     error,
                 }
             };
             commands::nack(q, &id, attempt, &outcome)
         }
-        "touch" => commands::touch(q, &id, a.ms("lease_ms")?, attempt),
+        "touch" => commands::touch(q, &id, a.ms("lease_ms").ok()??, attempt),
         _ => return None,
     };
     Some(wire(&cmd))

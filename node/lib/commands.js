@@ -30,13 +30,15 @@ class Permanent extends Error {
     this.name = 'Permanent';
   }
 }
-/** Thrown by a handler: try again after `delayMs` (else the backoff decides). */
+/**
+ * Thrown by a handler: try again after `delayMs` (else the backoff decides),
+ * a duration (a number of ms, or a string such as '30s'), kept in ms.
+ */
 class Retry extends Error {
   constructor(delayMs, message) {
     super(message || 'retry');
     this.name = 'Retry';
-    if (delayMs !== undefined && delayMs !== null) intArg('delayMs', delayMs, 0, MAX_TIME);
-    this.delayMs = delayMs === undefined ? null : delayMs;
+    this.delayMs = delayMs === undefined || delayMs === null ? null : durationArg('delayMs', delayMs, 0);
   }
 }
 
@@ -55,6 +57,33 @@ function intArg(name, v, min, max) {
     throw new RangeError(`${name} must be an integer from ${min} to ${max}, not ${v}`);
   }
   return v;
+}
+
+// The module's duration grammar (docs/commands.md, "Arguments, replies and
+// errors"): a whole number alone (milliseconds) or with one lower-case unit.
+const DURATION = /^([0-9]+)(ms|s|m|h|d)?$/;
+const UNIT_MS = { ms: 1n, s: 1000n, m: 60000n, h: 3600000n, d: 86400000n };
+const DURATION_FORMS = "a number of milliseconds, or a string: a whole number alone (ms) or with a unit ms, s, m, h or d, such as '1500', '250ms', '30s', '5m', '2h', '7d' (no fractions, signs, spaces or upper-case units)";
+
+/** A duration string in the server's grammar as ms; null when it is not one, or is past 2^53 - 1 ms. */
+function parseDuration(text) {
+  const m = typeof text === 'string' ? DURATION.exec(text) : null;
+  if (!m) return null;
+  const ms = BigInt(m[1]) * (m[2] ? UNIT_MS[m[2]] : 1n); // exact, however long the digits
+  return ms <= BigInt(MAX_TIME) ? Number(ms) : null;
+}
+
+/**
+ * A duration option as a whole number of ms from `min` to `max`: a number
+ * of ms, or a string in the server's grammar ('30s', '5m', '1500').
+ */
+function durationArg(name, v, min, max = MAX_TIME) {
+  if (typeof v === 'number') return intArg(name, v, min, max);
+  if (typeof v !== 'string') throw new TypeError(`${name} must be a duration: ${DURATION_FORMS}; not ${typeof v}`);
+  const ms = parseDuration(v);
+  if (ms === null) throw new RangeError(`${name} must be a duration: ${DURATION_FORMS}; not '${v}'`);
+  if (ms < min || ms > max) throw new RangeError(`${name} must be from ${min} to ${max} ms, not '${v}' (${ms} ms)`);
+  return ms;
 }
 
 function bytesArg(name, v, max = 1024) {
@@ -88,7 +117,7 @@ function addArgs(payload, o = {}) {
   if (o.delayMs != null && o.atMs != null) throw new TypeError('delayMs and atMs cannot be used together');
   if (o.nx && o.xx) throw new TypeError('nx and xx cannot be used together');
   if (o.xx && o.id == null) throw new TypeError('xx needs id');
-  if (o.delayMs != null) a.push('DELAY', intArg('delayMs', o.delayMs, 0, MAX_TIME));
+  if (o.delayMs != null) a.push('DELAY', durationArg('delayMs', o.delayMs, 0));
   if (o.atMs != null) a.push('AT', intArg('atMs', o.atMs, 0, MAX_TIME));
   if (o.id != null) a.push('ID', bytesArg('id', o.id));
   if (o.nx) a.push('NX');
@@ -97,7 +126,7 @@ function addArgs(payload, o = {}) {
   if (o.maxAttempts != null) a.push('MAXATTEMPTS', intArg('maxAttempts', o.maxAttempts, 1, 2 ** 31 - 1));
   if (o.backoff != null) a.push('BACKOFF', bytesArg('backoff', o.backoff, 4096));
   if (o.group != null) a.push('GROUP', bytesArg('group', o.group));
-  if (o.ttlMs != null) a.push('TTL', intArg('ttlMs', o.ttlMs, 1, MAX_TIME));
+  if (o.ttlMs != null) a.push('TTL', durationArg('ttlMs', o.ttlMs, 1));
   return a;
 }
 
@@ -125,11 +154,7 @@ function scheduleArgs(name, payload, o = {}) {
   for (const k of Object.keys(o)) if (!SCHEDULE_OPTIONS.includes(k)) throw new TypeError(`unknown schedule option '${k}'`);
   if ((o.every == null) === (o.cron == null)) throw new TypeError('a schedule needs exactly one of every and cron');
   const a = [name, payload];
-  if (o.every != null) {
-    if (typeof o.every === 'number') a.push('EVERY', intArg('every', o.every, 1000, MAX_TIME));
-    else if (typeof o.every === 'string' && o.every !== '') a.push('EVERY', o.every);
-    else throw new TypeError(`every must be a duration such as '30s', '5m', '1h', '1d' or a number of milliseconds, not ${o.every}`);
-  }
+  if (o.every != null) a.push('EVERY', durationArg('every', o.every, 1000));
   if (o.cron != null) {
     if (typeof o.cron !== 'string' || o.cron.trim() === '') throw new TypeError('cron must be five fields such as \'0 8 * * *\' or @daily');
     a.push('CRON', o.cron);
@@ -152,7 +177,7 @@ function scheduleArgs(name, payload, o = {}) {
   if (o.maxAttempts != null) a.push('MAXATTEMPTS', intArg('maxAttempts', o.maxAttempts, 1, 2 ** 31 - 1));
   if (o.backoff != null) a.push('BACKOFF', bytesArg('backoff', o.backoff, 4096));
   if (o.group != null) a.push('GROUP', bytesArg('group', o.group));
-  if (o.ttlMs != null) a.push('TTL', intArg('ttlMs', o.ttlMs, 1, MAX_TIME));
+  if (o.ttlMs != null) a.push('TTL', durationArg('ttlMs', o.ttlMs, 1));
   return a;
 }
 
@@ -164,11 +189,11 @@ function configArgs(settings) {
   for (const k of Object.keys(settings)) if (!CONFIG_SETTINGS.includes(k)) throw new TypeError(`unknown setting '${k}' (${CONFIG_SETTINGS.join(', ')})`);
   const { leaseMs, maxAttempts, backoff, rate, maxInflight } = settings;
   const a = [];
-  if (leaseMs != null) a.push('LEASE', leaseMs === 'DEFAULT' ? leaseMs : intArg('leaseMs', leaseMs, 1, MAX_TIME));
+  if (leaseMs != null) a.push('LEASE', leaseMs === 'DEFAULT' ? leaseMs : durationArg('leaseMs', leaseMs, 1));
   if (maxAttempts != null) a.push('MAXATTEMPTS', maxAttempts === 'DEFAULT' ? maxAttempts : intArg('maxAttempts', maxAttempts, 1, 2 ** 31 - 1));
   if (backoff != null) a.push('BACKOFF', bytesArg('backoff', backoff, 4096));
   if (rate != null) {
-    if (rate !== 0 && (typeof rate !== 'string' || rate === '')) throw new TypeError(`rate must be 'n/duration' such as '100/1s', or 0 to remove it, not ${rate}`);
+    splitRate(rate); // refuses what is not a rate
     a.push('RATE', String(rate));
   }
   if (maxInflight != null) a.push('MAXINFLIGHT', maxInflight === 'DEFAULT' ? maxInflight : intArg('maxInflight', maxInflight, 0, 2 ** 32 - 1));
@@ -178,13 +203,17 @@ function configArgs(settings) {
 
 /**
  * A rate 'n/duration' split into n and the duration; null for a rate that
- * removes the limit (0, '0', '0/...', 'DEFAULT'). Only the count is checked
- * here: the server checks the rest.
+ * removes the limit (0, '0', '0/...', 'DEFAULT'). The window is checked
+ * with the duration grammar (at least 1 ms); n's range is the server's to
+ * check.
  */
 function splitRate(rate) {
   if (rate === 0 || rate === '0' || rate === 'DEFAULT') return null;
-  const m = typeof rate === 'string' ? /^(\d+)\/(.+)$/.exec(rate) : null;
-  if (!m) throw new TypeError(`rate must be 'n/duration' such as '100/1s', or 0 to remove it, not ${rate}`);
+  if (typeof rate !== 'string') throw new TypeError(`rate must be 'n/duration' such as '100/1s', or 0 to remove it, not ${rate}`);
+  const m = /^([0-9]+)\/(.*)$/s.exec(rate);
+  if (!m || !parseDuration(m[2])) {
+    throw new TypeError(`rate must be 'n/duration' such as '100/1s', '5000/1h' or '20/250ms' (the duration as in any duration option, at least 1 ms), or 0 to remove it; not '${rate}'`);
+  }
   const n = Number(m[1]);
   return n === 0 ? null : { n, per: m[2] };
 }
@@ -192,7 +221,7 @@ function splitRate(rate) {
 function nackArgs(id, o = {}) {
   const a = [bytesArg('id', id)];
   if (o.delayMs != null && o.dead) throw new TypeError('delayMs and dead cannot be used together');
-  if (o.delayMs != null) a.push('DELAY', intArg('delayMs', o.delayMs, 0, MAX_TIME));
+  if (o.delayMs != null) a.push('DELAY', durationArg('delayMs', o.delayMs, 0));
   if (o.dead) a.push('DEAD');
   if (o.attempt != null) a.push('ATTEMPT', intArg('attempt', o.attempt, 1, 2 ** 32 - 1));
   if (o.error != null && String(o.error) !== '') a.push('ERROR', truncateError(o.error));
@@ -303,8 +332,8 @@ function delivery(e, queue) {
 /** DQ.POP's options: COUNT (default 1, always sent), BLOCK, LEASE. */
 function popArgs({ count = 1, blockMs, leaseMs } = {}) {
   const a = ['COUNT', intArg('count', count, 1, 10000)];
-  if (blockMs != null) a.push('BLOCK', intArg('blockMs', blockMs, 0, MAX_TIME));
-  if (leaseMs != null) a.push('LEASE', intArg('leaseMs', leaseMs, 1, MAX_TIME));
+  if (blockMs != null) a.push('BLOCK', durationArg('blockMs', blockMs, 0));
+  if (leaseMs != null) a.push('LEASE', durationArg('leaseMs', leaseMs, 1));
   return a;
 }
 
@@ -388,7 +417,7 @@ async function send(client, name, queue, args = []) {
 
 module.exports = {
   DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry,
-  MAX_ERROR_BYTES, MAX_TIME, mapError, intArg, bytesArg, stateArg, enumArg, timeArg, truncateError,
+  MAX_ERROR_BYTES, MAX_TIME, mapError, intArg, durationArg, parseDuration, bytesArg, stateArg, enumArg, timeArg, truncateError,
   addArgs, nackArgs, scheduleArgs, configArgs, splitRate, popArgs, mpopArgs, scanArgs, record, schedule, entry,
   delivery, deliveries, mpopReply, scanPage, Delivery, str, send,
 };

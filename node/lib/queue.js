@@ -46,7 +46,7 @@ class Queue {
   /** DQ.TOUCH: the new lease deadline (Unix ms). */
   async touch(id, { leaseMs, attempt } = {}) {
     const a = [c.bytesArg('id', id)];
-    if (leaseMs != null) a.push('LEASE', c.intArg('leaseMs', leaseMs, 1, c.MAX_TIME));
+    if (leaseMs != null) a.push('LEASE', c.durationArg('leaseMs', leaseMs, 1));
     if (attempt != null) a.push('ATTEMPT', c.intArg('attempt', attempt, 1, 2 ** 32 - 1));
     const deadline = await this._send('DQ.TOUCH', a);
     if (deadline == null) throw new c.UnknownMessage(`message '${id}' is not in flight in queue '${this.name}'`);
@@ -143,7 +143,7 @@ class Queue {
   async pause(options = {}) {
     if (options === null || typeof options !== 'object') throw new TypeError('pause takes { forMs } or nothing');
     for (const k of Object.keys(options)) if (k !== 'forMs') throw new TypeError(`unknown pause option '${k}'`);
-    const a = options.forMs == null ? [] : ['FOR', c.intArg('forMs', options.forMs, 1, c.MAX_TIME)];
+    const a = options.forMs == null ? [] : ['FOR', c.durationArg('forMs', options.forMs, 1)];
     await this._send('DQ.PAUSE', a);
   }
 

@@ -139,8 +139,8 @@ class Worker {
     if (typeof handler !== 'function') throw new TypeError('handler must be a function');
     this.handler = handler;
     this.concurrency = c.intArg('concurrency', concurrency, 1, 100000);
-    this.leaseMs = c.intArg('leaseMs', leaseMs, 3, c.MAX_TIME);
-    this.blockMs = c.intArg('blockMs', blockMs, 1, c.MAX_TIME);
+    this.leaseMs = c.durationArg('leaseMs', leaseMs, 3); // a number of ms, or '30s'
+    this.blockMs = c.durationArg('blockMs', blockMs, 1);
     this.handleSignals = Boolean(handleSignals);
     this.logger = logger;
     this.onSettled = onSettled;

@@ -150,7 +150,8 @@ test('limits of a sharded queue are split floor(n / shards) per shard; n < shard
     await assert.rejects(q.configSet({ leaseMs: 1000, maxInflight: 3 }), /cannot be split over 4 shards/);
     await assert.rejects(q.configSet({ rate: 'lots' }), TypeError);
     // A refusal by the server (shard 0 answers first) changes no shard either.
-    await assert.rejects(q.configSet({ rate: '100/never' }), dq.DqError);
+    await assert.rejects(q.configSet({ rate: '100/never' }), TypeError); // the window, by the duration grammar
+    await assert.rejects(q.configSet({ rate: '8000000/1s' }), dq.DqError); // 2000000/1s a shard: over the server's limit
     for (const shard of q.shards) {
       const s = await shard.config();
       assert.deepStrictEqual([s.rate, s['max-inflight'], s['lease-ms-from']], ['2/1s', 2, 'module'], shard.name);

@@ -56,6 +56,18 @@ async function main(): Promise<void> {
   }, { onSettled: (_d, o) => {
     if (o.state === 'cancelled') return;
   } });
-  void [id, names, n, payload, all, next, removed, nextRun, home, wasPaused, limits, polled];
+  // Durations: a number of ms or a string in the server's grammar.
+  const d: dq.Duration = '30s';
+  await q.add('x', { delayMs: '5m', ttlMs: 86400000 });
+  await q.pop({ count: 2, blockMs: '5s', leaseMs: d });
+  await q.nack('a', { delayMs: '1m' });
+  await q.touch('a', { leaseMs: '2h', attempt: 1 });
+  await q.configSet({ leaseMs: '5m' });
+  await q.schedule('t', 'x', { every: 60000, ttlMs: '1h' });
+  await sharded.pause({ forMs: '10m' });
+  const retry = new dq.Retry('30s');
+  const retryMs: number | null = retry.delayMs;
+  const timed = new dq.Worker(q, async () => {}, { leaseMs: '30s', blockMs: 500 });
+  void [id, names, n, payload, all, next, removed, nextRun, home, wasPaused, limits, polled, retryMs, timed];
 }
 void main;

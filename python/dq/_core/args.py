@@ -5,6 +5,7 @@ TypeError, a bad value ValueError, each naming the argument."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any, List, Optional, Tuple, Union
 
 from .records import Delivery
@@ -17,6 +18,20 @@ UINT32_MAX = 2**32 - 1
 MAX_TIME = 2**53 - 1
 
 Bytesish = Union[str, bytes, bytearray, memoryview]
+# A duration option: int milliseconds, a timedelta, or a str in the
+# server's grammar ("1500", "250ms", "30s", "5m", "2h", "7d").
+Duration = Union[int, str, timedelta]
+
+# The module's duration grammar (docs/commands.md, "Arguments, replies and
+# errors"): a whole number, alone (milliseconds) or with one lower-case unit.
+# [0-9], not \d: Python's \d takes other scripts' digits too.
+DURATION = re.compile(r"([0-9]+)(ms|s|m|h|d)?")
+UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+DURATION_FORMS = (
+    "int milliseconds, a datetime.timedelta, or a str: a whole number alone (ms) or with a unit "
+    "ms, s, m, h or d, such as '1500', '250ms', '30s', '5m', '2h', '7d' "
+    "(no fractions, signs, spaces or upper-case units)"
+)
 
 
 def int_arg(what: str, value: Any, low: int, high: int) -> int:
@@ -25,6 +40,38 @@ def int_arg(what: str, value: Any, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ValueError(f"{what} must be from {low} to {high}, got {value}")
     return value
+
+
+def parse_duration(text: str) -> Optional[int]:
+    """A duration string in the server's grammar as milliseconds; None when
+    it is not one, or is past 2^53 - 1 ms (the server's limit)."""
+    m = DURATION.fullmatch(text)
+    if m is None or len(m.group(1).lstrip("0")) > 16:  # 2^53 has 16 digits
+        return None
+    ms = int(m.group(1)) * UNIT_MS[m.group(2)]
+    return ms if ms <= MAX_TIME else None
+
+
+def ms_arg(what: str, value: Any, low: int, high: int = MAX_TIME) -> int:
+    """A duration option as whole milliseconds from `low` to `high`: int
+    ms, a timedelta (rounded down to whole ms, as Rust's Duration is) or a
+    str in the server's grammar. A wrong type raises TypeError, anything
+    else ValueError, naming the option and the forms it takes."""
+    if isinstance(value, timedelta):
+        ms = value // timedelta(milliseconds=1)
+    elif isinstance(value, str):
+        parsed = parse_duration(value)
+        if parsed is None:
+            raise ValueError(f"{what} must be a duration: {DURATION_FORMS}; got {value!r}")
+        ms = parsed
+    elif isinstance(value, int) and not isinstance(value, bool):
+        ms = value
+    else:
+        raise TypeError(f"{what} must be a duration: {DURATION_FORMS}; got {type(value).__name__}")
+    if not low <= ms <= high:
+        shown = value if isinstance(value, int) else f"{value!r} ({ms} ms)"
+        raise ValueError(f"{what} must be from {low} to {high} ms, got {shown}")
+    return ms
 
 
 def bytes_arg(what: str, value: Any, *, allow_empty: bool = True, limit: Optional[int] = None) -> bytes:
@@ -79,7 +126,7 @@ def message_options(priority: Any, max_attempts: Any, backoff: Any, group: Any, 
     if group is not None:
         args += [b"GROUP", bytes_arg("group", group, allow_empty=False, limit=MAX_ID_BYTES)]
     if ttl_ms is not None:
-        args += [b"TTL", int_arg("ttl_ms", ttl_ms, 1, MAX_TIME)]
+        args += [b"TTL", ms_arg("ttl_ms", ttl_ms, 1)]
     return args
 
 
@@ -101,22 +148,17 @@ def choice_arg(what: str, value: Any, choices: Tuple[str, ...]) -> bytes:
     return value.upper().encode()
 
 
-def duration_arg(what: str, value: Any, least_ms: int = 1) -> bytes:
-    """A duration as the server reads it: a str such as '5m' (the server
-    checks its grammar) or int milliseconds, at least `least_ms`."""
-    if isinstance(value, str):
-        if not value:
-            raise ValueError(f"{what} must not be empty")
-        return value.encode()
-    return b"%d" % int_arg(what, value, least_ms, MAX_TIME)
-
-
-RATE = re.compile(r"^([0-9]+)/(\S+)$")
+RATE = re.compile(r"([0-9]+)/(.*)", re.S)
+RATE_FORMS = (
+    "n/duration, such as '100/1s', '5000/1h' or '20/250ms' (the duration as in any duration option, "
+    "at least 1 ms), or 0 to remove it"
+)
 
 
 def rate_arg(value: Any) -> Tuple[bytes, Optional[Tuple[int, str]]]:
     """RATE's value and, for `n/duration`, (n, duration); `0` and 'DEFAULT'
-    remove the limit (None)."""
+    remove the limit (None). The window is checked with the duration
+    grammar; n's range (at most 1000000) is the server's to check."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise TypeError(f"rate must be a str such as '100/1s' (or 0 to remove it), got {type(value).__name__}")
     if isinstance(value, int):
@@ -125,9 +167,10 @@ def rate_arg(value: Any) -> Tuple[bytes, Optional[Tuple[int, str]]]:
         return b"0", None
     if value in ("0", "DEFAULT"):
         return value.encode(), None
-    m = RATE.match(value)
-    if m is None:
-        raise ValueError(f"rate must be n/duration, such as '100/1s' or '5000/1h' (or 0 to remove it); got {value!r}")
+    m = RATE.fullmatch(value)
+    window = None if m is None else parse_duration(m.group(2))
+    if m is None or not window:
+        raise ValueError(f"rate must be {RATE_FORMS}; got {value!r}")
     n = int(m.group(1))
     return value.encode(), (None if n == 0 else (n, m.group(2)))
 

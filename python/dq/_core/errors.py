@@ -6,7 +6,7 @@ from typing import Optional
 
 import redis.exceptions
 
-from .args import MAX_TIME, int_arg
+from .args import Duration, ms_arg
 
 
 class DqError(redis.exceptions.ResponseError):
@@ -41,11 +41,12 @@ class Permanent(Exception):
 class Retry(Exception):
     """Raise from a Worker handler: try again after `delay_ms` (DQ.NACK ...
     DELAY), or after the message's backoff when `delay_ms` is None. `error`
-    is kept as the message's last error."""
+    is kept as the message's last error. `delay_ms` is a duration (int ms,
+    a timedelta, or a str such as "30s"), kept as int ms."""
 
-    def __init__(self, delay_ms: Optional[int] = None, error: Optional[str] = None) -> None:
+    def __init__(self, delay_ms: Optional[Duration] = None, error: Optional[str] = None) -> None:
         if delay_ms is not None:
-            int_arg("Retry delay_ms", delay_ms, 0, MAX_TIME)
+            delay_ms = ms_arg("Retry delay_ms", delay_ms, 0)
         if error is not None and not isinstance(error, str):
             raise TypeError(f"Retry error must be a str, got {type(error).__name__}")
         super().__init__(delay_ms, error)

@@ -27,15 +27,16 @@ from .args import (
     OVERLAP,
     UINT32_MAX,
     UINT64_MAX,
+    Duration,
     backoff_arg,
     bytes_arg,
     choice_arg,
-    duration_arg,
     id_arg,
     id_list,
     int_arg,
     max_inflight_arg,
     message_options,
+    ms_arg,
     queue_name,
     rate_arg,
     schedule_name_arg,
@@ -118,9 +119,14 @@ class Commands:
 
     @command
     def pop(
-        self, count: int = 1, block_ms: Optional[int] = None, lease_ms: Optional[int] = None
+        self, count: int = 1, block_ms: Optional[Duration] = None, lease_ms: Optional[Duration] = None
     ) -> Plan[List[Delivery]]:
-        """DQ.POP: up to `count` deliveries, [] when nothing was ready."""
+        """DQ.POP: up to `count` deliveries, [] when nothing was ready.
+        `block_ms` and `lease_ms` are durations: int ms, a timedelta, or "30s"."""
+        if block_ms is not None:
+            block_ms = ms_arg("block_ms", block_ms, 0)
+        if lease_ms is not None:
+            lease_ms = ms_arg("lease_ms", lease_ms, 1)
         return self._pop(count, block_ms, lease_ms)
 
     @command
@@ -182,28 +188,29 @@ class Commands:
     def config_set(
         self,
         *,
-        lease_ms: Union[int, str, None] = None,
+        lease_ms: Union[Duration, None] = None,
         max_attempts: Union[int, str, None] = None,
         backoff: Optional[str] = None,
         rate: Union[str, int, None] = None,
         max_inflight: Union[int, str, None] = None,
     ) -> Plan[None]:
-        """DQ.CONFIG SET; "DEFAULT" removes the queue's own value. `rate`
+        """DQ.CONFIG SET; "DEFAULT" removes the queue's own value. `lease_ms`
+        is a duration (int ms, a timedelta, or "30s"). `rate`
         ("100/1s": at most 100 deliveries in any second) and `max_inflight`
         (at most n in flight at once) limit the queue across all its
         consumers; 0 removes either. A ShardedQueue splits them: each shard
         gets floor(n / shards)."""
         args: List[Any] = []
-        for what, field_name, given, high in (
-            ("lease_ms", b"LEASE", lease_ms, MAX_TIME),
-            ("max_attempts", b"MAXATTEMPTS", max_attempts, INT32_MAX),
-        ):
-            if given == "DEFAULT":
-                args += [field_name, b"DEFAULT"]
-            elif isinstance(given, str):
-                raise ValueError(f"{what} must be an int or 'DEFAULT', got {given!r}")
-            elif given is not None:
-                args += [field_name, int_arg(what, given, 1, high)]
+        if lease_ms == "DEFAULT":
+            args += [b"LEASE", b"DEFAULT"]
+        elif lease_ms is not None:
+            args += [b"LEASE", ms_arg("lease_ms", lease_ms, 1)]
+        if max_attempts == "DEFAULT":
+            args += [b"MAXATTEMPTS", b"DEFAULT"]
+        elif isinstance(max_attempts, str):
+            raise ValueError(f"max_attempts must be an int or 'DEFAULT', got {max_attempts!r}")
+        elif max_attempts is not None:
+            args += [b"MAXATTEMPTS", int_arg("max_attempts", max_attempts, 1, INT32_MAX)]
         if backoff is not None:
             args += [b"BACKOFF", backoff_arg("backoff", backoff)]
         if rate is not None:
@@ -228,7 +235,7 @@ class Commands:
         name: Union[str, bytes],
         payload: Union[bytes, str],
         *,
-        every: Union[str, int, None] = None,
+        every: Optional[Duration] = None,
         cron: Optional[str] = None,
         tz: Optional[str] = None,
         start: Optional[int] = None,
@@ -241,10 +248,10 @@ class Commands:
         max_attempts: Optional[int] = None,
         backoff: Optional[str] = None,
         group: Optional[Union[str, bytes]] = None,
-        ttl_ms: Optional[int] = None,
+        ttl_ms: Optional[Duration] = None,
     ) -> Plan[Optional[int]]:
         """DQ.SCHEDULE: creates or replaces the recurring schedule `name`,
-        `every` a duration of at least 1 s ("5m", or int ms) or `cron` a
+        `every` a duration of at least 1 s ("5m", int ms, a timedelta) or `cron` a
         five-field expression (in `tz`, default UTC). Each run adds a message with id
         `name@T`, due at T, with this payload and options. Returns the next
         run time (Unix ms), or None when no run is left or `nx` found the
@@ -255,7 +262,7 @@ class Commands:
             raise ValueError("a schedule needs exactly one of every (a duration such as '5m', or ms) and cron")
         if every is not None:
             # At least 1 s, as the server (and the other libraries) require.
-            args += [b"EVERY", duration_arg("every", every, least_ms=1000)]
+            args += [b"EVERY", ms_arg("every", every, 1000)]
         else:
             if not isinstance(cron, str):
                 raise TypeError(f"cron must be a str such as '0 8 * * *', got {type(cron).__name__}")
@@ -304,9 +311,10 @@ class Commands:
         return self._fan(lambda q: Call(("DQ.SCHEDULES", q._key), parse_schedules), merge_schedules)
 
     @command
-    def pause(self, for_ms: Optional[int] = None) -> Plan[None]:
-        """DQ.PAUSE: POP delivers nothing until resume(), or for `for_ms`."""
-        args = () if for_ms is None else (b"FOR", int_arg("for_ms", for_ms, 1, MAX_TIME))
+    def pause(self, for_ms: Optional[Duration] = None) -> Plan[None]:
+        """DQ.PAUSE: POP delivers nothing until resume(), or for `for_ms`
+        (a duration: int ms, a timedelta, or "10m")."""
+        args = () if for_ms is None else (b"FOR", ms_arg("for_ms", for_ms, 1))
         return self._fan(lambda q: Call(("DQ.PAUSE", q._key, *args), ok), _none)
 
     @command
@@ -374,7 +382,7 @@ class QueueCommands(Commands):
         self,
         payload: Union[bytes, str],
         *,
-        delay_ms: Optional[int] = None,
+        delay_ms: Optional[Duration] = None,
         at_ms: Optional[int] = None,
         id: Optional[Union[str, bytes]] = None,
         nx: bool = False,
@@ -383,14 +391,15 @@ class QueueCommands(Commands):
         max_attempts: Optional[int] = None,
         backoff: Optional[str] = None,
         group: Optional[Union[str, bytes]] = None,
-        ttl_ms: Optional[int] = None,
+        ttl_ms: Optional[Duration] = None,
     ) -> Plan[Optional[str]]:
-        """DQ.ADD: the id, or None when NX found the id / XX did not."""
+        """DQ.ADD: the id, or None when NX found the id / XX did not.
+        `delay_ms` and `ttl_ms` are durations: int ms, a timedelta, or "30s"."""
         args: List[Any] = ["DQ.ADD", self._key, bytes_arg("payload", payload)]
         if delay_ms is not None and at_ms is not None:
             raise ValueError("delay_ms and at_ms cannot be used together")
         if delay_ms is not None:
-            args += [b"DELAY", int_arg("delay_ms", delay_ms, 0, MAX_TIME)]
+            args += [b"DELAY", ms_arg("delay_ms", delay_ms, 0)]
         if at_ms is not None:
             args += [b"AT", int_arg("at_ms", at_ms, 0, MAX_TIME)]
         if id is not None:
@@ -414,7 +423,7 @@ class QueueCommands(Commands):
         self,
         id: Id,
         *,
-        delay_ms: Optional[int] = None,
+        delay_ms: Optional[Duration] = None,
         dead: bool = False,
         attempt: Optional[int] = None,
         error: Optional[str] = None,
@@ -428,7 +437,7 @@ class QueueCommands(Commands):
         if dead and delay_ms is not None:
             raise ValueError("delay_ms and dead cannot be used together")
         if delay_ms is not None:
-            args += [b"DELAY", int_arg("delay_ms", delay_ms, 0, MAX_TIME)]
+            args += [b"DELAY", ms_arg("delay_ms", delay_ms, 0)]
         if dead:
             args.append(b"DEAD")
         args += self._attempt(id, attempt)
@@ -438,11 +447,11 @@ class QueueCommands(Commands):
         return one(Call(tuple(args), self._in_flight(args[2], lambda reply: as_text(reply) or "")))
 
     @command
-    def touch(self, id: Id, *, lease_ms: Optional[int] = None, attempt: Optional[int] = None) -> Plan[int]:
+    def touch(self, id: Id, *, lease_ms: Optional[Duration] = None, attempt: Optional[int] = None) -> Plan[int]:
         """DQ.TOUCH: the new lease deadline (Unix ms)."""
         args: List[Any] = ["DQ.TOUCH", self._key, self._own_id(id)]
         if lease_ms is not None:
-            args += [b"LEASE", int_arg("lease_ms", lease_ms, 1, MAX_TIME)]
+            args += [b"LEASE", ms_arg("lease_ms", lease_ms, 1)]
         args += self._attempt(id, attempt)
         return one(Call(tuple(args), self._in_flight(args[2], int)))
 
@@ -508,9 +517,9 @@ def mpop_call(
 def _pop_options(count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> List[Any]:
     args: List[Any] = [b"COUNT", int_arg("count", count, 1, 10000)]
     if block_ms is not None:
-        args += [b"BLOCK", int_arg("block_ms", block_ms, 0, MAX_TIME)]
+        args += [b"BLOCK", ms_arg("block_ms", block_ms, 0)]
     if lease_ms is not None:
-        args += [b"LEASE", int_arg("lease_ms", lease_ms, 1, MAX_TIME)]
+        args += [b"LEASE", ms_arg("lease_ms", lease_ms, 1)]
     return args
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Union
 
-from .args import MAX_ID_BYTES, bytes_arg, id_arg, queue_name
+from .args import MAX_ID_BYTES, Duration, bytes_arg, id_arg, queue_name
 from .plans import Call, Plan, all_of, command, one, then
 from .queue import Commands, Id, Q, QueueCommands, T, pop_call
 from .records import Delivery
@@ -148,7 +148,7 @@ class ShardedCommands(Commands, Generic[Q]):
         self,
         payload: Union[bytes, str],
         *,
-        delay_ms: Optional[int] = None,
+        delay_ms: Optional[Duration] = None,
         at_ms: Optional[int] = None,
         id: Optional[Union[str, bytes]] = None,
         nx: bool = False,
@@ -157,7 +157,7 @@ class ShardedCommands(Commands, Generic[Q]):
         max_attempts: Optional[int] = None,
         backoff: Optional[str] = None,
         group: Optional[Union[str, bytes]] = None,
-        ttl_ms: Optional[int] = None,
+        ttl_ms: Optional[Duration] = None,
         shard_key: Optional[Union[str, bytes]] = None,
     ) -> Plan[Optional[str]]:
         """DQ.ADD on the shard of the group, else the shard key, else the id
@@ -178,7 +178,7 @@ class ShardedCommands(Commands, Generic[Q]):
         self,
         id: Id,
         *,
-        delay_ms: Optional[int] = None,
+        delay_ms: Optional[Duration] = None,
         dead: bool = False,
         attempt: Optional[int] = None,
         error: Optional[str] = None,
@@ -194,7 +194,7 @@ class ShardedCommands(Commands, Generic[Q]):
         self,
         id: Id,
         *,
-        lease_ms: Optional[int] = None,
+        lease_ms: Optional[Duration] = None,
         attempt: Optional[int] = None,
         group: Optional[Union[str, bytes]] = None,
         shard_key: Optional[Union[str, bytes]] = None,

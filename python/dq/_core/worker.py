@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
-from .args import MAX_TIME, int_arg
+from .args import Duration, int_arg, ms_arg
 from .errors import Permanent, Retry, StaleDelivery
 from .plans import Plan, one
 from .queue import Q, QueueCommands as Queue, is_cluster, mpop_call, pop_call, worker_ack_call
@@ -67,8 +67,8 @@ class WorkerCore(Generic[Q, S]):
         handler: Handler,
         *,
         concurrency: int = 1,
-        lease_ms: int = 30000,
-        block_ms: int = 1000,
+        lease_ms: Duration = 30000,
+        block_ms: Duration = 1000,
         handle_signals: bool = True,
         on_settled: Optional[OnSettled] = None,
     ) -> None:
@@ -78,7 +78,7 @@ class WorkerCore(Generic[Q, S]):
             raise TypeError(f"on_settled must be callable, got {type(on_settled).__name__}")
         if not isinstance(handle_signals, bool):
             raise TypeError(f"handle_signals must be a bool, got {type(handle_signals).__name__}")
-        check_worker_args(concurrency, lease_ms, block_ms)
+        lease_ms, block_ms = check_worker_args(concurrency, lease_ms, block_ms)
         groups: List[List[Q]] = worker_groups(queues, self._queue_class, self._sharded_class)
         self._parts = [part for group in groups for part in group]
         for part in self._parts:
@@ -292,10 +292,11 @@ def ack_batch_state(count: int, size: int) -> str:
     return "acked" if count == size else "acked-late"
 
 
-def check_worker_args(concurrency: Any, lease_ms: Any, block_ms: Any) -> None:
+def check_worker_args(concurrency: Any, lease_ms: Any, block_ms: Any) -> Tuple[int, int]:
+    """The lease and the block as whole ms (each a duration: int ms, a
+    timedelta, or a str such as "30s")."""
     int_arg("concurrency", concurrency, 1, 10000)
-    int_arg("lease_ms", lease_ms, 3, MAX_TIME)
-    int_arg("block_ms", block_ms, 1, MAX_TIME)
+    return ms_arg("lease_ms", lease_ms, 3), ms_arg("block_ms", block_ms, 1)
 
 
 def worker_groups(queues: Any, queue_kind: type, sharded_kind: type) -> List[List[Any]]:
