@@ -122,6 +122,8 @@ pub fn args(data: &[u8]) {
                         assert!(r.is_none_or(|r| r.limit >= 1 && r.window_ms >= 1))
                     }
                     config::Change::MaxInflight(n) => assert!(n.is_none_or(|n| n >= 1)),
+                    config::Change::Retain(ms) => assert!(ms.is_none_or(|ms| ms <= MAX_TIME_MS)),
+                    config::Change::RetainMax(n) => assert!(n.is_none_or(|n| n >= 1)),
                 }
             }
         }),
@@ -261,6 +263,7 @@ fn sample_queue(now: u64) -> Queue {
                 backoff: None,
                 expire_at: None,
                 group,
+                retain_ms: None,
             },
         );
     }

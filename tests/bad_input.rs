@@ -76,7 +76,7 @@ const COUNT: &str = "ERR COUNT must be an integer from 1 to 10000";
 const LEASE: &str = "ERR LEASE must be a positive duration: whole milliseconds such as 1500, or a whole number with a unit ms, s, m, h or d such as 30s, 5m or 7d";
 const MAXATTEMPTS: &str = "ERR MAXATTEMPTS must be an integer from 1 to 2147483647";
 const PRIORITY: &str = "ERR PRIORITY must be an integer from -2147483648 to 2147483647";
-const STATE: &str = "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD";
+const STATE: &str = "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD, DONE";
 const TOO_LATE: &str = "would be later than the latest time dq can store (2^53-1 ms)";
 const EMPTY_ID: &str = "ERR id must not be empty";
 const LONG_ID: &str = "ERR id is longer than 1024 bytes";
@@ -481,11 +481,11 @@ fn admin_cases() -> Vec<Case> {
         unknown("DQ.CONFIG q LEASE 5", "LEASE"),
         line(
             "DQ.CONFIG q SET COLOR red",
-            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT",
+            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN or RETAINMAX",
         ),
         line(
             "DQ.CONFIG q SET PRIORITY 1",
-            "ERR unknown field 'PRIORITY': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT",
+            "ERR unknown field 'PRIORITY': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN or RETAINMAX",
         ),
         twice("DQ.CONFIG q SET LEASE 1 LEASE 2", "LEASE"),
         twice("DQ.CONFIG q SET LEASE DEFAULT lease 5", "LEASE"),

@@ -24,6 +24,7 @@ fn every_command_has_docs_with_the_queue_as_its_key() {
             "dq.apply",
             "dq.cancel",
             "dq.config",
+            "dq.done",
             "dq.get",
             "dq.mpop",
             "dq.nack",
@@ -39,7 +40,8 @@ fn every_command_has_docs_with_the_queue_as_its_key() {
             "dq.schedules",
             "dq.stats",
             "dq.touch",
-            "dq.unschedule"
+            "dq.unschedule",
+            "dq.wait"
         ]
     );
     for name in &names {
@@ -67,7 +69,15 @@ fn every_command_has_docs_with_the_queue_as_its_key() {
         .collect();
     assert_eq!(
         tokens,
-        ["ID", "PRIORITY", "MAXATTEMPTS", "BACKOFF", "GROUP", "TTL"]
+        [
+            "ID",
+            "PRIORITY",
+            "MAXATTEMPTS",
+            "BACKOFF",
+            "GROUP",
+            "TTL",
+            "RETAIN"
+        ]
     );
 }
 

@@ -303,3 +303,33 @@ fn keyspace_commands_on_queue_keys_leave_dq_consistent() {
     ) == 0));
     assert_eq!(text(&cmd(&mut c, "PING")), "PONG");
 }
+
+/// MOVE and COPY ... DB leave the caller in its own database. (Valkey 8.1
+/// runs a module's keyspace-event handlers on the calling client and left
+/// it in the destination database: valkey-io/valkey#4024.)
+#[test]
+fn move_and_copy_to_another_database_leave_the_caller_where_it_was() {
+    let server = Server::start();
+    let mut c = server.conn();
+    let db = |c: &mut redis::Connection| {
+        let info = text(&cmd(c, "CLIENT INFO"));
+        info.split(' ')
+            .find_map(|f| f.strip_prefix("db="))
+            .map(str::to_string)
+            .unwrap()
+    };
+    cmd(&mut c, "SELECT 2");
+    cmd(&mut c, "SET s x");
+    assert_eq!(int(&cmd(&mut c, "MOVE s 3")), 1);
+    assert_eq!(db(&mut c), "2", "MOVE of a string");
+    cmd(&mut c, "DQ.ADD q x ID m");
+    assert_eq!(int(&cmd(&mut c, "COPY q q2 DB 5")), 1);
+    assert_eq!(db(&mut c), "2", "COPY of a queue");
+    assert_eq!(int(&cmd(&mut c, "MOVE q 4")), 1);
+    assert_eq!(db(&mut c), "2", "MOVE of a queue");
+    // Each arrived where it was sent.
+    cmd(&mut c, "SELECT 4");
+    assert_eq!(text(&field(&cmd(&mut c, "DQ.GET q m"), "state")), "ready");
+    cmd(&mut c, "SELECT 5");
+    assert_eq!(text(&field(&cmd(&mut c, "DQ.GET q2 m"), "state")), "ready");
+}

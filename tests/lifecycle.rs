@@ -345,7 +345,11 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
             "group",
             "waiting-for",
             "attempts-left",
-            "last-error"
+            "last-error",
+            "result",
+            "finished-at",
+            "retained-until",
+            "progress"
         ]
     );
     assert!(matches!(cmd(&mut c, "DQ.GET q m"), Value::Array(_)));

@@ -10,7 +10,14 @@ use dq_testkit::*;
 /// replacement, its own settings and counters.
 fn fill(c: &mut redis::Connection, q: &str) {
     for line in [
-        "DQ.CONFIG {} SET MAXATTEMPTS 5 BACKOFF 1s,1m",
+        "DQ.CONFIG {} SET MAXATTEMPTS 5 BACKOFF 1s,1m RETAIN 1h RETAINMAX 100",
+        "DQ.ADD {} x ID done",
+        "DQ.POP {}",
+        "DQ.TOUCH {} done PROGRESS half",
+        "DQ.DONE {} done its-result",
+        "DQ.ADD {} x ID acked RETAIN 2h",
+        "DQ.POP {}",
+        "DQ.ACK {} acked",
         "DQ.ADD {} x ID dead MAXATTEMPTS 1",
         "DQ.POP {}",
         "DQ.NACK {} dead",

@@ -82,6 +82,8 @@ pub struct Stats {
     pub ready: u64,
     pub inflight: u64,
     pub dead: u64,
+    /// Finished messages kept by RETAIN (DQ.DONE, or ACK under RETAIN).
+    pub done: u64,
     pub added: u64,
     pub delivered: u64,
     pub acked: u64,
@@ -96,6 +98,8 @@ pub struct Stats {
     /// POPs that delivered fewer messages than they asked for (and than
     /// were ready) because of a pause, RATE or MAXINFLIGHT.
     pub throttled: u64,
+    /// Done messages dropped when their retention ran out or by RETAINMAX.
+    pub dropped: u64,
     /// How long the earliest-due ready message has been due; None when
     /// nothing is ready.
     pub oldest_ready_age_ms: Option<u64>,
@@ -130,7 +134,7 @@ impl Stats {
     }
 
     /// The lifetime counters, by their DQ.STATS field names, in its order.
-    pub fn counters(&self) -> [(&'static str, u64); 12] {
+    pub fn counters(&self) -> [(&'static str, u64); 13] {
         [
             ("added", self.added),
             ("delivered", self.delivered),
@@ -144,6 +148,7 @@ impl Stats {
             ("cancelled", self.cancelled),
             ("purged", self.purged),
             ("throttled", self.throttled),
+            ("dropped", self.dropped),
         ]
     }
 
@@ -165,6 +170,7 @@ impl Stats {
             (&mut self.ready, other.ready),
             (&mut self.inflight, other.inflight),
             (&mut self.dead, other.dead),
+            (&mut self.done, other.done),
             (&mut self.added, other.added),
             (&mut self.delivered, other.delivered),
             (&mut self.acked, other.acked),
@@ -177,6 +183,7 @@ impl Stats {
             (&mut self.cancelled, other.cancelled),
             (&mut self.purged, other.purged),
             (&mut self.throttled, other.throttled),
+            (&mut self.dropped, other.dropped),
             (&mut self.schedules, other.schedules),
         ] {
             *sum = sum.saturating_add(part);
@@ -654,6 +661,7 @@ fn stats_record(command: &'static str, v: Value) -> Result<Stats, Error> {
             b"ready" => &mut s.ready,
             b"inflight" => &mut s.inflight,
             b"dead" => &mut s.dead,
+            b"done" => &mut s.done,
             b"added" => &mut s.added,
             b"delivered" => &mut s.delivered,
             b"acked" => &mut s.acked,
@@ -666,6 +674,7 @@ fn stats_record(command: &'static str, v: Value) -> Result<Stats, Error> {
             b"cancelled" => &mut s.cancelled,
             b"purged" => &mut s.purged,
             b"throttled" => &mut s.throttled,
+            b"dropped" => &mut s.dropped,
             b"schedules" => &mut s.schedules,
             b"paused" => {
                 s.paused = opt_uint(command, &value)?.unwrap_or(0) != 0;
@@ -851,9 +860,11 @@ mod tests {
         assert_eq!(resp2, resp3);
         assert_eq!(resp2.delayed, 1);
         assert_eq!(resp2.dead, 4);
-        assert_eq!(resp2.lease_expired, 10);
-        assert_eq!(resp2.purged, 15);
-        assert_eq!(resp2.throttled, 16);
+        assert_eq!(resp2.done, 5);
+        assert_eq!(resp2.lease_expired, 11);
+        assert_eq!(resp2.purged, 16);
+        assert_eq!(resp2.throttled, 17);
+        assert_eq!(resp2.dropped, 18);
         assert_eq!(resp2.total(), 1 + 2 + 3 + 4);
         assert_eq!(resp2.oldest_ready_age_ms, Some(1500));
         assert_eq!(resp2.next_due_at, None);
@@ -862,8 +873,9 @@ mod tests {
         assert_eq!(resp2.paused_until, None);
         assert_eq!(resp2.rate.as_deref(), Some("100/1s"));
         assert_eq!(resp2.max_inflight, Some(20));
-        assert_eq!(resp2.counters()[5], ("lease-expired", 10));
-        assert_eq!(resp2.counters()[11], ("throttled", 16));
+        assert_eq!(resp2.counters()[5], ("lease-expired", 11));
+        assert_eq!(resp2.counters()[11], ("throttled", 17));
+        assert_eq!(resp2.counters()[12], ("dropped", 18));
         assert_eq!(resp2.count(State::Inflight), 3);
     }
 
@@ -981,8 +993,11 @@ mod tests {
         };
         total.accumulate(&a);
         total.accumulate(&b);
-        assert_eq!((total.ready, total.dead, total.added), (12, 4, 5));
-        assert_eq!((total.throttled, total.schedules), (17, 3));
+        assert_eq!(
+            (total.ready, total.dead, total.done, total.added),
+            (12, 4, 5, 6)
+        );
+        assert_eq!((total.throttled, total.schedules), (18, 3));
         assert_eq!(total.purged, u64::MAX, "saturates");
         assert_eq!(total.oldest_ready_age_ms, Some(99_999));
         assert_eq!(total.next_due_at, Some(7));

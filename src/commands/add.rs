@@ -57,6 +57,7 @@ pub const COMMAND: Command = Command {
             Arg::string("backoff").token("BACKOFF").optional(),
             Arg::string("group").token("GROUP").optional(),
             Arg::duration("ttl").token("TTL").optional(),
+            Arg::duration("retain").token("RETAIN").optional(),
         ],
     },
     flags: "write deny-oom fast",
@@ -93,6 +94,8 @@ pub struct AddArgs<'a> {
     pub id: Option<&'a [u8]>,
     pub mode: AddMode,
     pub options: MessageOptions<'a>,
+    /// RETAIN: how long it is kept once done (ADD only, not schedules).
+    pub retain_ms: Option<u64>,
 }
 
 /// DELAY's or AT's value: they exclude each other.
@@ -123,6 +126,7 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
         id: None,
         mode: AddMode::Upsert,
         options: MessageOptions::default(),
+        retain_ms: None,
     };
     let mut o = Options::new(options);
     while o.advance() {
@@ -138,6 +142,8 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<AddArgs<'a>> {
             parsed.mode = mode_of(parsed.mode, AddMode::OnlyExisting)?;
         } else if let Some(id) = o.value("ID")? {
             parsed.id = Some(check_id(id)?);
+        } else if let Some(retain) = o.value("RETAIN")? {
+            parsed.retain_ms = Some(parse_duration_arg("RETAIN", retain)?);
         } else if !parsed.options.read(&mut o)? {
             return Err(o.unknown());
         }
@@ -166,6 +172,7 @@ impl AddArgs<'_> {
                 .map(|ttl| add_ms("TTL", now, ttl))
                 .transpose()?,
             group: self.options.group,
+            retain_ms: self.retain_ms,
         })
     }
 }

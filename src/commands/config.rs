@@ -6,11 +6,16 @@
 //! MAXATTEMPTS / BACKOFF (DQ.ADD) still win over both. And the queue's
 //! flow control: `RATE n/duration` (at most n deliveries in any window of
 //! that length) and `MAXINFLIGHT n` (at most n messages in flight at once);
-//! `0` or `DEFAULT` removes either.
+//! `0` or `DEFAULT` removes either. And what it keeps of finished
+//! messages: `RETAIN duration` (how long a message finished by ACK or DONE
+//! stays as `done`; `0` keeps none; `DEFAULT` follows `dq.retain-ms`) and
+//! `RETAINMAX n` (at most n done messages, the earliest finished dropped
+//! first; `0` or `DEFAULT`: no cap; lowering it drops the excess at once).
 //!
 //! Without SET: a record of the values in force and where each comes from:
 //! `lease-ms`, `lease-ms-from`, `max-attempts`, `max-attempts-from`,
-//! `backoff`, `backoff-from`, with `-from` being `queue` or `module`; then
+//! `backoff`, `backoff-from`, `retain-ms`, `retain-ms-from`, `retain-max`
+//! (nil when none), with `-from` being `queue` or `module`; then
 //! `rate` (`100/1s`, nil when none), `max-inflight` (nil when none),
 //! `paused` (0 or 1), `paused-until` (Unix ms; nil when not paused or
 //! paused until DQ.RESUME) and `throttled` (POPs the limits held back).
@@ -23,10 +28,12 @@ use crate::commands::bytes;
 use crate::core::backoff::Backoff;
 use crate::core::error::{DqError, Result};
 use crate::core::flow::Rate;
+use crate::core::limits::MAX_RETAIN_MAX;
 use crate::core::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
 use crate::core::queue::Queue;
 use crate::grammar::args::{
-    is_keyword, parse_in_range, parse_lease, parse_max_attempts, unknown_option, Seen,
+    is_keyword, parse_duration_arg, parse_in_range, parse_lease, parse_max_attempts,
+    unknown_option, Seen,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
@@ -39,7 +46,7 @@ use crate::server::settings;
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
         name: "dq.config",
-        summary: "Reads or sets a queue's defaults: LEASE, MAXATTEMPTS, BACKOFF",
+        summary: "Reads or sets a queue's settings: LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX",
         complexity: "O(1)",
         arity: -2,
         key: Some(KeyUse::Settings),
@@ -59,6 +66,8 @@ pub const COMMAND: Command = Command {
                                 Arg::pure_token("backoff", "BACKOFF"),
                                 Arg::pure_token("rate", "RATE"),
                                 Arg::pure_token("maxinflight", "MAXINFLIGHT"),
+                                Arg::pure_token("retain", "RETAIN"),
+                                Arg::pure_token("retainmax", "RETAINMAX"),
                             ],
                         ),
                         Arg::string("value"),
@@ -85,6 +94,8 @@ pub enum Change {
     Backoff(Option<Backoff>),
     Rate(Option<Rate>),
     MaxInflight(Option<u32>),
+    Retain(Option<u64>),
+    RetainMax(Option<u64>),
 }
 
 impl Change {
@@ -95,6 +106,8 @@ impl Change {
             Change::Backoff(v) => config.backoff = v,
             Change::Rate(v) => config.rate = v,
             Change::MaxInflight(v) => config.max_inflight = v,
+            Change::Retain(v) => config.retain_ms = v,
+            Change::RetainMax(v) => config.retain_max = v,
         }
     }
 }
@@ -155,6 +168,27 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
                 )?
             };
             Change::MaxInflight((n > 0).then_some(n as u32))
+        } else if is_keyword(field, "RETAIN") {
+            seen.mark("RETAIN")?;
+            Change::Retain(if default {
+                None
+            } else {
+                Some(parse_duration_arg("RETAIN", value)?)
+            })
+        } else if is_keyword(field, "RETAINMAX") {
+            seen.mark("RETAINMAX")?;
+            let n = if default {
+                0
+            } else {
+                parse_in_range(
+                    "RETAINMAX",
+                    "an integer from 0 to 9007199254740991 (0 removes the cap)",
+                    value,
+                    0,
+                    MAX_RETAIN_MAX as i64,
+                )? as u64
+            };
+            Change::RetainMax((n > 0).then_some(n))
         } else {
             return Err(DqError::UnknownField(crate::core::error::printable(field)));
         };
@@ -181,6 +215,12 @@ fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
                 RedisValue::BulkString(p.backoff.0.to_string()),
             ),
             ("backoff-from", word(p.backoff.1.name())),
+            ("retain-ms", int(p.retain_ms.0)),
+            ("retain-ms-from", word(p.retain_ms.1.name())),
+            (
+                "retain-max",
+                queue_config.retain_max.map_or(RedisValue::Null, int),
+            ),
         ];
         fields.extend(flow_fields(queue, now_ms()));
         return Ok(reply_record(ctx, fields));
@@ -268,7 +308,7 @@ mod tests {
         assert_eq!(err(&["q", "GET"]), "ERR unknown option 'GET'");
         assert_eq!(
             err(&["q", "SET", "COLOR", "red"]),
-            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT"
+            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN or RETAINMAX"
         );
         assert_eq!(
             err(&["q", "SET", "LEASE", "0"]),

@@ -7,11 +7,11 @@
 //! | field | value |
 //! |---|---|
 //! | `id` | the id |
-//! | `state` | `delayed`, `ready`, `inflight` or `dead` |
+//! | `state` | `delayed`, `ready`, `inflight`, `dead` or `done` |
 //! | `payload` | the payload |
 //! | `priority` | integer |
 //! | `attempt` | deliveries so far (0 before the first POP) |
-//! | `due-at` | Unix ms at which it is or was due |
+//! | `due-at` | Unix ms at which it is or was due; nil once done |
 //! | `lease-deadline` | Unix ms at which the lease ends; nil unless in flight |
 //! | `added-at` | Unix ms of the ADD that wrote this version |
 //! | `replacement-pending` | 1 when a newer version waits for this delivery to end, else 0 |
@@ -26,6 +26,10 @@
 //! | `waiting-for` | the id holding its group while it is due but held back (state `delayed`), else nil |
 //! | `attempts-left` | further deliveries allowed: max-attempts less the deliveries since the last ADD, replacement or REDRIVE |
 //! | `last-error` | the ERROR text of its last NACK, else nil |
+//! | `result` | what DQ.DONE kept; nil unless done by DONE |
+//! | `finished-at` | Unix ms of the ACK or DONE that finished it; nil unless done |
+//! | `retained-until` | Unix ms at which its retention runs out; nil unless done |
+//! | `progress` | the last PROGRESS of its current (or, once done, last) delivery, else nil |
 
 use redis_module::{Context, RedisString, RedisValue};
 
@@ -95,7 +99,13 @@ fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
             ("payload", RedisValue::StringBuffer(m.payload().to_vec())),
             ("priority", RedisValue::Integer(m.priority.into())),
             ("attempt", int(m.attempt.into())),
-            ("due-at", int(m.due_at)),
+            (
+                "due-at",
+                match m.state {
+                    State::Done => RedisValue::Null,
+                    _ => int(m.due_at),
+                },
+            ),
             (
                 "lease-deadline",
                 match m.state {
@@ -114,7 +124,12 @@ fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
                 death.map_or(RedisValue::Null, |d| text(d.reason.name())),
             ),
             ("died-at", death.map_or(RedisValue::Null, |d| int(d.at))),
-            ("expires-at", m.expire_at().map_or(RedisValue::Null, int)),
+            (
+                "expires-at",
+                m.expire_at()
+                    .filter(|_| m.state != State::Done)
+                    .map_or(RedisValue::Null, int),
+            ),
             ("group", bulk(m.group())),
             ("waiting-for", bulk(waiting_for)),
             (
@@ -122,6 +137,16 @@ fn get(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
                 int(max_attempts.saturating_sub(m.attempts_used()).into()),
             ),
             ("last-error", bulk(m.last_error())),
+            ("result", bulk(m.result())),
+            ("finished-at", m.finished_at().map_or(RedisValue::Null, int)),
+            (
+                "retained-until",
+                match m.state {
+                    State::Done => int(m.due_at),
+                    _ => RedisValue::Null,
+                },
+            ),
+            ("progress", bulk(m.progress())),
         ],
     ))
 }

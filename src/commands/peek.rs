@@ -1,4 +1,4 @@
-//! DQ.PEEK queue DELAYED|READY|INFLIGHT|DEAD [COUNT n]
+//! DQ.PEEK queue DELAYED|READY|INFLIGHT|DEAD|DONE [COUNT n]
 //!
 //! Looks at up to n messages (default 10, at most 10000) of one state
 //! without taking them, in the order they will leave that state: delayed by
@@ -74,11 +74,12 @@ fn peek(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
 
 /// `[id, payload, attempt, time, last-error]`: the time that matters in
 /// its state — the lease deadline in flight, the time of death when dead,
-/// else the due time. (DQ.SCAN's entries too.)
+/// when it finished once done, else the due time. (DQ.SCAN's entries too.)
 pub fn entry(m: &Record) -> RedisValue {
     let time = match m.state {
         State::Inflight => m.lease_deadline,
         State::Dead => m.death().map_or(m.due_at, |d| d.at),
+        State::Done => m.finished_at().unwrap_or(m.due_at),
         State::Delayed | State::Waiting | State::Ready => m.due_at,
     };
     RedisValue::Array(vec![
@@ -113,7 +114,7 @@ mod tests {
         );
         assert_eq!(
             err(&["q", "GONE"]),
-            "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD"
+            "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD, DONE"
         );
         assert_eq!(
             err(&["q", "READY", "COUNT", "0"]),

@@ -1,4 +1,4 @@
-//! DQ.PURGE queue [DELAYED|READY|INFLIGHT|DEAD]
+//! DQ.PURGE queue [DELAYED|READY|INFLIGHT|DEAD|DONE]
 //!
 //! Deletes every message of the queue, or of one state. The queue's
 //! settings (DQ.CONFIG) and lifetime counters stay. In-flight messages
@@ -78,7 +78,7 @@ mod tests {
         );
         assert_eq!(
             err(&["q", "ALL"]),
-            "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD"
+            "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD, DONE"
         );
     }
 }

@@ -1,4 +1,4 @@
-//! DQ.SCAN queue cursor [STATE DELAYED|READY|INFLIGHT|DEAD] [COUNT n]
+//! DQ.SCAN queue cursor [STATE DELAYED|READY|INFLIGHT|DEAD|DONE] [COUNT n]
 //!
 //! Iterates a queue of any size, as SCAN iterates a keyspace. Cursor `0`
 //! starts; the reply is `[next-cursor, entries]` and a next cursor of `0`
@@ -122,7 +122,7 @@ mod tests {
         }
         assert_eq!(
             err(&["q", "0", "STATE", "GONE"]),
-            "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD"
+            "ERR state must be one of DELAYED, READY, INFLIGHT, DEAD, DONE"
         );
         assert_eq!(
             err(&["q", "0", "COUNT", "0"]),

@@ -2,9 +2,10 @@
 //!
 //! Counts per state and lifetime counters, as a record (a map under RESP3,
 //! a flat field/value array under RESP2), fields in this order:
-//! `delayed`, `ready`, `inflight`, `dead` (messages now); the lifetime
-//! counters `added`, `delivered`, `acked`, `nacked`, `retried`,
-//! `lease-expired`, `dead-lettered`, `redriven`, `cancelled`, `purged`;
+//! `delayed`, `ready`, `inflight`, `dead`, `done` (messages now); the
+//! lifetime counters `added`, `delivered`, `acked`, `nacked`, `retried`,
+//! `lease-expired`, `dead-lettered`, `expired`, `redriven`, `cancelled`,
+//! `purged`, `throttled`, `dropped`;
 //! `oldest-ready-age-ms` (how long the earliest-due ready message has been
 //! due, counted from its ADD if it was added already due; nil when none is
 //! ready) and `next-due-at` (Unix ms of the
@@ -60,6 +61,7 @@ pub fn fields(stats: &Stats, now: u64) -> Vec<(&'static str, RedisValue)> {
         ("ready", int(stats.ready)),
         ("inflight", int(stats.inflight)),
         ("dead", int(stats.dead)),
+        ("done", int(stats.done)),
     ];
     fields.extend(stats.counters.iter().map(|(c, v)| (c.name(), int(v))));
     let age = stats

@@ -1,8 +1,10 @@
-//! DQ.TOUCH queue id [LEASE ms] [ATTEMPT n]
+//! DQ.TOUCH queue id [LEASE ms] [ATTEMPT n] [PROGRESS value]
 //!
 //! Extends the lease of an in-flight message, for long jobs: the new
 //! deadline is now + LEASE (default: the queue's lease, else
-//! `dq.lease-ms`). ATTEMPT n extends only delivery `n`'s lease: when that
+//! `dq.lease-ms`). PROGRESS records the delivery's progress (any bytes, at
+//! most 64 KiB), which DQ.GET shows as `progress` until the next delivery
+//! of the id starts (and, once done, the last one reported). ATTEMPT n extends only delivery `n`'s lease: when that
 //! delivery is over (its lease ran out, or it was acknowledged or failed)
 //! or has not happened, the reply is a `STALE` error naming the delivery
 //! the message is at, and nothing changes. Reply: the new lease
@@ -13,9 +15,10 @@ use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
+use crate::core::limits::MAX_PROGRESS_LEN;
 use crate::core::queue::{check_delivery, Queue};
 use crate::grammar::args::{
-    lease_deadline, parse_attempt, parse_deadline, parse_lease, parse_queue_and_id,
+    is_keyword, lease_deadline, parse_attempt, parse_deadline, parse_lease, parse_queue_and_id,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
@@ -39,6 +42,7 @@ pub const COMMAND: Command = Command {
             Arg::string("id"),
             Arg::duration("lease").token("LEASE").optional(),
             Arg::integer("attempt").token("ATTEMPT").optional(),
+            Arg::string("progress").token("PROGRESS").optional(),
         ],
     },
     flags: "write fast",
@@ -55,6 +59,7 @@ pub struct Touch<'a> {
     pub id: &'a [u8],
     pub lease_ms: Option<u64>,
     pub attempt: Option<u32>,
+    pub progress: Option<&'a [u8]>,
 }
 
 /// Parses `queue id [LEASE ms] [ATTEMPT n]`, options in any order, each once.
@@ -65,12 +70,21 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Touch<'a>> {
         id,
         lease_ms: None,
         attempt: None,
+        progress: None,
     };
     while o.advance() {
         if let Some(value) = o.value("LEASE")? {
             touch.lease_ms = Some(parse_lease(value)?);
         } else if let Some(value) = o.value("ATTEMPT")? {
             touch.attempt = Some(parse_attempt(value)?);
+        } else if let Some(value) = o.value("PROGRESS")? {
+            if value.len() > MAX_PROGRESS_LEN {
+                return Err(DqError::TooLong {
+                    what: "PROGRESS",
+                    max: MAX_PROGRESS_LEN,
+                });
+            }
+            touch.progress = Some(value);
         } else {
             return Err(o.unknown());
         }
@@ -92,22 +106,39 @@ fn touch(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let Some(deadline) = queue.touch(t.id, deadline, t.attempt)? else {
         return Ok(RedisValue::Null);
     };
+    if let Some(progress) = t.progress {
+        queue.set_progress(t.id, progress);
+    }
     // The lease's length, resolved: the replica's settings may differ.
-    Apply::new(ctx, &args[1], now, settings::max_attempts(), "TOUCH")
-        .arg(&args[2])
-        .number(deadline)
-        .send();
+    let mut apply = Apply::new(ctx, &args[1], now, settings::max_attempts(), "TOUCH");
+    apply.arg(&args[2]).number(deadline);
+    if let Some(progress) = t.progress {
+        apply.bytes(b"PROGRESS").bytes(progress);
+    }
+    apply.send();
     key.announce(due_before);
     Ok(int(deadline))
 }
 
-/// Replays `TOUCH id lease-deadline`.
+/// Replays `TOUCH id lease-deadline [PROGRESS value]`.
 pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
-    let [id, deadline] = r.args else {
-        return Err(DqError::BadApply("TOUCH needs id and deadline".into()));
+    let (id, deadline, progress) = match r.args {
+        [id, deadline] => (id, deadline, None),
+        [id, deadline, keyword, value] if is_keyword(keyword, "PROGRESS") => {
+            (id, deadline, Some(*value))
+        }
+        _ => {
+            return Err(DqError::BadApply(
+                "TOUCH needs id, deadline and maybe PROGRESS value".into(),
+            ))
+        }
     };
     let deadline = parse_deadline(deadline)?;
-    queue.touch(id, deadline, None)?;
+    if queue.touch(id, deadline, None)?.is_some() {
+        if let Some(progress) = progress {
+            queue.set_progress(id, progress);
+        }
+    }
     Ok(())
 }
 

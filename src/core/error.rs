@@ -53,7 +53,7 @@ pub enum DqError {
     #[error("ERR the queue setting '{0}' holds an unreadable value; set it again with DQ.CONFIG")]
     BadQueueSetting(&'static str),
 
-    #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS, BACKOFF, RATE or MAXINFLIGHT")]
+    #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN or RETAINMAX")]
     UnknownField(String),
 
     #[error("WRONGTYPE key '{0}' holds the wrong kind of value: not a dq queue")]
@@ -111,7 +111,13 @@ pub type Result<T, E = DqError> = std::result::Result<T, E>;
 /// characters or invalid UTF-8 break the reply line.
 pub fn printable(bytes: &[u8]) -> String {
     // Byte-wise: an error reply must be ASCII, whatever the name holds.
-    bytes.escape_ascii().to_string()
+    // Long ones are cut, as Redis cuts an unknown command's name: an error
+    // that echoes a 5 KB argument helps nobody.
+    const SHOWN: usize = 256;
+    match bytes.len() {
+        0..=SHOWN => bytes.escape_ascii().to_string(),
+        n => format!("{}... ({n} bytes)", bytes[..SHOWN].escape_ascii()),
+    }
 }
 
 /// Why a NACK or TOUCH naming a delivery (ATTEMPT n) cannot act on it.

@@ -39,3 +39,12 @@ pub const MIN_EVERY_MS: u64 = 1000;
 
 /// Largest RATE limit: the delivery log holds at most this many entries.
 pub const MAX_RATE: u64 = 1_000_000;
+
+/// PROGRESS (TOUCH): what a consumer reports of a delivery under way.
+pub const MAX_PROGRESS_LEN: usize = 64 * 1024;
+
+/// A result (DONE): as long as a payload may be.
+pub const MAX_RESULT_LEN: usize = MAX_PAYLOAD;
+
+/// RETAINMAX: done messages a queue keeps at most (0: no cap).
+pub const MAX_RETAIN_MAX: u64 = MAX_TIME_MS;

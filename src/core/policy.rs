@@ -15,6 +15,8 @@ pub struct Settings {
     pub lease_ms: u64,
     pub max_attempts: u32,
     pub backoff: Backoff,
+    /// `dq.retain-ms`: how long a done message is kept (0: not kept).
+    pub retain_ms: u64,
 }
 
 impl Default for Settings {
@@ -23,6 +25,7 @@ impl Default for Settings {
             lease_ms: DEFAULT_LEASE_MS,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             backoff: Backoff::DEFAULT,
+            retain_ms: 0,
         }
     }
 }
@@ -37,6 +40,10 @@ pub struct QueueConfig {
     pub rate: Option<Rate>,
     /// MAXINFLIGHT: at most so many messages in flight at once.
     pub max_inflight: Option<u32>,
+    /// RETAIN: how long its done messages are kept (0: not kept).
+    pub retain_ms: Option<u64>,
+    /// RETAINMAX: at most so many done messages; the earliest finished go.
+    pub retain_max: Option<u64>,
 }
 
 /// Field names in the config hash, in DQ.CONFIG replies and (with `dq.`)
@@ -53,6 +60,8 @@ impl QueueConfig {
         backoff: None,
         rate: None,
         max_inflight: None,
+        retain_ms: None,
+        retain_max: None,
     };
 
     /// The hash fields to write: `None` removes the field.
@@ -90,6 +99,8 @@ impl QueueConfig {
             // flow control.
             rate: None,
             max_inflight: None,
+            retain_ms: None,
+            retain_max: None,
         })
     }
 
@@ -104,6 +115,7 @@ impl QueueConfig {
             lease_ms: pick(&self.lease_ms, &module.lease_ms),
             max_attempts: pick(&self.max_attempts, &module.max_attempts),
             backoff: pick(&self.backoff, &module.backoff),
+            retain_ms: pick(&self.retain_ms, &module.retain_ms),
         }
     }
 }
@@ -132,6 +144,7 @@ pub struct Policy {
     pub lease_ms: (u64, Source),
     pub max_attempts: (u32, Source),
     pub backoff: (Backoff, Source),
+    pub retain_ms: (u64, Source),
 }
 
 impl Policy {
@@ -140,6 +153,14 @@ impl Policy {
         match own {
             Some(n) => (n, Source::Message),
             None => self.max_attempts,
+        }
+    }
+
+    /// A message's own RETAIN, else the queue's or module's.
+    pub fn retain_or(&self, own: Option<u64>) -> (u64, Source) {
+        match own {
+            Some(ms) => (ms, Source::Message),
+            None => self.retain_ms,
         }
     }
 
@@ -169,6 +190,7 @@ mod tests {
             lease_ms: 5_000,
             max_attempts: 3,
             backoff: Backoff::Fixed(7),
+            retain_ms: 0,
         };
         let queue = QueueConfig {
             max_attempts: Some(9),

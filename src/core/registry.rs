@@ -21,7 +21,7 @@ use std::mem::size_of;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 /// Messages per state: delayed, ready, in flight, dead.
-pub type Counts = [u64; 4];
+pub type Counts = [u64; 5];
 
 /// A queue: its database and name.
 pub type QueueRef = (i32, Vec<u8>);
@@ -81,7 +81,7 @@ impl Registry {
         }
         let entry = Entry {
             name: name.into(),
-            counts: [0; 4],
+            counts: [0; 5],
             next_due: NEVER,
             db,
         };
@@ -277,12 +277,12 @@ mod tests {
     #[test]
     fn counts_and_totals_follow_updates_removals_and_clears() {
         let mut r = Registry::default();
-        r.set_counts(0, b"a", Some([1, 2, 3, 4]));
-        r.set_counts(0, b"b", Some([0, 0, 0, 0]));
-        r.set_counts(3, b"a", Some([10, 0, 0, 0]));
-        assert_eq!(r.totals(), (3, [11, 2, 3, 4]));
-        r.set_counts(0, b"a", Some([0, 1, 0, 0]));
-        assert_eq!(r.totals(), (3, [10, 1, 0, 0]));
+        r.set_counts(0, b"a", Some([1, 2, 3, 4, 5]));
+        r.set_counts(0, b"b", Some([0, 0, 0, 0, 0]));
+        r.set_counts(3, b"a", Some([10, 0, 0, 0, 0]));
+        assert_eq!(r.totals(), (3, [11, 2, 3, 4, 5]));
+        r.set_counts(0, b"a", Some([0, 1, 0, 0, 0]));
+        assert_eq!(r.totals(), (3, [10, 1, 0, 0, 0]));
         r.set_counts(0, b"b", None);
         assert_eq!(r.totals().0, 2);
         assert!(!r.knows(0, b"b"));
@@ -290,10 +290,10 @@ mod tests {
         names.sort();
         assert_eq!(names, [b"a".to_vec()]);
         r.clear(Some(3));
-        assert_eq!(r.totals(), (1, [0, 1, 0, 0]));
+        assert_eq!(r.totals(), (1, [0, 1, 0, 0, 0]));
         assert!(r.knows(0, b"a") && !r.knows(3, b"a"));
         r.clear(None);
-        assert_eq!(r.totals(), (0, [0; 4]));
+        assert_eq!(r.totals(), (0, [0; 5]));
     }
 
     #[test]
@@ -353,7 +353,11 @@ mod tests {
     fn handles_are_reused_and_names_found_after_churn() {
         let mut r = Registry::default();
         for i in 0..1000 {
-            r.set_counts(i % 4, format!("q{i}").as_bytes(), Some([i as u64, 0, 0, 0]));
+            r.set_counts(
+                i % 4,
+                format!("q{i}").as_bytes(),
+                Some([i as u64, 0, 0, 0, 0]),
+            );
             r.note_due(i % 4, format!("q{i}").as_bytes(), i as u64);
         }
         for i in (0..1000).step_by(2) {
@@ -362,7 +366,7 @@ mod tests {
         assert_eq!(r.totals().0, 500);
         assert_eq!(r.scheduled(), 500);
         for i in 0..1000 {
-            r.set_counts(7, format!("n{i}").as_bytes(), Some([1, 0, 0, 0]));
+            r.set_counts(7, format!("n{i}").as_bytes(), Some([1, 0, 0, 0, 0]));
         }
         assert!(r.entries.len() <= 1500, "freed handles are reused");
         for i in 0..1000 {

@@ -268,13 +268,19 @@ const COUNT_EXPECTED: &str = "an integer from 1 to 10000";
 /// A state name, as PEEK and PURGE take it.
 pub fn parse_state(arg: &[u8]) -> Result<crate::core::queue::State> {
     use crate::core::queue::State;
-    [State::Delayed, State::Ready, State::Inflight, State::Dead]
-        .into_iter()
-        .find(|s| is_keyword(arg, s.name()))
-        .ok_or(DqError::BadValue {
-            option: "state",
-            expected: "one of DELAYED, READY, INFLIGHT, DEAD",
-        })
+    [
+        State::Delayed,
+        State::Ready,
+        State::Inflight,
+        State::Dead,
+        State::Done,
+    ]
+    .into_iter()
+    .find(|s| is_keyword(arg, s.name()))
+    .ok_or(DqError::BadValue {
+        option: "state",
+        expected: "one of DELAYED, READY, INFLIGHT, DEAD, DONE",
+    })
 }
 
 /// `queue` alone (STATS, SCHEDULES, RESUME).

@@ -17,6 +17,7 @@ pub const STATE: Arg = Arg::one_of(
         Arg::pure_token("ready", "READY"),
         Arg::pure_token("inflight", "INFLIGHT"),
         Arg::pure_token("dead", "DEAD"),
+        Arg::pure_token("done", "DONE"),
     ],
 );
 

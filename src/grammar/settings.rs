@@ -1,6 +1,6 @@
 //! The module's load-time arguments (`loadmodule libdq.so lease-ms 5000
-//! backoff 15s,1m`): the start values of `dq.lease-ms`, `dq.max-attempts`
-//! and `dq.backoff`, with the bounds CONFIG SET enforces too.
+//! backoff 15s,1m`): the start values of `dq.lease-ms`, `dq.max-attempts`,
+//! `dq.backoff` and `dq.retain-ms`, with the bounds CONFIG SET enforces too.
 
 use crate::core::backoff::Backoff;
 use crate::core::error::{printable, DqError, Result};
@@ -10,6 +10,7 @@ use crate::grammar::args::parse_in_range;
 
 pub const LEASE_MS_RANGE: (i64, i64) = (1, MAX_TIME_MS as i64);
 pub const MAX_ATTEMPTS_RANGE: (i64, i64) = (1, i32::MAX as i64);
+pub const RETAIN_MS_RANGE: (i64, i64) = (0, MAX_TIME_MS as i64);
 
 /// The start values of the settings, from load arguments
 /// (`loadmodule libdq.so lease-ms 5000 backoff 15s,1m`) or the defaults.
@@ -18,6 +19,7 @@ pub struct LoadValues {
     pub lease_ms: i64,
     pub max_attempts: i64,
     pub backoff: String,
+    pub retain_ms: i64,
 }
 
 /// Reads load arguments: `name value` pairs naming a setting. Unknown
@@ -28,6 +30,7 @@ pub fn load_values(args: &[&[u8]]) -> Result<LoadValues> {
         lease_ms: DEFAULT_LEASE_MS as i64,
         max_attempts: DEFAULT_MAX_ATTEMPTS as i64,
         backoff: Backoff::DEFAULT.to_string(),
+        retain_ms: 0,
     };
     if !args.len().is_multiple_of(2) {
         return Err(DqError::MissingValue("the last load argument"));
@@ -45,6 +48,10 @@ pub fn load_values(args: &[&[u8]]) -> Result<LoadValues> {
                     parse_in_range("max-attempts", ATTEMPTS_EXPECTED, value, min, max)?;
             }
             b"backoff" => values.backoff = Backoff::parse(value)?.to_string(),
+            b"retain-ms" => {
+                let (min, max) = RETAIN_MS_RANGE;
+                values.retain_ms = parse_in_range("retain-ms", RETAIN_EXPECTED, value, min, max)?;
+            }
             _ => return Err(DqError::UnknownOption(printable(name))),
         }
     }
@@ -53,6 +60,8 @@ pub fn load_values(args: &[&[u8]]) -> Result<LoadValues> {
 
 const LEASE_EXPECTED: &str = "a positive integer number of milliseconds";
 const ATTEMPTS_EXPECTED: &str = "an integer from 1 to 2147483647";
+const RETAIN_EXPECTED: &str =
+    "a non-negative integer number of milliseconds (0: done messages are not kept)";
 
 #[cfg(test)]
 mod tests {

@@ -80,6 +80,7 @@ macro_rules! terms {
                 backoff: $v.backoff.as_ref().map(Into::into),
                 expire_at: $v.expire_at,
                 group: $v.group.as_deref().map(Into::into),
+                retain_ms: None,
             },
         }
     };

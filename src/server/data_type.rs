@@ -40,12 +40,12 @@ pub static QUEUE_TYPE: RedisType = RedisType::new(
         aux_save_triggers: 0,
         free_effort: Some(free_effort),
         unlink: None,
-        copy: Some(copy),
+        copy: None,
         defrag: None,
         mem_usage2: Some(mem_usage2),
         free_effort2: None,
-        unlink2: None,
-        copy2: None,
+        unlink2: Some(unlink),
+        copy2: Some(copy),
         aux_save2: None,
     },
 );
@@ -226,13 +226,42 @@ extern "C" fn free(value: *mut c_void) {
     }
 }
 
-extern "C" fn copy(
-    _from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
+/// The key leaves the keyspace: DEL, UNLINK, RENAME away, and also an
+/// overwrite by another command (SET, RESTORE REPLACE...), which sends no
+/// `del` event of its own. The value is still there; only its waiters are
+/// told it is gone.
+extern "C" fn unlink(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+    crate::server::guard::catch("unlink", || {
+        // SAFETY: the server passes a live option context for the call; the
+        // name it returns is a string it owns for the call.
+        let (db, name) = unsafe {
+            (
+                raw::RedisModule_GetDbIdFromOptCtx.unwrap()(ctx),
+                raw::RedisModule_GetKeyNameFromOptCtx.unwrap()(ctx),
+            )
+        };
+        if !name.is_null() {
+            let name = RedisString::string_as_slice(name.cast_mut());
+            crate::server::watch::unlinked(db, name);
+        }
+    });
+}
+
+extern "C" fn copy(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) -> *mut c_void {
     // SAFETY: see the module invariant.
     let queue = unsafe { queue(value) };
+    // SAFETY: the server passes a live option context for the call; the
+    // name it returns is a string it owns for the call.
+    let (from_db, to) = unsafe {
+        (
+            raw::RedisModule_GetDbIdFromOptCtx.unwrap()(ctx),
+            raw::RedisModule_GetToKeyNameFromOptCtx.unwrap()(ctx),
+        )
+    };
+    if !to.is_null() {
+        let to = RedisString::string_as_slice(to.cast_mut());
+        crate::server::keyspace::copying(from_db, to);
+    }
     // Through the codec: one path that is already checked to rebuild an
     // equal value.
     match crate::server::guard::catch("copy", || codec::copy(queue)) {

@@ -15,10 +15,11 @@ use redis_module::{raw, Context, RedisString};
 use crate::server::clock::now_ms;
 use crate::server::guard;
 use crate::server::key::{self, scan_queues};
-use crate::server::keyspace::{select_db, selected_db};
+use crate::server::keyspace::{restore_caller_db, select_db, selected_db};
 use crate::server::registry;
 use crate::server::serve::{self, defer_take_over, forget_take_overs, take_over};
 use crate::server::timer::{arm, is_master, read_role, set_serve, subscribe};
+use crate::server::watch;
 
 /// Queues kept in a retired layout, found while discovering. The server
 /// glue cannot import the importer (`legacy`, which builds on it), so the
@@ -115,7 +116,29 @@ extern "C" fn on_swapdb(
     _subevent: u64,
     _data: *mut c_void,
 ) {
-    guard::catch("swapdb", || discover(&Context::new(ctx)));
+    guard::catch("swapdb", || {
+        let ctx = Context::new(ctx);
+        discover(&ctx);
+        settle_watchers(&ctx);
+    });
+}
+
+/// Answers every waiting client from what its key holds now (after
+/// SWAPDB, which moves whole databases under them).
+fn settle_watchers(ctx: &Context) {
+    let original = selected_db(ctx);
+    for db in watch::watched_dbs() {
+        if !select_db(ctx, db) {
+            continue;
+        }
+        for name in watch::watched_in(db) {
+            let name = RedisString::create_from_slice(ctx.ctx, &name);
+            let handle = key::open_read(ctx, &name);
+            let queue = key::read(&handle, &name).ok().flatten();
+            watch::settle(db, name.as_slice(), queue);
+        }
+    }
+    select_db(ctx, original);
 }
 
 /// A key changed without a DQ command: DEL, UNLINK, EXPIRE, RENAME, MOVE,
@@ -152,16 +175,28 @@ fn key_event(
     let ctx = Context::new(ctx);
     let db = selected_db(&ctx);
     let name = RedisString::new(std::ptr::NonNull::new(ctx.ctx), key);
+    key_changed(&ctx, db, event, &name, arrived);
+    restore_caller_db(&ctx, event, name.as_slice());
+}
+
+fn key_changed(ctx: &Context, db: i32, event: &[u8], name: &RedisString, arrived: bool) {
     let now = now_ms();
     let (counts, next, missed) = if arrived {
-        let handle = key::open_read(&ctx, &name);
-        match key::read(&handle, &name) {
+        let handle = key::open_read(ctx, name);
+        match key::read(&handle, name) {
             Ok(Some(queue)) => (Some(queue.counts()), queue.next_due(), queue.runs_due(now)),
             _ => (None, None, false),
         }
     } else {
         (None, None, false)
     };
+    // A client waiting on the queue is answered from what the key now
+    // holds: nothing, when it left.
+    if watch::has_watchers(db, name.as_slice()) {
+        let handle = key::open_read(ctx, name);
+        let queue = key::read(&handle, name).ok().flatten();
+        watch::settle(db, name.as_slice(), queue);
+    }
     let name = name.as_slice();
     if counts.is_none() && !registry::with(|r| r.knows(db, name)) {
         return; // not a queue, and never was
@@ -175,7 +210,7 @@ fn key_event(
             defer_take_over((db, name.to_vec()), now);
         }
         registry::with(|r| r.set_due(db, name, next));
-        arm(&ctx);
+        arm(ctx);
     }
 }
 
@@ -192,6 +227,7 @@ extern "C" fn on_flush(
     let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
     let db = (info.dbnum >= 0).then_some(info.dbnum);
     guard::catch("flush", || {
+        watch::settle_flushed(db);
         registry::with(|r| r.clear(db));
         forget_take_overs(db);
         arm(&Context::new(ctx));

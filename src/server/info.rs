@@ -19,13 +19,14 @@ extern "C" fn dq_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_in
 }
 
 fn add_sections(ctx: *mut raw::RedisModuleInfoCtx) {
-    let (queues, [delayed, ready, inflight, dead]) = registry::with(|r| r.totals());
+    let (queues, [delayed, ready, inflight, dead, done]) = registry::with(|r| r.totals());
     raw::add_info_section(ctx, Some("queues"));
     raw::add_info_field_unsigned_long_long(ctx, "queues", queues as u64);
     raw::add_info_field_unsigned_long_long(ctx, "messages_delayed", delayed);
     raw::add_info_field_unsigned_long_long(ctx, "messages_ready", ready);
     raw::add_info_field_unsigned_long_long(ctx, "messages_inflight", inflight);
     raw::add_info_field_unsigned_long_long(ctx, "messages_dead", dead);
+    raw::add_info_field_unsigned_long_long(ctx, "messages_done", done);
 
     let report = timer::report();
     let work = report.work;

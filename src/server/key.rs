@@ -18,6 +18,7 @@ use crate::server::keyspace::{scan_keys, selected_db, signal_modified, signal_re
 use crate::server::registry;
 use crate::server::replication;
 use crate::server::timer;
+use crate::server::watch;
 
 fn wrong_type(name: &RedisString) -> DqError {
     DqError::WrongType(printable(name.as_slice()))
@@ -115,8 +116,7 @@ impl<'c> QueueKey<'c> {
         if let Some(old) = self.value.take() {
             guard::forget(old);
         }
-        self.key
-            .set_value(&QUEUE_TYPE, queue)
+        watch::replacing(|| self.key.set_value(&QUEUE_TYPE, queue))
             .map_err(|_| wrong_type(self.name))?;
         self.find()
     }
@@ -130,6 +130,7 @@ impl<'c> QueueKey<'c> {
             let counts = queue.counts();
             let db = selected_db(ctx);
             registry::with(|r| r.set_counts(db, name.as_slice(), Some(counts)));
+            watch::settle(db, name.as_slice(), Some(queue));
             // New limits may let blocked clients through.
             if registry::has_waiters(db, name.as_slice()) && queue.deliverable(now_ms()) {
                 signal_ready(ctx, name);
@@ -163,7 +164,8 @@ impl<'c> QueueKey<'c> {
         {
             signal_ready(ctx, name);
         }
-        registry::with(|r| r.set_counts(selected_db(ctx), name.as_slice(), Some(counts)));
+        registry::with(|r| r.set_counts(db, name.as_slice(), Some(counts)));
+        watch::settle(db, name.as_slice(), Some(queue));
         match due.filter(|&at| due_before.is_none_or(|before| at < before)) {
             Some(at) => timer::note_due(ctx, name.as_slice(), at),
             None => timer::poke(ctx),
@@ -183,6 +185,7 @@ pub fn recover(ctx: &Context, name: &RedisString, queue: &mut Queue) {
     if registry::has_waiters(db, name.as_slice()) && queue.deliverable(now_ms()) {
         signal_ready(ctx, name);
     }
+    watch::settle(db, name.as_slice(), Some(queue));
     match queue.next_due() {
         Some(at) => timer::note_due(ctx, name.as_slice(), at),
         None => timer::poke(ctx),

@@ -3,6 +3,7 @@
 //! Each is called on the main thread inside a callback whose `Context` is
 //! live.
 
+use std::cell::RefCell;
 use std::os::raw::c_void;
 
 use redis_module::{raw, Context, RedisString};
@@ -67,5 +68,44 @@ pub fn scan_keys(ctx: &Context, mut visit: impl FnMut(&[u8], Option<*mut raw::Re
         ) != 0
         {}
         raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
+    }
+}
+
+thread_local! {
+    /// The database to put the calling client back in, and the key whose
+    /// arrival in another database ends the command (see `restore_caller_db`).
+    static CALLER_DB: RefCell<Option<(i32, Vec<u8>)>> = const { RefCell::new(None) };
+}
+
+/// COPY of a queue from database `from_db` to the key `to`, maybe in
+/// another database: the `copy_to` event that follows puts the caller back.
+pub fn copying(from_db: i32, to: &[u8]) {
+    CALLER_DB.with(|c| *c.borrow_mut() = Some((from_db, to.to_vec())));
+}
+
+/// Valkey 8.1 runs keyspace-event subscribers on the calling client itself
+/// and selects the event's database on it without selecting the caller's
+/// back (valkey-io/valkey#4024): after MOVE or COPY ... DB n the client
+/// would go on in database n. The arrival event ends both commands, and
+/// the caller's database is known from `move_from` (MOVE) or the copy
+/// callback (COPY of a queue), so it is selected again there. On servers
+/// that run subscribers on a client of their own this selects on that
+/// client, which changes nothing. (COPY ... DB n of a key that is not a
+/// queue still moves the caller on those Valkey releases, as with any
+/// module that subscribes to generic events.)
+pub fn restore_caller_db(ctx: &Context, event: &[u8], name: &[u8]) {
+    match event {
+        b"move_from" => {
+            let db = selected_db(ctx);
+            CALLER_DB.with(|c| *c.borrow_mut() = Some((db, name.to_vec())));
+        }
+        b"move_to" | b"copy_to" => {
+            if let Some((db, key)) = CALLER_DB.with(|c| c.borrow_mut().take()) {
+                if key == name {
+                    select_db(ctx, db);
+                }
+            }
+        }
+        _ => {}
     }
 }

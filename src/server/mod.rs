@@ -35,3 +35,4 @@ pub mod reply;
 pub mod serve;
 pub mod settings;
 pub mod timer;
+pub mod watch;

@@ -1,4 +1,5 @@
-//! The module settings `dq.lease-ms`, `dq.max-attempts` and `dq.backoff`:
+//! The module settings `dq.lease-ms`, `dq.max-attempts`, `dq.backoff` and
+//! `dq.retain-ms`:
 //! given as load arguments (`loadmodule libdq.so lease-ms 5000`), read and
 //! changed with CONFIG GET / CONFIG SET. Redis checks the numeric bounds;
 //! the backoff is checked here, so a bad value is refused, never stored.
@@ -15,10 +16,11 @@ use redis_module::{raw, Context, RedisString};
 use crate::core::backoff::Backoff;
 use crate::core::policy::{Policy, Settings, DEFAULT_LEASE_MS, DEFAULT_MAX_ATTEMPTS};
 use crate::core::queue::Queue;
-use crate::grammar::settings::{LoadValues, LEASE_MS_RANGE, MAX_ATTEMPTS_RANGE};
+use crate::grammar::settings::{LoadValues, LEASE_MS_RANGE, MAX_ATTEMPTS_RANGE, RETAIN_MS_RANGE};
 
 pub static LEASE_MS: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS as i64);
 pub static MAX_ATTEMPTS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_ATTEMPTS as i64);
+pub static RETAIN_MS: AtomicI64 = AtomicI64::new(0);
 pub static BACKOFF: BackoffSetting = BackoffSetting(Mutex::new(Backoff::DEFAULT));
 
 pub struct BackoffSetting(Mutex<Backoff>);
@@ -118,6 +120,17 @@ pub fn register(ctx: &Context, start: &LoadValues) -> Result<(), String> {
         flags(),
         None,
     );
+    let (min, max) = RETAIN_MS_RANGE;
+    register_i64_configuration(
+        ctx,
+        "retain-ms",
+        &RETAIN_MS,
+        start.retain_ms,
+        min,
+        max,
+        flags(),
+        None,
+    );
     let default = CString::new(start.backoff.as_str()).map_err(|e| e.to_string())?;
     // SAFETY: OnLoad; Redis copies the name and the default.
     let registered = unsafe {
@@ -153,6 +166,12 @@ pub fn max_attempts() -> u32 {
     u32::try_from(MAX_ATTEMPTS.load(Ordering::Relaxed)).unwrap_or(DEFAULT_MAX_ATTEMPTS)
 }
 
+/// `dq.retain-ms` now: how long a done message is kept when neither it nor
+/// its queue says (what ACK and DONE propagate, for a replica's to differ).
+pub fn retain_ms() -> u64 {
+    u64::try_from(RETAIN_MS.load(Ordering::Relaxed)).unwrap_or(0)
+}
+
 /// The lease a POP or TOUCH gives: its LEASE, else the queue's, else
 /// `dq.lease-ms` (without resolving the rest of the policy).
 pub fn lease_for(queue: &Queue, given: Option<u64>) -> u64 {
@@ -172,6 +191,7 @@ pub fn current() -> Settings {
         lease_ms: u64::try_from(lease).unwrap_or(DEFAULT_LEASE_MS),
         max_attempts: u32::try_from(attempts).unwrap_or(DEFAULT_MAX_ATTEMPTS),
         backoff: BACKOFF.current(),
+        retain_ms: retain_ms(),
     }
 }
 

@@ -155,11 +155,12 @@ pub fn digest(con: &mut redis::Connection) -> String {
 /// then the lifetime counts. The module's tests check the reply against
 /// this list, and a client's parser can be fed it, so that the two agree
 /// on one order.
-pub const STATS_COUNTERS: [&str; 16] = [
+pub const STATS_COUNTERS: [&str; 18] = [
     "delayed",
     "ready",
     "inflight",
     "dead",
+    "done",
     "added",
     "delivered",
     "acked",
@@ -172,6 +173,7 @@ pub const STATS_COUNTERS: [&str; 16] = [
     "cancelled",
     "purged",
     "throttled",
+    "dropped",
 ];
 
 /// The field names of a record reply (DQ.GET, DQ.STATS, DQ.CONFIG), in

@@ -20,6 +20,12 @@
 //!   is there, so a LOAD in an AOF, which has no encver, reads both
 //!   versions; a queue using none of it is written as version 1 wrote it,
 //!   but for its counters.
+//! - 3: the header's 0x20 bit says a second mask follows (a varint) for
+//!   round 4's settings: RETAIN (bit 0) and RETAINMAX (bit 1); records may
+//!   be `done` (state 5: finished at their lease field, dropped at their
+//!   due time), with a result (record bit 0x10) and a PROGRESS (0x08), and
+//!   a message's own RETAIN (options bit 0x10). Again a value using none
+//!   of it is written as version 2 wrote it.
 
 use super::{
     Counter, Death, DeathReason, Flow, Options, Queue, Rare, Record, State, Terms, Version,
@@ -27,23 +33,34 @@ use super::{
 use crate::core::backoff::Backoff;
 use crate::core::flow::{DeliveryLog, Rate};
 use crate::core::limits::{
-    MAX_CRON_LEN, MAX_ID_LEN, MAX_PAYLOAD, MAX_RATE, MAX_SCHEDULE_NAME_LEN, MAX_STEPS, MAX_TIME_MS,
-    MIN_EVERY_MS,
+    MAX_CRON_LEN, MAX_ID_LEN, MAX_PAYLOAD, MAX_PROGRESS_LEN, MAX_RATE, MAX_RETAIN_MAX,
+    MAX_SCHEDULE_NAME_LEN, MAX_STEPS, MAX_TIME_MS, MIN_EVERY_MS,
 };
 use crate::core::policy::QueueConfig;
 use crate::core::schedule::{Missed, Overlap, Schedule, Spec, Template};
 
 /// The encoding this build writes.
-pub const ENCODING_VERSION: i32 = 2;
+pub const ENCODING_VERSION: i32 = 3;
 
 /// Every encoding this build reads.
-pub const READABLE_VERSIONS: [i32; 2] = [1, 2];
+pub const READABLE_VERSIONS: [i32; 3] = [1, 2, 3];
 
-/// Header bits: RATE, MAXINFLIGHT, the flow state, the schedules.
+/// Header bits: RATE, MAXINFLIGHT, the second mask, the flow state, the
+/// schedules.
 const HAS_RATE: u8 = 0x08;
 const HAS_MAX_INFLIGHT: u8 = 0x10;
+const HAS_MORE: u8 = 0x20;
 const HAS_FLOW: u8 = 0x40;
 const HAS_SCHEDULES: u8 = 0x80;
+
+/// Second-mask bits (version 3).
+const MORE_RETAIN: u64 = 0x01;
+const MORE_RETAIN_MAX: u64 = 0x02;
+const MORE_KNOWN: u64 = MORE_RETAIN | MORE_RETAIN_MAX;
+
+/// Record bits beyond a death, an error and a replacement (version 3).
+const RECORD_PROGRESS: u8 = 0x08;
+const RECORD_RESULT: u8 = 0x10;
 
 /// Records are emitted in chunks of about this many bytes (one record may
 /// make a chunk larger).
@@ -108,11 +125,15 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     let flow = queue.flow();
     let has_flow = !flow.is_empty();
     let bit = |present: bool, bit: u8| if present { bit } else { 0 };
+    let more_bit = |present: bool, bit: u64| if present { bit } else { 0 };
+    let more = more_bit(config.retain_ms.is_some(), MORE_RETAIN)
+        | more_bit(config.retain_max.is_some(), MORE_RETAIN_MAX);
     let mask = u8::from(config.lease_ms.is_some())
         | u8::from(config.max_attempts.is_some()) << 1
         | u8::from(config.backoff.is_some()) << 2
         | bit(config.rate.is_some(), HAS_RATE)
         | bit(config.max_inflight.is_some(), HAS_MAX_INFLIGHT)
+        | bit(more != 0, HAS_MORE)
         | bit(has_flow, HAS_FLOW)
         | bit(has_schedules, HAS_SCHEDULES);
     out.push(mask);
@@ -131,6 +152,12 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     }
     if let Some(n) = config.max_inflight {
         put_uint(&mut out, n.into());
+    }
+    if more != 0 {
+        put_uint(&mut out, more);
+        for v in [config.retain_ms, config.retain_max].into_iter().flatten() {
+            put_uint(&mut out, v);
+        }
     }
     put_uint(&mut out, Counter::ALL.len() as u64);
     for value in queue.counters().0 {
@@ -219,7 +246,8 @@ fn put_options(out: &mut Vec<u8>, o: &Options) {
     let mask = u8::from(o.max_attempts.is_some())
         | u8::from(o.backoff.is_some()) << 1
         | u8::from(o.expire_at.is_some()) << 2
-        | u8::from(o.group.is_some()) << 3;
+        | u8::from(o.group.is_some()) << 3
+        | u8::from(o.retain_ms.is_some()) << 4;
     out.push(mask);
     if let Some(n) = o.max_attempts {
         put_uint(out, n.into());
@@ -232,6 +260,9 @@ fn put_options(out: &mut Vec<u8>, o: &Options) {
     }
     if let Some(g) = &o.group {
         put_bytes(out, g);
+    }
+    if let Some(ms) = o.retain_ms {
+        put_uint(out, ms);
     }
 }
 
@@ -256,6 +287,7 @@ const NO_OPTIONS: Options = Options {
     backoff: None,
     expire_at: None,
     group: None,
+    retain_ms: None,
 };
 
 /// Appends one record: its delivery fields, id and payload, its terms, and
@@ -271,14 +303,26 @@ pub fn put_record(out: &mut Vec<u8>, r: &Record) {
     let extra = r.extra();
     let options = extra.map_or(&NO_OPTIONS, |e| &e.options);
     put_terms(out, r.priority, r.seq, r.due_at, r.added_at, options);
-    let (death, last_error, replacement) = match extra {
-        Some(e) => (e.death, e.last_error.as_deref(), e.replacement.as_deref()),
-        None => (None, None, None),
+    let (death, last_error, replacement, progress) = match extra {
+        Some(e) => (
+            e.death,
+            e.last_error.as_deref(),
+            e.replacement.as_deref(),
+            e.progress.as_deref(),
+        ),
+        None => (None, None, None, None),
     };
+    let result = r.result();
     out.push(
         u8::from(death.is_some())
             | u8::from(last_error.is_some()) << 1
-            | u8::from(replacement.is_some()) << 2,
+            | u8::from(replacement.is_some()) << 2
+            | if progress.is_some() {
+                RECORD_PROGRESS
+            } else {
+                0
+            }
+            | if result.is_some() { RECORD_RESULT } else { 0 },
     );
     if let Some(d) = death {
         out.push(d.reason as u8);
@@ -291,6 +335,12 @@ pub fn put_record(out: &mut Vec<u8>, r: &Record) {
         let t = &v.terms;
         put_terms(out, t.priority, t.seq, t.due_at, t.added_at, &t.options);
         put_bytes(out, &v.payload);
+    }
+    if let Some(p) = progress {
+        put_bytes(out, p);
+    }
+    if let Some(r) = result {
+        put_bytes(out, r);
     }
 }
 
@@ -420,7 +470,7 @@ impl<'a> Reader<'a> {
 
     fn options(&mut self) -> Decoded<Options> {
         let mask = self.byte("options")?;
-        if mask & !0x0f != 0 {
+        if mask & !0x1f != 0 {
             return Err(bad("unknown options"));
         }
         Ok(Options {
@@ -430,6 +480,7 @@ impl<'a> Reader<'a> {
             group: (mask & 8 != 0)
                 .then(|| self.name("group").map(Into::into))
                 .transpose()?,
+            retain_ms: (mask & 16 != 0).then(|| self.time("RETAIN")).transpose()?,
         })
     }
 
@@ -534,7 +585,7 @@ impl<'a> Reader<'a> {
         record.attempt_base = attempt_base;
         record.lease_deadline = lease_deadline;
         let mask = self.byte("record fields")?;
-        if mask & !0x07 != 0 {
+        if mask & !0x1f != 0 {
             return Err(bad("unknown record fields"));
         }
         let death = if mask & 1 != 0 {
@@ -556,12 +607,29 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
-        if mask != 0 {
+        let progress = (mask & RECORD_PROGRESS != 0)
+            .then(|| self.bytes("progress", MAX_PROGRESS_LEN).map(Into::into))
+            .transpose()?;
+        let result = (mask & RECORD_RESULT != 0)
+            .then(|| self.bytes("result", MAX_PAYLOAD))
+            .transpose()?;
+        if mask & 0x0f != 0 {
             record.update_extra(|e| {
                 e.death = death;
                 e.last_error = last_error;
                 e.replacement = replacement;
+                e.progress = progress;
             });
+        }
+        match (state, result) {
+            // Done: finished at its lease field, dropped at its due time.
+            (State::Done, result) => {
+                let (finished, drop_at) = (record.lease_deadline, record.due_at);
+                record.state = State::Delayed;
+                record.finish(finished, drop_at, result);
+            }
+            (_, Some(_)) => return Err(bad("a result on a message that is not done")),
+            (_, None) => {}
         }
         Ok(record)
     }
@@ -578,9 +646,6 @@ impl Loader {
     pub fn new(header: &[u8]) -> Decoded<Loader> {
         let mut r = Reader { bytes: header };
         let mask = r.byte("settings")?;
-        if mask & 0x20 != 0 {
-            return Err(bad("unknown settings"));
-        }
         let lease_ms = match mask & 1 != 0 {
             true => match r.time("lease")? {
                 0 => return Err(bad("lease is 0")),
@@ -607,6 +672,19 @@ impl Loader {
             return Err(bad("MAXINFLIGHT is 0"));
         }
         let max_inflight = max_inflight.map(|n| n as u32);
+        let (mut retain_ms, mut retain_max) = (None, None);
+        if mask & HAS_MORE != 0 {
+            let more = r.uint("more settings")?;
+            if more == 0 || more & !MORE_KNOWN != 0 {
+                return Err(bad("unknown settings"));
+            }
+            if more & MORE_RETAIN != 0 {
+                retain_ms = Some(r.time("RETAIN")?);
+            }
+            if more & MORE_RETAIN_MAX != 0 {
+                retain_max = Some(r.bounded("RETAINMAX", MAX_RETAIN_MAX)?);
+            }
+        }
         // Older encodings have fewer counters: the rest start at 0.
         let n = r.uint("counter count")?;
         if n > Counter::ALL.len() as u64 {
@@ -658,6 +736,8 @@ impl Loader {
             backoff,
             rate,
             max_inflight,
+            retain_ms,
+            retain_max,
         });
         queue.restore_flow(flow);
         for (name, schedule) in schedules {

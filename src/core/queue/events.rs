@@ -20,10 +20,12 @@ pub enum Counter {
     /// POPs that delivered fewer than they asked (and than were ready)
     /// because of a pause, RATE or MAXINFLIGHT.
     Throttled,
+    /// Done messages let go: their retention ran out, or RETAINMAX.
+    Dropped,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 12] = [
+    pub const ALL: [Counter; 13] = [
         Counter::Added,
         Counter::Delivered,
         Counter::Acked,
@@ -36,6 +38,7 @@ impl Counter {
         Counter::Cancelled,
         Counter::Purged,
         Counter::Throttled,
+        Counter::Dropped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,6 +55,7 @@ impl Counter {
             Counter::Cancelled => "cancelled",
             Counter::Purged => "purged",
             Counter::Throttled => "throttled",
+            Counter::Dropped => "dropped",
         }
     }
 }
@@ -74,10 +78,14 @@ pub enum Event {
     Unschedule,
     Pause,
     Resume,
+    /// DQ.DONE ended deliveries with results.
+    Done,
+    /// Done messages were let go (retention, RETAINMAX).
+    Dropped,
 }
 
 impl Event {
-    pub const ALL: [Event; 15] = [
+    pub const ALL: [Event; 17] = [
         Event::Add,
         Event::Ready,
         Event::Pop,
@@ -93,6 +101,8 @@ impl Event {
         Event::Unschedule,
         Event::Pause,
         Event::Resume,
+        Event::Done,
+        Event::Dropped,
     ];
 
     /// The event name, NUL-terminated for the notification API.
@@ -113,6 +123,8 @@ impl Event {
             Event::Unschedule => c"dq.unschedule",
             Event::Pause => c"dq.pause",
             Event::Resume => c"dq.resume",
+            Event::Done => c"dq.done",
+            Event::Dropped => c"dq.dropped",
         }
     }
 }
@@ -120,15 +132,15 @@ impl Event {
 /// The kinds of transition one command or tick made: each is announced
 /// once, however many messages it moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Events(u16);
+pub struct Events(u32);
 
 impl Events {
     pub fn add(&mut self, event: Event) {
-        self.0 |= 1 << event as u16;
+        self.0 |= 1 << event as u32;
     }
 
     pub fn contains(self, event: Event) -> bool {
-        self.0 & (1 << event as u16) != 0
+        self.0 & (1 << event as u32) != 0
     }
 
     pub fn is_empty(self) -> bool {

@@ -97,6 +97,9 @@ pub struct AddRequest<'a> {
     pub expire_at: Option<u64>,
     /// ADD's GROUP: at most one message of a group is out at a time.
     pub group: Option<&'a [u8]>,
+    /// ADD's RETAIN: how long it is kept once done; `None` follows the
+    /// queue and module.
+    pub retain_ms: Option<u64>,
 }
 
 /// One message handed to a consumer by POP.
@@ -123,6 +126,19 @@ pub struct Placed {
     pub due_at: u64,
 }
 
+/// What DQ.WAIT replies for an id: its outcome, or that it has none yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// Still to run, running, or to be retried.
+    Pending,
+    /// Finished and retained, with its result (`None` after a plain ACK).
+    Done(Option<&'a [u8]>),
+    /// Dead, with its last error, if any.
+    Dead(Option<&'a [u8]>),
+    /// The queue holds no such id.
+    Gone,
+}
+
 /// Which dead messages REDRIVE moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redrive<'a> {
@@ -137,6 +153,8 @@ pub struct Stats {
     pub ready: u64,
     pub inflight: u64,
     pub dead: u64,
+    /// Done messages kept for their retention.
+    pub done: u64,
     pub counters: Counters,
     /// Since when the earliest-due ready message has been waiting.
     pub oldest_ready_since: Option<u64>,
@@ -218,6 +236,9 @@ pub struct Queue {
 #[derive(Default)]
 struct Rare {
     dead: SortedIndex<TimeKey>,
+    /// Done messages kept for their retention, by when they finished (the
+    /// order RETAINMAX drops them in).
+    done: SortedIndex<TimeKey>,
     expiry: SortedIndex<TimeKey>,
     /// Ordered, so that PEEK and SCAN list waiting messages the same way
     /// on every server.
@@ -235,6 +256,7 @@ struct Rare {
 /// What a queue without rare parts reads.
 static NO_RARE: Rare = Rare {
     dead: SortedIndex::new(),
+    done: SortedIndex::new(),
     expiry: SortedIndex::new(),
     groups: BTreeMap::new(),
     waiting_len: 0,
@@ -259,6 +281,7 @@ impl Rare {
     fn tidy(rare: &mut Option<Box<Rare>>) {
         if rare.as_deref().is_some_and(|r| {
             r.dead.len() == 0
+                && r.done.len() == 0
                 && r.expiry.len() == 0
                 && r.groups.is_empty()
                 && r.config == QueueConfig::NONE
@@ -336,9 +359,11 @@ impl Queue {
         &Rare::of(&self.rare).config
     }
 
+    /// A lower RETAINMAX drops the excess done messages at once.
     pub fn set_config(&mut self, config: QueueConfig) {
         Rare::make(&mut self.rare).config = config;
         self.fit_log_to_rate();
+        self.trim_done();
         Rare::tidy(&mut self.rare);
     }
 
@@ -362,13 +387,14 @@ impl Queue {
     }
 
     /// Messages per reported state: delayed (with those waiting for their
-    /// group), ready, in flight, dead.
-    pub fn counts(&self) -> [u64; 4] {
+    /// group), ready, in flight, dead, done.
+    pub fn counts(&self) -> [u64; 5] {
         [
             (self.delayed.len() + Rare::of(&self.rare).waiting_len) as u64,
             self.ready.len() as u64,
             self.inflight.len() as u64,
             Rare::of(&self.rare).dead.len() as u64,
+            Rare::of(&self.rare).done.len() as u64,
         ]
     }
 
@@ -404,6 +430,7 @@ impl Queue {
                 backoff: req.backoff.clone(),
                 expire_at: req.expire_at,
                 group: req.group.map(Into::into),
+                retain_ms: req.retain_ms,
             },
         };
         match existing {
@@ -485,6 +512,11 @@ impl Queue {
     fn lease(&mut self, slot: Slot, lease_deadline: u64) -> Delivery {
         self.unindex(slot);
         let record = self.messages.at_mut(slot);
+        // A new delivery starts: the last one's PROGRESS no longer says
+        // anything.
+        if record.progress().is_some() {
+            record.update_extra(|e| e.progress = None);
+        }
         record.state = State::Inflight;
         record.attempt = record.attempt.saturating_add(1);
         record.lease_deadline = lease_deadline;
@@ -504,33 +536,133 @@ impl Queue {
         }
     }
 
-    /// Ends deliveries successfully. Returns how many of the ids were in
-    /// flight.
-    pub fn ack(&mut self, now: u64, ids: &[&[u8]]) -> u64 {
-        let inflight: Vec<Slot> = distinct(ids)
-            .into_iter()
-            .filter_map(|id| self.messages.find(id))
-            .filter(|&slot| self.messages.at(slot).state == State::Inflight)
+    /// ACK: the deliveries of `ids` ended well (see [`Queue::finish`]).
+    /// Returns how many were in flight.
+    pub fn ack(&mut self, now: u64, ids: &[&[u8]], module_retain_ms: u64) -> u64 {
+        let count = self.finish(now, ids.iter().map(|&id| (id, None)), module_retain_ms);
+        if count > 0 {
+            self.events.add(Event::Ack);
+        }
+        count
+    }
+
+    /// DONE: as ACK, keeping each message's result while it is retained.
+    pub fn done(&mut self, now: u64, results: &[(&[u8], &[u8])], module_retain_ms: u64) -> u64 {
+        let items = results.iter().map(|&(id, result)| (id, Some(result)));
+        let count = self.finish(now, items, module_retain_ms);
+        if count > 0 {
+            self.events.add(Event::Done);
+        }
+        count
+    }
+
+    /// Ends the in-flight deliveries named (each id once: the first time
+    /// it is named). A newer version added meanwhile takes the message's
+    /// place, as attempt 1 of its budget; else the message is kept as
+    /// done, with its result, for its retention — its own RETAIN, else the
+    /// queue's, else `module_retain_ms` — or deleted when that is 0 (the
+    /// default). Then RETAINMAX is enforced. Returns how many ended.
+    /// (ACK and DONE, and their replays.)
+    pub fn finish<'a>(
+        &mut self,
+        now: u64,
+        items: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+        module_retain_ms: u64,
+    ) -> u64 {
+        let mut seen = HashSet::new();
+        let inflight: Vec<(Slot, Option<&[u8]>)> = items
+            .filter(|(id, _)| seen.insert(*id))
+            .filter_map(|(id, result)| self.messages.find(id).map(|slot| (slot, result)))
+            .filter(|&(slot, _)| self.messages.at(slot).state == State::Inflight)
             .collect();
-        for &slot in &inflight {
+        for &(slot, result) in &inflight {
             self.unindex(slot);
             fault::point("ack:batch");
             self.release_group(slot, now);
-            match self.take_replacement(slot) {
-                Some(newer) => {
-                    self.install(slot, now, &newer.payload, newer.terms);
-                }
-                None => {
+            if let Some(newer) = self.take_replacement(slot) {
+                self.install(slot, now, &newer.payload, newer.terms);
+                continue;
+            }
+            match self.retention(slot, module_retain_ms) {
+                0 => {
                     self.messages.remove(slot);
+                }
+                retain => {
+                    let drop_at = now.saturating_add(retain).min(MAX_TIME_MS);
+                    self.messages
+                        .replace_data(slot, |r| r.finish(now, drop_at, result));
+                    self.index(slot);
                 }
             }
         }
         let count = inflight.len() as u64;
         if count > 0 {
             self.counters.bump(Counter::Acked, count);
-            self.events.add(Event::Ack);
+            self.trim_done();
         }
         count
+    }
+
+    /// How long a message is kept once done: its own RETAIN, else the
+    /// queue's, else the module's.
+    fn retention(&self, slot: Slot, module_retain_ms: u64) -> u64 {
+        self.messages
+            .at(slot)
+            .retain_ms()
+            .or(self.config().retain_ms)
+            .unwrap_or(module_retain_ms)
+    }
+
+    /// Drops the earliest finished done messages beyond RETAINMAX.
+    fn trim_done(&mut self) {
+        let Some(max) = self.config().retain_max else {
+            return;
+        };
+        let mut dropped = 0;
+        while Rare::of(&self.rare).done.len() as u64 > max {
+            let Some(&(.., slot)) = Rare::of(&self.rare).done.first() else {
+                break;
+            };
+            self.unindex(slot);
+            self.messages.remove(slot);
+            dropped += 1;
+        }
+        self.count_dropped(dropped);
+    }
+
+    fn count_dropped(&mut self, dropped: u64) {
+        if dropped > 0 {
+            self.counters.bump(Counter::Dropped, dropped);
+            self.events.add(Event::Dropped);
+        }
+    }
+
+    /// A done message's outcome, or where a message stands: what DQ.WAIT
+    /// replies.
+    pub fn outcome(&self, id: &[u8]) -> Outcome<'_> {
+        match self.get(id) {
+            None => Outcome::Gone,
+            Some(r) if r.state == State::Done => Outcome::Done(r.result()),
+            Some(r) if r.state == State::Dead => Outcome::Dead(r.last_error()),
+            Some(_) => Outcome::Pending,
+        }
+    }
+
+    /// Records PROGRESS on an in-flight message (its delivery already
+    /// checked by TOUCH): kept until its next delivery starts. Returns
+    /// whether the message was in flight.
+    pub fn set_progress(&mut self, id: &[u8], value: &[u8]) -> bool {
+        let Some(slot) = self.messages.find(id) else {
+            return false;
+        };
+        if self.messages.at(slot).state != State::Inflight {
+            return false;
+        }
+        self.messages
+            .at_mut(slot)
+            .update_extra(|e| e.progress = Some(value.into()));
+        self.events.add(Event::Touch);
+        true
     }
 
     /// Deletes messages in any state. Returns how many existed.
@@ -779,6 +911,7 @@ impl Queue {
             State::Ready => Box::new(self.ready.iter().map(|k| k.3)),
             State::Inflight => Box::new(self.inflight.iter().map(|k| k.2)),
             State::Dead => Box::new(Rare::of(&self.rare).dead.iter().map(|k| k.2)),
+            State::Done => Box::new(Rare::of(&self.rare).done.iter().map(|k| k.2)),
         }
     }
 
@@ -878,6 +1011,13 @@ impl Queue {
                 break;
             }
             self.unindex(slot);
+            if self.messages.at(slot).state == State::Done {
+                // Its retention ran out.
+                self.messages.remove(slot);
+                self.count_dropped(1);
+                ended += 1;
+                continue;
+            }
             match self.take_replacement(slot) {
                 Some(newer) => {
                     self.release_group(slot, now);
@@ -949,12 +1089,13 @@ impl Queue {
                 .ready
                 .first_after(&(Reverse(priority), u64::MAX, u64::MAX, Slot::MAX));
         }
-        let [delayed, ready, inflight, dead] = self.counts();
+        let [delayed, ready, inflight, dead, done] = self.counts();
         Stats {
             delayed,
             ready,
             inflight,
             dead,
+            done,
             counters: self.counters,
             oldest_ready_since,
             next_due_at: self.delayed.first().map(|k| k.0),
@@ -1109,6 +1250,12 @@ impl Queue {
                 let died = record.death().map_or(0, |d| d.at);
                 Rare::make(&mut self.rare).dead.remove(&(died, seq, slot));
             }
+            State::Done => {
+                let finished = record.lease_deadline;
+                Rare::make(&mut self.rare)
+                    .done
+                    .remove(&(finished, seq, slot));
+            }
             State::Waiting => {
                 let name = record.group().unwrap_or_default();
                 // A line left empty keeps its group until `hand_on`
@@ -1144,6 +1291,12 @@ impl Queue {
             State::Dead => {
                 let died = record.death().map_or(0, |d| d.at);
                 Rare::make(&mut self.rare).dead.insert((died, seq, slot));
+            }
+            State::Done => {
+                let finished = record.lease_deadline;
+                Rare::make(&mut self.rare)
+                    .done
+                    .insert((finished, seq, slot));
             }
             State::Waiting => {
                 let name: Box<[u8]> = record.group().unwrap_or_default().into();
@@ -1249,6 +1402,11 @@ impl Queue {
                 State::Dead => record
                     .death()
                     .is_some_and(|d| Rare::of(&self.rare).dead.contains(&(d.at, seq, slot))),
+                State::Done => {
+                    Rare::of(&self.rare)
+                        .done
+                        .contains(&(record.lease_deadline, seq, slot))
+                }
                 State::Waiting => record.group().is_some_and(|g| {
                     Rare::of(&self.rare)
                         .groups
@@ -1259,8 +1417,13 @@ impl Queue {
             if !indexed {
                 return fail(&format!("is not indexed as {:?}", record.state));
             }
-            if (record.state == State::Inflight) != (record.lease_deadline != 0) {
+            if record.state != State::Done
+                && (record.state == State::Inflight) != (record.lease_deadline != 0)
+            {
                 return fail("has a stray lease");
+            }
+            if record.state == State::Done && (record.holds_group || record.death().is_some()) {
+                return fail("is done but holds a group or a death");
             }
             if (record.state == State::Dead) != record.death().is_some() {
                 return fail("has a stray death");
@@ -1313,6 +1476,7 @@ impl Queue {
             + self.ready.len()
             + self.inflight.len()
             + Rare::of(&self.rare).dead.len()
+            + Rare::of(&self.rare).done.len()
             + waiting;
         if indexed != self.messages.len() || waiting != Rare::of(&self.rare).waiting_len {
             return Err(format!(

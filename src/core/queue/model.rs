@@ -97,6 +97,60 @@ struct Model {
     /// Each schedule's LIMIT and END as last set, and the run times made.
     bounds: HashMap<Vec<u8>, (Option<u64>, Option<u64>)>,
     made: HashSet<(Vec<u8>, u64)>,
+    /// `dq.retain-ms` of this run: ACK and DONE propagate it.
+    module_retain: u64,
+    /// Each done message's outcome, as ACK (None) or DONE left it.
+    results: HashMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl Model {
+    /// ACK (`results` None) or DONE of `items` on `main`, and what it
+    /// propagates: `ACK id...` when the module keeps nothing, else `DONE
+    /// retain id tagged-result...`.
+    fn finish(&mut self, items: &[(Vec<u8>, Option<Vec<u8>>)], is_done: bool) {
+        let now = self.now;
+        let retain = self.module_retain;
+        let done_before: HashSet<Vec<u8>> = done_ids(&self.main.q);
+        let count = if is_done {
+            let results: Vec<(&[u8], &[u8])> = items
+                .iter()
+                .map(|(id, r)| (&id[..], r.as_deref().unwrap_or_default()))
+                .collect();
+            self.main.q.done(now, &results, retain)
+        } else {
+            let ids: Vec<&[u8]> = items.iter().map(|(id, _)| &id[..]).collect();
+            self.main.q.ack(now, &ids, retain)
+        };
+        if count == 0 {
+            return;
+        }
+        if !is_done && retain == 0 {
+            let ids: Vec<&[u8]> = items.iter().map(|(id, _)| &id[..]).collect();
+            self.main.shadow.ack(now, &ids, 0);
+        } else {
+            let tagged = items.iter().map(|(id, r)| (&id[..], r.as_deref()));
+            self.main.shadow.finish(now, tagged, retain);
+        }
+        // What each newly done message must answer while it stays done (the
+        // first naming of an id is the one that counts).
+        let mut named = HashSet::new();
+        for (id, result) in items {
+            if !named.insert(id.clone()) || done_before.contains(id) {
+                continue;
+            }
+            if self.main.q.get(id).is_some_and(|r| r.state == State::Done) {
+                self.results.insert(id.clone(), result.clone());
+            }
+        }
+    }
+}
+
+fn done_ids(q: &Queue) -> HashSet<Vec<u8>> {
+    q.messages
+        .iter()
+        .filter(|(_, r)| r.state == State::Done)
+        .map(|(_, r)| r.id().to_vec())
+        .collect()
 }
 
 impl Model {
@@ -268,6 +322,12 @@ fn run(seed: u64, steps: usize) -> usize {
         attempts: HashMap::new(),
         bounds: HashMap::new(),
         made: HashSet::new(),
+        module_retain: if seed.is_multiple_of(3) {
+            0
+        } else {
+            100 + seed * 37 % 2_000
+        },
+        results: HashMap::new(),
     };
     for step in 0..steps {
         m.step = step;
@@ -287,6 +347,10 @@ fn run(seed: u64, steps: usize) -> usize {
             .flat_map(|q| q.messages.iter().map(|(_, r)| r.id().to_vec()))
             .collect();
         let mut may_leave: HashSet<Vec<u8>> = HashSet::new();
+        // Done messages leave only by retention (a tick), RETAINMAX (a
+        // finish or a config change), CANCEL, PURGE or a new version.
+        let mut may_leave_done: HashSet<Vec<u8>> = HashSet::new();
+        let done_before = done_ids(&m.main.q);
         let mut runs: Vec<Runs> = Vec::new();
         let p = policy_of(&m.main.q);
         let op = next(21);
@@ -325,6 +389,10 @@ fn run(seed: u64, steps: usize) -> usize {
                 if next(5) == 0 {
                     req.max_attempts = Some(1 + next(4) as u32);
                 }
+                if next(3) == 0 {
+                    req.retain_ms = Some([0, 1 + next(200), 1 + next(3_000)][next(3) as usize]);
+                }
+                let held = m.main.q.get(&id).is_some();
                 req.backoff = match next(8) {
                     0 => Some(Backoff::Fixed(next(200))),
                     1 => Some(Backoff::Steps(vec![10, 50 + next(100), 400])),
@@ -334,7 +402,14 @@ fn run(seed: u64, steps: usize) -> usize {
                     req.mode = [AddMode::Upsert, AddMode::OnlyNew, AddMode::OnlyExisting]
                         [next(3) as usize];
                 }
-                if let Some(made) = m.main.q.add(now, &req) {
+                let added = m.main.q.add(now, &req);
+                // Idempotency: NX changes nothing while the id is held in
+                // any state, done included.
+                if req.mode == AddMode::OnlyNew && held {
+                    assert_eq!(added, None, "{}: NX over a held id", m.at());
+                }
+                if let Some(made) = added {
+                    may_leave_done.insert(made.clone());
                     let mut replayed = req.clone();
                     replayed.id = Some(&made);
                     assert!(m.main.shadow.add(now, &replayed).is_some(), "{}", m.at());
@@ -342,13 +417,23 @@ fn run(seed: u64, steps: usize) -> usize {
             }
             3..=5 => m.pop(1 + next(4) as usize, now + 1 + next(200)),
             6 => {
+                // ACK, or DONE with results; RETAINMAX may drop old ones.
                 may_leave.insert(id.clone());
                 let other = format!("m{}", next(25)).into_bytes();
                 may_leave.insert(other.clone());
-                let ids: [&[u8]; 2] = [&id, &other];
-                if m.main.q.ack(now, &ids) > 0 {
-                    m.main.shadow.ack(now, &ids);
-                }
+                may_leave.extend(done_ids(&m.main.q));
+                may_leave_done.extend(done_ids(&m.main.q));
+                let is_done = next(2) == 0;
+                let result = |n: u64| is_done.then(|| format!("r{step}-{n}").into_bytes());
+                // Mostly what is in flight: a random id seldom is.
+                let inflight = m.main.q.peek(State::Inflight, usize::MAX);
+                let id = match inflight.len() {
+                    0 => id.clone(),
+                    n => inflight[next(n as u64) as usize].id().to_vec(),
+                };
+                may_leave.insert(id.clone());
+                let items = vec![(id, result(0)), (other, result(1))];
+                m.finish(&items, is_done);
             }
             7 => {
                 let fence = (next(2) == 0).then(|| 1 + next(4) as u32);
@@ -382,6 +467,7 @@ fn run(seed: u64, steps: usize) -> usize {
             8 => {
                 let fence = (next(2) == 0).then(|| 1 + next(4) as u32);
                 let deadline = now + next(300);
+                let progress = (next(2) == 0).then(|| format!("p{step}").into_bytes());
                 let mut given = None;
                 fenced(&mut m.main.q, &id, fence, (seed, step), |q| {
                     given = q.touch(&id, deadline, fence)?;
@@ -389,9 +475,17 @@ fn run(seed: u64, steps: usize) -> usize {
                 });
                 if let Some(deadline) = given {
                     assert_eq!(m.main.shadow.touch(&id, deadline, None), Ok(Some(deadline)));
+                    if let Some(p) = &progress {
+                        assert!(m.main.q.set_progress(&id, p), "{}", m.at());
+                        assert!(m.main.shadow.set_progress(&id, p));
+                        assert_eq!(m.main.q.get(&id).and_then(|r| r.progress()), Some(&p[..]));
+                    }
                 }
             }
             9 | 10 => {
+                // Retention runs out in a tick.
+                may_leave.extend(done_ids(&m.main.q));
+                may_leave_done.extend(done_ids(&m.main.q));
                 // A tick that does less than its budget has nothing more
                 // due, but what its later phases made due for an earlier
                 // one (a version installed by a lease's end whose TTL has
@@ -428,7 +522,18 @@ fn run(seed: u64, steps: usize) -> usize {
                         })
                     }
                     1 => config.max_inflight = (next(3) > 0).then(|| 1 + next(4) as u32),
-                    2 => config.backoff = (next(2) == 0).then(|| Backoff::Fixed(next(300))),
+                    2 => match next(3) {
+                        0 => config.backoff = (next(2) == 0).then(|| Backoff::Fixed(next(300))),
+                        1 => {
+                            config.retain_ms =
+                                [None, Some(0), Some(1 + next(2_000))][next(3) as usize]
+                        }
+                        _ => {
+                            config.retain_max = (next(2) == 0).then(|| 1 + next(4));
+                            may_leave.extend(done_ids(&m.main.q));
+                            may_leave_done.extend(done_ids(&m.main.q));
+                        }
+                    },
                     3 => {
                         let until = if next(2) == 0 {
                             FOREVER
@@ -494,6 +599,7 @@ fn run(seed: u64, steps: usize) -> usize {
                 }
             }
             13 => {
+                may_leave_done.insert(id.clone());
                 may_leave.insert(id.clone());
                 if m.main.q.cancel(now, &[&id]) > 0 {
                     m.main.shadow.cancel(now, &[&id]);
@@ -512,6 +618,7 @@ fn run(seed: u64, steps: usize) -> usize {
                 }
             }
             15 => {
+                may_leave_done.extend(done_ids(&m.main.q));
                 if next(6) == 0 {
                     let state = [
                         None,
@@ -566,8 +673,8 @@ fn run(seed: u64, steps: usize) -> usize {
                     }
                     _ => {
                         may_leave.insert(oid.clone());
-                        if o.q.ack(now, &[&oid]) > 0 {
-                            o.shadow.ack(now, &[&oid]);
+                        if o.q.ack(now, &[&oid], 0) > 0 {
+                            o.shadow.ack(now, &[&oid], 0);
                         }
                     }
                 }
@@ -588,6 +695,7 @@ fn run(seed: u64, steps: usize) -> usize {
             side.shadow.take_events();
         }
         check(&mut m, &before, &may_leave, &runs);
+        check_outcomes(&mut m, &done_before, &may_leave_done);
     }
     m.made.len()
 }
@@ -637,13 +745,15 @@ fn check(m: &mut Model, before: &HashSet<Vec<u8>>, may_leave: &HashSet<Vec<u8>>,
         }
     }
     // MAXATTEMPTS counts from the last ADD, replacement or REDRIVE: a
-    // message that used them all is dead, or in its last delivery.
+    // message that used them all is dead, done, or in its last delivery.
     let p = policy_of(&m.main.q);
     for (_, r) in m.main.q.messages.iter() {
         let (max, _) = p.max_attempts_or(r.max_attempts());
         let used = r.attempts_used();
         assert!(
-            r.state == State::Dead || used < max || (used == max && r.state == State::Inflight),
+            matches!(r.state, State::Dead | State::Done)
+                || used < max
+                || (used == max && r.state == State::Inflight),
             "{}: {:?} used {used} of {max} in {:?}",
             m.at(),
             r.id(),
@@ -658,5 +768,51 @@ fn check(m: &mut Model, before: &HashSet<Vec<u8>>, may_leave: &HashSet<Vec<u8>>,
     m.attempts.retain(|id, _| held(id));
     for gone in before.iter().filter(|id| !held(id)) {
         assert!(may_leave.contains(gone), "{}: {gone:?} vanished", m.at());
+    }
+}
+
+/// A done message has one outcome, the one its ACK or DONE gave, for as
+/// long as it stays done; it leaves `done` only by retention, RETAINMAX,
+/// CANCEL, PURGE or a new version; every other message's outcome follows
+/// its state.
+fn check_outcomes(
+    m: &mut Model,
+    done_before: &HashSet<Vec<u8>>,
+    may_leave_done: &HashSet<Vec<u8>>,
+) {
+    let done_now = done_ids(&m.main.q);
+    for id in done_before.difference(&done_now) {
+        assert!(
+            may_leave_done.contains(id),
+            "{}: {id:?} left done by a step that may not do that",
+            m.at()
+        );
+    }
+    m.results.retain(|id, _| done_now.contains(id));
+    for (_, r) in m.main.q.messages.iter() {
+        let outcome = m.main.q.outcome(r.id());
+        match r.state {
+            State::Done => {
+                let expected = m.results.get(r.id()).unwrap_or_else(|| {
+                    panic!(
+                        "{}: {:?} is done, but no ACK or DONE made it so",
+                        m.at(),
+                        r.id()
+                    )
+                });
+                assert_eq!(outcome, Outcome::Done(expected.as_deref()), "{}", m.at());
+                assert!(
+                    r.finished_at().is_some_and(|at| at <= m.latest),
+                    "{}",
+                    m.at()
+                );
+            }
+            State::Dead => assert_eq!(outcome, Outcome::Dead(r.last_error()), "{}", m.at()),
+            _ => assert_eq!(outcome, Outcome::Pending, "{}", m.at()),
+        }
+    }
+    assert_eq!(m.main.q.outcome(b"never-added"), Outcome::Gone);
+    if let Some(max) = m.main.q.config().retain_max {
+        assert!(done_now.len() as u64 <= max, "{}: RETAINMAX {max}", m.at());
     }
 }

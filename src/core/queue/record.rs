@@ -8,8 +8,7 @@
 
 use crate::core::backoff::Backoff;
 
-/// Where a message is in its life. The public states are the first four;
-/// `Waiting` is reported as `delayed`.
+/// Where a message is in its life. `Waiting` is reported as `delayed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum State {
@@ -24,15 +23,20 @@ pub enum State {
     /// Due, but another message of its GROUP holds the group (its delivery
     /// is delayed by the group).
     Waiting = 4,
+    /// Finished by ACK or DONE and kept for its retention (RETAIN), with
+    /// its result: `lease_deadline` holds when it finished, `due_at` when
+    /// its retention runs out.
+    Done = 5,
 }
 
 impl State {
-    pub const ALL: [State; 5] = [
+    pub const ALL: [State; 6] = [
         State::Delayed,
         State::Ready,
         State::Inflight,
         State::Dead,
         State::Waiting,
+        State::Done,
     ];
 
     /// The name clients see.
@@ -42,6 +46,7 @@ impl State {
             State::Ready => "ready",
             State::Inflight => "inflight",
             State::Dead => "dead",
+            State::Done => "done",
         }
     }
 
@@ -113,6 +118,9 @@ pub struct Options {
     pub expire_at: Option<u64>,
     /// GROUP given on ADD: at most one message of a group is out at a time.
     pub group: Option<Box<[u8]>>,
+    /// RETAIN given on ADD: how long it is kept once done (0: not kept);
+    /// `None` follows the queue and module.
+    pub retain_ms: Option<u64>,
 }
 
 /// What an ADD sets besides the payload: the part of a message a newer
@@ -144,6 +152,9 @@ pub struct Extra {
     /// A newer version that takes this one's place when the delivery ends,
     /// so the two never overlap.
     pub replacement: Option<Box<Version>>,
+    /// The last PROGRESS a consumer reported for the current (or, once
+    /// done, the last) delivery.
+    pub progress: Option<Box<[u8]>>,
 }
 
 impl Extra {
@@ -154,7 +165,10 @@ impl Extra {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    /// The id, then the payload: one allocation.
+    /// The id, then the payload: one allocation. A done message's holds its
+    /// result after the payload, then the result's length as 4 bytes
+    /// (little-endian; `NO_RESULT` when it was finished by a plain ACK), so
+    /// that keeping a result costs no field in every record.
     data: Box<[u8]>,
     /// Ids are at most `args::MAX_ID_LEN` bytes (checked by the parser,
     /// the codec and the importer), so two bytes hold the
@@ -194,6 +208,9 @@ fn id_len(id: &[u8]) -> u16 {
     id.len() as u16
 }
 
+/// A done message's trailer: it has no result (a plain ACK).
+const NO_RESULT: u32 = u32::MAX;
+
 /// The id and payload as one allocation.
 fn joined(id: &[u8], payload: &[u8]) -> Box<[u8]> {
     let mut data = Vec::with_capacity(id.len() + payload.len());
@@ -224,10 +241,11 @@ impl Record {
     }
 
     /// This record becomes a newer version of itself: delivery numbering
-    /// goes on, the attempt budget starts again, a death or error is
-    /// forgotten.
+    /// goes on, the attempt budget starts again, a death, error, result or
+    /// progress is forgotten.
     pub fn install(&mut self, payload: &[u8], terms: Terms) {
         self.data = joined(self.id(), payload);
+        self.state = State::Delayed;
         self.lease_deadline = 0;
         self.attempt_base = self.attempt;
         self.set_terms(terms);
@@ -257,7 +275,45 @@ impl Record {
     }
 
     pub fn payload(&self) -> &[u8] {
-        &self.data[self.id_len as usize..]
+        let end = match self.state {
+            State::Done => self.data.len() - 4 - self.result().map_or(0, <[u8]>::len),
+            _ => self.data.len(),
+        };
+        &self.data[self.id_len as usize..end]
+    }
+
+    /// A done message's result; `None` when it has none (a plain ACK) or
+    /// is not done.
+    pub fn result(&self) -> Option<&[u8]> {
+        if self.state != State::Done {
+            return None;
+        }
+        let (rest, len) = self.data.split_at(self.data.len() - 4);
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        (len != NO_RESULT).then(|| &rest[rest.len() - len as usize..])
+    }
+
+    /// When a done message finished (Unix ms).
+    pub fn finished_at(&self) -> Option<u64> {
+        (self.state == State::Done).then_some(self.lease_deadline)
+    }
+
+    /// The message is finished at `now` and kept until `drop_at`, with its
+    /// result. Not indexed: the caller indexes it as done.
+    pub fn finish(&mut self, now: u64, drop_at: u64, result: Option<&[u8]>) {
+        let payload_end = self.data.len();
+        let mut data = Vec::with_capacity(payload_end + result.map_or(0, <[u8]>::len) + 4);
+        data.extend_from_slice(&self.data);
+        if let Some(result) = result {
+            data.extend_from_slice(result);
+        }
+        // Results are at most the payload limit, far below u32::MAX.
+        let len = result.map_or(NO_RESULT, |r| r.len().min(NO_RESULT as usize - 1) as u32);
+        data.extend_from_slice(&len.to_le_bytes());
+        self.data = data.into_boxed_slice();
+        self.state = State::Done;
+        self.lease_deadline = now;
+        self.due_at = drop_at;
     }
 
     /// Bytes of the id-and-payload allocation.
@@ -303,16 +359,27 @@ impl Record {
     pub fn replacement(&self) -> Option<&Version> {
         self.extra().and_then(|e| e.replacement.as_deref())
     }
+    pub fn progress(&self) -> Option<&[u8]> {
+        self.extra().and_then(|e| e.progress.as_deref())
+    }
+    pub fn retain_ms(&self) -> Option<u64> {
+        self.options().and_then(|o| o.retain_ms)
+    }
 
     /// Deliveries since the last ADD, replacement or REDRIVE.
     pub fn attempts_used(&self) -> u32 {
         self.attempt.saturating_sub(self.attempt_base)
     }
 
-    /// The TTL deadline the expiry index holds for this message: dead
-    /// messages have none.
+    /// The deadline the expiry index holds for this message: its TTL while
+    /// it is live, when its retention runs out once done; dead messages
+    /// have none.
     pub fn live_expiry(&self) -> Option<u64> {
-        self.expire_at().filter(|_| self.state != State::Dead)
+        match self.state {
+            State::Dead => None,
+            State::Done => Some(self.due_at),
+            _ => self.expire_at(),
+        }
     }
 
     /// Since when a ready message has been waiting for a consumer: its due

@@ -192,7 +192,7 @@ impl Queue {
     /// delayed, waiting, ready or in flight (OVERLAP SKIP).
     fn run_is_out(&self, name: &[u8], at: u64) -> bool {
         self.get(&run_id(name, at))
-            .is_some_and(|r| r.state != State::Dead)
+            .is_some_and(|r| !matches!(r.state, State::Dead | State::Done))
     }
 
     /// Adds the run of `name` at `at`, made at `now`; a run already made
@@ -213,6 +213,7 @@ impl Queue {
             backoff: t.backoff,
             expire_at: t.ttl_ms.map(|ttl| now.saturating_add(ttl).min(MAX_TIME_MS)),
             group: t.group.as_deref(),
+            retain_ms: None,
         };
         self.add(now, &request);
     }

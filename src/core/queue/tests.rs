@@ -19,6 +19,7 @@ pub(super) fn request<'a>(id: &'a [u8], payload: &'a [u8], due_at: u64) -> AddRe
         backoff: None,
         expire_at: None,
         group: None,
+        retain_ms: None,
     }
 }
 
@@ -91,7 +92,7 @@ fn ack_deletes_only_what_is_in_flight() {
     add(&mut q, 0, "b", 0);
     add(&mut q, 0, "c", 500);
     q.pop(0, 1, LEASE);
-    assert_eq!(q.ack(1, &[b"a", b"a", b"b", b"c", b"zz"]), 1);
+    assert_eq!(q.ack(1, &[b"a", b"a", b"b", b"c", b"zz"], 0), 1);
     assert_eq!(q.len(), 2);
     assert_eq!(state(&q, "a"), None);
     q.check().unwrap();
@@ -238,7 +239,7 @@ fn replacing_a_message_in_flight_waits_for_its_delivery_to_end() {
     q.add(1, &request(b"a", b"newer", 0));
     let r = q.get(b"a").unwrap();
     assert_eq!((r.state, r.payload()), (State::Inflight, &b"p-a"[..]));
-    assert_eq!(q.ack(2, &[b"a"]), 1);
+    assert_eq!(q.ack(2, &[b"a"], 0), 1);
     let r = q.get(b"a").unwrap();
     assert_eq!(
         (r.state, r.payload(), r.attempt),
@@ -321,11 +322,11 @@ fn one_message_of_a_group_out_at_a_time_in_due_order() {
     assert!(q.pop(0, 10, LEASE).is_empty());
     q.promote_due(131, 10);
     assert_eq!(ids(&q.pop(0, 10, LEASE)), ["first"]);
-    q.ack(132, &[b"first"]);
+    q.ack(132, &[b"first"], 0);
     assert_eq!(ids(&q.pop(0, 10, LEASE)), ["second"]);
     q.cancel(133, &[b"second"]);
     assert_eq!(ids(&q.pop(0, 10, LEASE)), ["late"]);
-    q.ack(134, &[b"late"]);
+    q.ack(134, &[b"late"], 0);
     assert!(q.is_empty());
     assert!(q.rare.is_none(), "an unused group is forgotten");
     q.check().unwrap();
@@ -638,7 +639,7 @@ fn overlap_skip_waits_for_the_previous_run_to_end() {
     // In flight: skipped again; acknowledged: the next one runs.
     q.pop(0, 1, 50_000);
     assert_eq!(q.tick(2_000, 100, &p).runs[0].skipped, 1);
-    q.ack(2_100, &[run_id(b"job", 0).as_slice()]);
+    q.ack(2_100, &[run_id(b"job", 0).as_slice()], 0);
     assert_eq!(q.tick(3_000, 100, &p).runs[0].made, [3_000]);
     let s = q.schedule(b"job").unwrap();
     assert_eq!((s.runs, s.skipped), (2, 2));
