@@ -1,7 +1,7 @@
 //! Typed admin calls: the read and maintenance commands an operator's tool
 //! (the dashboard, a script) sends — DQ.QUEUES, STATS, GET, PEEK, SCAN,
 //! CONFIG, REDRIVE, CANCEL, PURGE, PAUSE, RESUME, SCHEDULE, UNSCHEDULE,
-//! SCHEDULES — and `INFO dq`.
+//! SCHEDULES — and `INFO dq`; and the outcome calls DQ.DONE and DQ.WAIT.
 //!
 //! Every function takes any async connection (`redis::aio::ConnectionLike`:
 //! a multiplexed connection, a `ConnectionManager`, a cluster connection)
@@ -17,7 +17,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::Value;
 
-use crate::args::{check_count, check_id, require};
+use crate::args::{check_count, check_id, ms, require};
 use crate::error::Error;
 use crate::reply::{
     array, bad, bytes, cmd, field_name, fields, int, ok, opt_bytes, opt_text, opt_uint, pairs,
@@ -26,16 +26,28 @@ use crate::reply::{
 use crate::schedule::{Schedule, ScheduleInfo};
 
 /// The state of a message, as DQ.PEEK, SCAN and PURGE name it.
+///
+/// 0.x change: `Done` is new (a finished message kept by RETAIN), and
+/// [`State::ALL`] has five states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum State {
     Delayed,
     Ready,
     Inflight,
     Dead,
+    /// Finished by DQ.ACK or DQ.DONE and kept for its retention (RETAIN),
+    /// with its result.
+    Done,
 }
 
 impl State {
-    pub const ALL: [State; 4] = [State::Delayed, State::Ready, State::Inflight, State::Dead];
+    pub const ALL: [State; 5] = [
+        State::Delayed,
+        State::Ready,
+        State::Inflight,
+        State::Dead,
+        State::Done,
+    ];
 
     /// The argument of DQ.PEEK, SCAN and PURGE.
     pub fn keyword(self) -> &'static str {
@@ -44,16 +56,19 @@ impl State {
             State::Ready => "READY",
             State::Inflight => "INFLIGHT",
             State::Dead => "DEAD",
+            State::Done => "DONE",
         }
     }
 
-    /// As DQ.GET and DQ.STATS spell it: `delayed`, `ready`, `inflight`, `dead`.
+    /// As DQ.GET and DQ.STATS spell it: `delayed`, `ready`, `inflight`,
+    /// `dead`, `done`.
     pub fn as_str(self) -> &'static str {
         match self {
             State::Delayed => "delayed",
             State::Ready => "ready",
             State::Inflight => "inflight",
             State::Dead => "dead",
+            State::Done => "done",
         }
     }
 }
@@ -71,7 +86,9 @@ impl FromStr for State {
         State::ALL
             .into_iter()
             .find(|st| st.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown state '{s}': use delayed, ready, inflight or dead"))
+            .ok_or_else(|| {
+                format!("unknown state '{s}': use delayed, ready, inflight, dead or done")
+            })
     }
 }
 
@@ -125,12 +142,13 @@ impl Stats {
             State::Ready => self.ready,
             State::Inflight => self.inflight,
             State::Dead => self.dead,
+            State::Done => self.done,
         }
     }
 
-    /// Every message of the queue now.
+    /// Every message of the queue now, the done ones it keeps included.
     pub fn total(&self) -> u64 {
-        self.delayed + self.ready + self.inflight + self.dead
+        self.delayed + self.ready + self.inflight + self.dead + self.done
     }
 
     /// The lifetime counters, by their DQ.STATS field names, in its order.
@@ -256,8 +274,8 @@ impl fmt::Display for Rate {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Message {
     pub id: Vec<u8>,
-    /// `delayed`, `ready`, `inflight` or `dead`; kept as text so that a
-    /// state a newer module adds is still shown.
+    /// `delayed`, `ready`, `inflight`, `dead` or `done`; kept as text so
+    /// that a state a newer module adds is still shown.
     pub state: String,
     pub payload: Vec<u8>,
     pub priority: i64,
@@ -277,10 +295,22 @@ pub struct Message {
     pub waiting_for: Option<Vec<u8>>,
     pub attempts_left: Option<u64>,
     pub last_error: Option<Vec<u8>>,
+    /// What DQ.DONE kept (any bytes; empty is a result); `None` unless done
+    /// by DONE (a plain ACK keeps none).
+    pub result: Option<Vec<u8>>,
+    /// When the ACK or DONE that finished it ran (Unix ms); `None` unless done.
+    pub finished_at: Option<u64>,
+    /// When its retention runs out and it is dropped (Unix ms); `None`
+    /// unless done.
+    pub retained_until: Option<u64>,
+    /// The last progress its delivery reported (DQ.TOUCH ... PROGRESS):
+    /// the running delivery's, or once done the last one's; `None` when
+    /// none was.
+    pub progress: Option<Vec<u8>>,
 }
 
 impl Message {
-    /// The state as a [`State`], when it is one of the four.
+    /// The state as a [`State`], when it is one of the five.
     pub fn state(&self) -> Option<State> {
         self.state.parse().ok()
     }
@@ -292,8 +322,8 @@ pub struct Entry {
     pub id: Vec<u8>,
     pub payload: Vec<u8>,
     pub attempt: u64,
-    /// The due time, the lease deadline (in flight) or the time of death
-    /// (dead), Unix ms.
+    /// The due time, the lease deadline (in flight), the time of death
+    /// (dead) or when it finished (done), Unix ms.
     pub time: u64,
     pub last_error: Option<Vec<u8>>,
 }
@@ -318,6 +348,14 @@ pub struct QueueConfig {
     pub paused_until: Option<u64>,
     /// POPs a limit made deliver less (as DQ.STATS's `throttled`).
     pub throttled: u64,
+    /// How long a message finished by ACK or DONE is kept as `done`, in ms
+    /// (0: not kept); messages with their own RETAIN keep theirs.
+    pub retain_ms: u64,
+    /// `queue` or `module`: where `retain_ms` comes from.
+    pub retain_ms_from: String,
+    /// RETAINMAX: at most this many done messages, the earliest finished
+    /// dropped first; `None`: no cap.
+    pub retain_max: Option<u64>,
 }
 
 impl QueueConfig {
@@ -344,6 +382,43 @@ impl InfoDq {
             .and_then(|(_, v)| v.trim().parse().ok())
     }
 }
+
+/// What became of a message, as DQ.WAIT tells it: the outcome a caller
+/// waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Finished by DQ.DONE (its result: any bytes, empty included) or by a
+    /// plain DQ.ACK (`None`), and kept by its retention.
+    Done(Option<Vec<u8>>),
+    /// Dead (its last attempt failed, NACK DEAD, its lease ran out on the
+    /// last attempt, its TTL): its last error, `None` when it has none.
+    Dead(Option<Vec<u8>>),
+    /// The queue does not hold the id: never added, cancelled, purged, or
+    /// finished with no retention to keep it (or past it).
+    Gone,
+}
+
+impl JobOutcome {
+    /// The state's name as DQ.WAIT replies it: "done", "dead" or "gone".
+    pub fn state(&self) -> &'static str {
+        match self {
+            JobOutcome::Done(_) => "done",
+            JobOutcome::Dead(_) => "dead",
+            JobOutcome::Gone => "gone",
+        }
+    }
+
+    /// The result of a done message, the last error of a dead one.
+    pub fn value(&self) -> Option<&[u8]> {
+        match self {
+            JobOutcome::Done(v) | JobOutcome::Dead(v) => v.as_deref(),
+            JobOutcome::Gone => None,
+        }
+    }
+}
+
+/// The longest result DQ.DONE keeps (the server's payload limit, 512 MiB).
+pub const MAX_RESULT_BYTES: usize = 512 * 1024 * 1024;
 
 // --- commands ---------------------------------------------------------------
 
@@ -410,6 +485,74 @@ pub async fn get<C: ConnectionLike + ?Sized>(
     let mut c = cmd("DQ.GET", queue);
     c.arg(id);
     parse_message(query(con, &c).await?)
+}
+
+/// DQ.WAIT: the message's outcome, or `None` when it has none yet (it is
+/// delayed, ready or in flight). With a `timeout` of 0 it looks once;
+/// otherwise the server waits up to `timeout` for the outcome (`BLOCK`,
+/// whole milliseconds, at least 1) — holding the connection it is sent on
+/// that long, so send it on a connection of its own ([`Queue::wait`]
+/// does). [`Error::Config`], with nothing sent, for an id of 0 or over
+/// 1024 bytes.
+///
+/// [`Queue::wait`]: crate::Queue::wait
+pub async fn wait<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    id: &[u8],
+    timeout: Duration,
+) -> Result<Option<JobOutcome>, Error> {
+    parse_wait(query(con, &wait_cmd(queue, id, timeout)?).await?)
+}
+
+/// `DQ.WAIT queue id [BLOCK ms]`.
+pub(crate) fn wait_cmd(queue: &[u8], id: &[u8], timeout: Duration) -> Result<redis::Cmd, Error> {
+    check_id("id", id)?;
+    let mut c = cmd("DQ.WAIT", queue);
+    c.arg(id);
+    if !timeout.is_zero() {
+        // BLOCK 0 would wait for ever: a moment is 1 ms.
+        c.arg("BLOCK").arg(ms(timeout).max(1));
+    }
+    Ok(c)
+}
+
+/// DQ.DONE: as DQ.ACK, and each message keeps its result (any bytes,
+/// empty included, at most [`MAX_RESULT_BYTES`]) while its retention
+/// lasts. Replies how many of the ids were in flight and are now finished.
+/// No pairs: 0, and nothing sent. [`Error::Config`], with nothing sent,
+/// for an id of 0 or over 1024 bytes or a result over the limit (the
+/// server would refuse the whole command).
+pub async fn done<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    results: &[(&[u8], &[u8])],
+) -> Result<u64, Error> {
+    if results.is_empty() {
+        return Ok(0);
+    }
+    parse_count("DQ.DONE", query(con, &done_cmd(queue, results)?).await?)
+}
+
+/// `DQ.DONE queue id result [id result ...]`.
+pub(crate) fn done_cmd(queue: &[u8], results: &[(&[u8], &[u8])]) -> Result<redis::Cmd, Error> {
+    let mut c = cmd("DQ.DONE", queue);
+    for (id, result) in results {
+        check_id("id", id)?;
+        check_result(result)?;
+        c.arg(*id).arg(*result);
+    }
+    Ok(c)
+}
+
+/// A result DQ.DONE keeps: at most [`MAX_RESULT_BYTES`].
+pub(crate) fn check_result(result: &[u8]) -> Result<(), Error> {
+    require(result.len() <= MAX_RESULT_BYTES, || {
+        format!(
+            "a result is at most {MAX_RESULT_BYTES} bytes (the server's limit), not {}",
+            result.len()
+        )
+    })
 }
 
 /// DQ.PEEK: up to `count` (1 to 10000) messages of `state`, in the order
@@ -485,9 +628,11 @@ pub async fn redrive_all<C: ConnectionLike + ?Sized>(
 }
 
 /// DQ.CONFIG queue SET field value ...: the queue's own LEASE, MAXATTEMPTS
-/// or BACKOFF (value `DEFAULT` removes it), and its flow control: `RATE`
-/// (`100/1s`) and `MAXINFLIGHT` (`0` or `DEFAULT` removes either); all
-/// pairs or none.
+/// or BACKOFF (value `DEFAULT` removes it), its flow control: `RATE`
+/// (`100/1s`) and `MAXINFLIGHT` (`0` or `DEFAULT` removes either), and
+/// what it keeps of finished messages: `RETAIN` (a duration, `1h`; `0`
+/// keeps none, `DEFAULT` follows the module's `dq.retain-ms`) and
+/// `RETAINMAX` (a count; `0` or `DEFAULT`: no cap); all pairs or none.
 pub async fn config_set<C: ConnectionLike + ?Sized>(
     con: &mut C,
     queue: &[u8],
@@ -739,6 +884,10 @@ pub(crate) fn parse_message(v: Value) -> Result<Option<Message>, Error> {
             b"waiting-for" => m.waiting_for = opt_bytes(C, value)?,
             b"attempts-left" => m.attempts_left = opt_uint(C, &value)?,
             b"last-error" => m.last_error = opt_bytes(C, value)?,
+            b"result" => m.result = opt_bytes(C, value)?,
+            b"finished-at" => m.finished_at = opt_uint(C, &value)?,
+            b"retained-until" => m.retained_until = opt_uint(C, &value)?,
+            b"progress" => m.progress = opt_bytes(C, value)?,
             _ => {}
         }
     }
@@ -797,10 +946,40 @@ pub(crate) fn parse_config(v: Value) -> Result<QueueConfig, Error> {
             b"paused" => c.paused = opt_uint(C, &value)?.unwrap_or(0) != 0,
             b"paused-until" => c.paused_until = opt_uint(C, &value)?,
             b"throttled" => c.throttled = opt_uint(C, &value)?.unwrap_or(0),
+            b"retain-ms" => c.retain_ms = opt_uint(C, &value)?.unwrap_or(0),
+            b"retain-ms-from" => c.retain_ms_from = opt_text(C, value)?.unwrap_or_default(),
+            b"retain-max" => c.retain_max = opt_uint(C, &value)?.filter(|&n| n > 0),
             _ => {}
         }
     }
     Ok(c)
+}
+
+/// DQ.WAIT's reply: nil (no outcome yet), or `[state, value]`.
+pub(crate) fn parse_wait(v: Value) -> Result<Option<JobOutcome>, Error> {
+    const C: &str = "DQ.WAIT";
+    if v == Value::Nil {
+        return Ok(None);
+    }
+    let mut items = array(C, v)?.into_iter();
+    let (Some(state), Some(value), None) = (items.next(), items.next(), items.next()) else {
+        return Err(bad(C, "expected [state, value]"));
+    };
+    let state = bytes(C, state)?;
+    Ok(Some(match state.as_slice() {
+        b"done" => JobOutcome::Done(opt_bytes(C, value)?),
+        b"dead" => JobOutcome::Dead(opt_bytes(C, value)?),
+        b"gone" => JobOutcome::Gone,
+        other => {
+            return Err(bad(
+                C,
+                format!(
+                    "an outcome '{}' this client does not know",
+                    String::from_utf8_lossy(other)
+                ),
+            ))
+        }
+    }))
 }
 
 pub(crate) fn parse_count(command: &'static str, v: Value) -> Result<u64, Error> {
@@ -865,7 +1044,8 @@ mod tests {
         assert_eq!(resp2.purged, 16);
         assert_eq!(resp2.throttled, 17);
         assert_eq!(resp2.dropped, 18);
-        assert_eq!(resp2.total(), 1 + 2 + 3 + 4);
+        assert_eq!(resp2.total(), 1 + 2 + 3 + 4 + 5, "the done ones too");
+        assert_eq!(resp2.count(State::Done), 5);
         assert_eq!(resp2.oldest_ready_age_ms, Some(1500));
         assert_eq!(resp2.next_due_at, None);
         assert_eq!(resp2.schedules, 2);
@@ -1147,7 +1327,113 @@ mod tests {
     fn states_parse_case_insensitively() {
         assert_eq!("DEAD".parse::<State>(), Ok(State::Dead));
         assert_eq!("inflight".parse::<State>(), Ok(State::Inflight));
-        assert!("done".parse::<State>().is_err());
+        assert_eq!("Done".parse::<State>(), Ok(State::Done));
+        assert_eq!(State::Done.keyword(), "DONE");
+        let e = "finished".parse::<State>().unwrap_err();
+        assert!(e.contains("dead or done"), "{e}");
         assert_eq!(State::Ready.keyword(), "READY");
+    }
+
+    #[test]
+    fn wait_replies_parse() {
+        let outcome = |state: &[u8], value: Value| Value::Array(vec![bulk(state), value]);
+        assert_eq!(parse_wait(Value::Nil).unwrap(), None);
+        assert_eq!(
+            parse_wait(outcome(b"done", bulk(b"r"))).unwrap(),
+            Some(JobOutcome::Done(Some(b"r".to_vec())))
+        );
+        assert_eq!(
+            parse_wait(Value::Array(vec![simple("done"), Value::Nil])).unwrap(),
+            Some(JobOutcome::Done(None))
+        );
+        let dead = parse_wait(outcome(b"dead", bulk(b"HTTP 410"))).unwrap();
+        assert_eq!(dead, Some(JobOutcome::Dead(Some(b"HTTP 410".to_vec()))));
+        assert_eq!(dead.as_ref().map(JobOutcome::state), Some("dead"));
+        assert_eq!(
+            dead.as_ref().and_then(JobOutcome::value),
+            Some(&b"HTTP 410"[..])
+        );
+        assert_eq!(
+            parse_wait(outcome(b"gone", Value::Nil)).unwrap(),
+            Some(JobOutcome::Gone)
+        );
+        for bad in [
+            outcome(b"later", Value::Nil),
+            Value::Array(vec![bulk(b"done")]),
+            Value::Int(1),
+        ] {
+            let e = parse_wait(bad).unwrap_err();
+            assert!(e.to_string().contains("DQ.WAIT"), "{e}");
+        }
+    }
+
+    #[test]
+    fn wait_and_done_send_what_the_server_takes_and_refuse_the_rest() {
+        use crate::args::sent;
+        let ms = Duration::from_millis;
+        assert_eq!(
+            sent(&wait_cmd(b"q", b"a", Duration::ZERO).unwrap()),
+            ["DQ.WAIT", "q", "a"]
+        );
+        assert_eq!(
+            sent(&wait_cmd(b"q", b"a", Duration::from_micros(10)).unwrap()),
+            ["DQ.WAIT", "q", "a", "BLOCK", "1"],
+            "a moment, never BLOCK 0 (for ever)"
+        );
+        assert_eq!(
+            sent(&wait_cmd(b"q", b"a", ms(2500)).unwrap()),
+            ["DQ.WAIT", "q", "a", "BLOCK", "2500"]
+        );
+        assert!(matches!(wait_cmd(b"q", b"", ms(1)), Err(Error::Config(_))));
+        let pairs: [(&[u8], &[u8]); 2] = [(b"a", b"r"), (b"b", b"")];
+        assert_eq!(
+            sent(&done_cmd(b"q", &pairs).unwrap()),
+            ["DQ.DONE", "q", "a", "r", "b", ""]
+        );
+        assert!(matches!(
+            done_cmd(b"q", &[(b"", b"r")]),
+            Err(Error::Config(_))
+        ));
+        assert!(check_result(&[]).is_ok());
+        let e = check_result(&vec![0; MAX_RESULT_BYTES + 1]).unwrap_err();
+        assert!(e.to_string().contains("536870912"), "{e}");
+    }
+
+    #[test]
+    fn a_done_message_and_the_retention_settings_read() {
+        let record = Value::Array(vec![
+            simple("id"),
+            bulk(b"a"),
+            simple("state"),
+            bulk(b"done"),
+            simple("result"),
+            bulk(b""),
+            simple("finished-at"),
+            Value::Int(10),
+            simple("retained-until"),
+            Value::Int(20),
+            simple("progress"),
+            bulk(b"3/4"),
+        ]);
+        let m = parse_message(record).unwrap().unwrap();
+        assert_eq!(m.state(), Some(State::Done));
+        assert_eq!(
+            m.result.as_deref(),
+            Some(&b""[..]),
+            "an empty result is one"
+        );
+        assert_eq!((m.finished_at, m.retained_until), (Some(10), Some(20)));
+        assert_eq!(m.progress.as_deref(), Some(&b"3/4"[..]));
+        let config = Value::Map(vec![
+            (simple("retain-ms"), Value::Int(3_600_000)),
+            (simple("retain-ms-from"), simple("queue")),
+            (simple("retain-max"), Value::Nil),
+        ]);
+        let c = parse_config(config).unwrap();
+        assert_eq!(
+            (c.retain_ms, c.retain_ms_from.as_str()),
+            (3_600_000, "queue")
+        );
+        assert_eq!(c.retain_max, None);
     }
 }

@@ -11,6 +11,19 @@ use crate::error::Error;
 /// The longest `ERROR` text DQ.NACK accepts.
 pub const MAX_ERROR_BYTES: usize = 4096;
 
+/// The longest `PROGRESS` value DQ.TOUCH accepts (64 KiB).
+pub const MAX_PROGRESS_BYTES: usize = 65_536;
+
+/// A PROGRESS value the server takes: at most [`MAX_PROGRESS_BYTES`].
+pub(crate) fn check_progress(progress: &[u8]) -> Result<(), Error> {
+    crate::args::require(progress.len() <= MAX_PROGRESS_BYTES, || {
+        format!(
+            "progress is at most {MAX_PROGRESS_BYTES} bytes (the server's limit), not {}",
+            progress.len()
+        )
+    })
+}
+
 /// `text` cut to at most `max` bytes at a character boundary.
 pub fn truncate_error(text: &str, max: usize) -> &str {
     if text.len() <= max {
@@ -87,7 +100,7 @@ pub(crate) fn nack(queue: &str, id: &[u8], attempt: u64, outcome: &Outcome) -> C
             cmd.arg("DEAD");
             error
         }
-        Outcome::Ack => unreachable!("an ACK is not a NACK"),
+        Outcome::Ack | Outcome::Done(_) => unreachable!("an ACK or DONE is not a NACK"),
     };
     cmd.arg("ATTEMPT").arg(attempt);
     // The server refuses an empty or over-long ERROR; an empty one says
@@ -107,6 +120,20 @@ pub(crate) fn touch(queue: &str, id: &[u8], lease: Duration, attempt: u64) -> Cm
         .arg(ms(lease))
         .arg("ATTEMPT")
         .arg(attempt);
+    cmd
+}
+
+/// A delivery's progress: its heartbeat's TOUCH (the worker's lease, fenced
+/// by the attempt) with `PROGRESS value`.
+pub(crate) fn touch_progress(
+    queue: &str,
+    id: &[u8],
+    lease: Duration,
+    attempt: u64,
+    progress: &[u8],
+) -> Cmd {
+    let mut cmd = touch(queue, id, lease, attempt);
+    cmd.arg("PROGRESS").arg(progress);
     cmd
 }
 
@@ -369,6 +396,19 @@ mod tests {
             args(&touch("q", b"id", Duration::from_secs(30), 4)),
             ["DQ.TOUCH", "q", "id", "LEASE", "30000", "ATTEMPT", "4"]
         );
+        assert_eq!(
+            args(&touch_progress(
+                "q",
+                b"id",
+                Duration::from_secs(30),
+                4,
+                b"3/4"
+            )),
+            ["DQ.TOUCH", "q", "id", "LEASE", "30000", "ATTEMPT", "4", "PROGRESS", "3/4"]
+        );
+        assert!(check_progress(&[b'p'; MAX_PROGRESS_BYTES]).is_ok());
+        let e = check_progress(&[b'p'; MAX_PROGRESS_BYTES + 1]).unwrap_err();
+        assert!(e.to_string().contains("65536"), "{e}");
     }
 
     #[test]

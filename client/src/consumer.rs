@@ -15,7 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin;
 use crate::commands::{self, Popped};
-use crate::delivery::{Delivery, Handler, LostReason, Outcome, Settlement};
+use crate::delivery::{Delivery, Handler, LostReason, Outcome, Reporter, Settlement};
 use crate::error::Error;
 use crate::queue::{Queue, ShardedQueue};
 use crate::server::{Connection, Node, Server};
@@ -148,9 +148,10 @@ struct Shared<H> {
     server: Server,
     shutdown: CancellationToken,
     deliveries: TaskTracker,
-    /// Each queue's acker: the ACKs of the deliveries that finished while
-    /// its last DQ.ACK was on its way go in its next one.
-    ackers: HashMap<String, mpsc::UnboundedSender<Option<Delivery>>>,
+    /// Each queue's acker: the ACKs (and DONEs) of the deliveries that
+    /// finished while its last DQ.ACK (DQ.DONE) was on its way go in its
+    /// next one.
+    ackers: HashMap<String, mpsc::UnboundedSender<Option<Finished>>>,
 }
 
 impl Consumer {
@@ -553,7 +554,11 @@ async fn popper<H: Handler>(
                 payload,
                 attempt,
             } = entry;
-            let delivery = Delivery::leased(queues[from].clone(), id, payload, attempt, leased_at);
+            let delivery = Delivery::leased(queues[from].clone(), id, payload, attempt, leased_at)
+                .reporting(Reporter {
+                    commands: shared.commands.clone(),
+                    lease: shared.config.lease,
+                });
             let slot = match permits.next() {
                 Some(permit) => Slot::Held(permit),
                 None => Slot::Wait(Arc::clone(&slots)),
@@ -582,13 +587,27 @@ enum Slot {
     Wait(Arc<Semaphore>),
 }
 
+/// A delivery whose handler succeeded, with its outcome (`Ack` or `Done`),
+/// on its way to its queue's acker.
+type Finished = (Delivery, Outcome);
+
 /// Handles one delivery, keeping its lease alive, then settles it: an ACK
-/// goes to its queue's acker, which sends it with the others and tells the
-/// handler how it went; a NACK is sent here. A delivery a heartbeat found
-/// over sends nothing.
+/// or DONE goes to its queue's acker, which sends it with the others and
+/// tells the handler how it went; a NACK is sent here. A delivery a
+/// heartbeat found over sends nothing.
 async fn deliver<H: Handler>(shared: Arc<Shared<H>>, delivery: Delivery, slot: Slot) {
     let outcome = match handle_with_heartbeat(&shared, &delivery, slot).await {
-        Ended::Done(outcome) => Some(outcome),
+        Ended::Done(Outcome::Done(result)) if result.len() > admin::MAX_RESULT_BYTES => {
+            // The server would refuse the whole DQ.DONE of the batch.
+            Outcome::Dead {
+                error: format!(
+                    "the handler's result is {} bytes: more than the {} a result may hold",
+                    result.len(),
+                    admin::MAX_RESULT_BYTES
+                ),
+            }
+        }
+        Ended::Done(outcome) => outcome,
         Ended::Over(outcome) => {
             shared
                 .handler
@@ -596,25 +615,29 @@ async fn deliver<H: Handler>(shared: Arc<Shared<H>>, delivery: Delivery, slot: S
             return;
         }
     };
-    let settlement = match &outcome {
-        Some(Outcome::Ack) => match shared.ackers.get(&delivery.queue) {
-            Some(acker) => match acker.send(Some(delivery)) {
+    if matches!(outcome, Outcome::Ack | Outcome::Done(_)) {
+        let (delivery, outcome, why) = match shared.ackers.get(&delivery.queue) {
+            Some(acker) => match acker.send(Some((delivery, outcome))) {
                 Ok(()) => return,
-                Err(mpsc::error::SendError(delivery)) => {
-                    let delivery = delivery.expect("sent Some");
-                    let gone = Settlement::Unsettled("the acker of this queue has stopped".into());
-                    shared.handler.settled(&delivery, outcome.as_ref(), &gone);
-                    return;
-                }
+                Err(mpsc::error::SendError(back)) => match back {
+                    Some((delivery, outcome)) => {
+                        (delivery, outcome, "the acker of this queue has stopped")
+                    }
+                    None => return,
+                },
             },
-            None => Settlement::Unsettled("no acker for this queue".into()),
-        },
-        Some(outcome) => settle(&shared, &delivery, outcome).await,
-        None => Settlement::Stale,
-    };
+            None => (delivery, outcome, "no acker for this queue"),
+        };
+        let settlement = Settlement::Unsettled(why.into());
+        shared
+            .handler
+            .settled(&delivery, Some(&outcome), &settlement);
+        return;
+    }
+    let settlement = settle(&shared, &delivery, &outcome).await;
     shared
         .handler
-        .settled(&delivery, outcome.as_ref(), &settlement);
+        .settled(&delivery, Some(&outcome), &settlement);
 }
 
 /// How the handling of a delivery ended.
@@ -759,18 +782,20 @@ async fn settle<H: Handler>(
     }
 }
 
-/// One queue's ACKs: waits for the first, takes every other that is
-/// waiting (the deliveries that finished while the last DQ.ACK was on its
-/// way, and those finishing in this turn), sends them in one DQ.ACK, and
-/// tells the handler how each went; never holds one back for a timer.
-/// `None` (after the last delivery) ends it, once what it holds is sent.
+/// One queue's ACKs and DONEs: waits for the first, takes every other
+/// that is waiting (the deliveries that finished while the last command
+/// was on its way, and those finishing in this turn), sends them — the
+/// plain ACKs in one DQ.ACK, the results in one DQ.DONE of id result
+/// pairs, both at once when the batch holds both — and tells the handler
+/// how each went; never holds one back for a timer. `None` (after the
+/// last delivery) ends it, once what it holds is sent.
 async fn acker<H: Handler>(
     commands: Connection,
     queue: String,
-    mut requests: mpsc::UnboundedReceiver<Option<Delivery>>,
+    mut requests: mpsc::UnboundedReceiver<Option<Finished>>,
     handler: Arc<H>,
 ) {
-    let mut batch: Vec<Delivery> = Vec::new();
+    let mut batch: Vec<Finished> = Vec::new();
     let mut open = true;
     while open {
         match requests.recv().await {
@@ -788,22 +813,39 @@ async fn acker<H: Handler>(
                 Err(_) => break,
             }
         }
-        let settlement = ack_batch(&commands, &queue, &batch).await;
-        for delivery in batch.drain(..) {
-            handler.settled(&delivery, Some(&Outcome::Ack), &settlement);
+        let (acks, dones): (Vec<Finished>, Vec<Finished>) = batch
+            .drain(..)
+            .partition(|(_, outcome)| matches!(outcome, Outcome::Ack));
+        let (acked, done) = tokio::join!(
+            finish_batch(&commands, &queue, &acks),
+            finish_batch(&commands, &queue, &dones)
+        );
+        for (part, settlement) in [(acks, acked), (dones, done)] {
+            for (delivery, outcome) in part {
+                handler.settled(&delivery, Some(&outcome), &settlement);
+            }
         }
     }
 }
 
-/// One DQ.ACK of the batch's ids, tried again a few times when the server
-/// cannot be reached. Its count short of the batch means a message of it
-/// was no longer in flight; which one the reply does not say, so the whole
-/// batch is told [`Settlement::AckedLate`].
-async fn ack_batch(commands: &Connection, queue: &str, batch: &[Delivery]) -> Settlement {
-    let mut cmd = redis::cmd("DQ.ACK");
+/// One DQ.ACK of the batch's ids — or, when it holds results, one DQ.DONE
+/// of its id result pairs — tried again a few times when the server cannot
+/// be reached. Its count short of the batch means a message of it was no
+/// longer in flight; which one the reply does not say, so the whole batch
+/// is told [`Settlement::AckedLate`]. An empty batch sends nothing.
+async fn finish_batch(commands: &Connection, queue: &str, batch: &[Finished]) -> Settlement {
+    if batch.is_empty() {
+        return Settlement::Acked;
+    }
+    let with_results = matches!(batch[0].1, Outcome::Done(_));
+    let command = if with_results { "DQ.DONE" } else { "DQ.ACK" };
+    let mut cmd = redis::cmd(command);
     cmd.arg(queue);
-    for delivery in batch {
+    for (delivery, outcome) in batch {
         cmd.arg(&delivery.id);
+        if let Outcome::Done(result) = outcome {
+            cmd.arg(result.as_slice());
+        }
     }
     let mut retry_in = Duration::from_millis(100);
     let mut tries = 0;
@@ -813,14 +855,14 @@ async fn ack_batch(commands: &Connection, queue: &str, batch: &[Delivery]) -> Se
         match cmd.query_async::<redis::Value>(&mut con).await {
             Ok(redis::Value::Int(n)) if n as usize == batch.len() => return Settlement::Acked,
             Ok(redis::Value::Int(n)) => {
-                tracing::warn!(queue = %queue, ids = batch.len(), counted = n,
-                    "DQ.ACK counted fewer than it carried: the rest were no longer in flight");
+                tracing::warn!(queue = %queue, ids = batch.len(), counted = n, command,
+                    "{command} counted fewer than it carried: the rest were no longer in flight");
                 return Settlement::AckedLate;
             }
             Ok(other) => {
                 return Settlement::Unsettled(
                     Error::Reply {
-                        command: "DQ.ACK",
+                        command,
                         detail: format!("{other:?}"),
                     }
                     .to_string(),
@@ -828,14 +870,14 @@ async fn ack_batch(commands: &Connection, queue: &str, batch: &[Delivery]) -> Se
             }
             Err(e) if tries >= 5 => return Settlement::Unsettled(Error::from(e).to_string()),
             Err(e) => {
-                tracing::warn!(queue = %queue, ids = batch.len(), error = %e, "DQ.ACK failed; retrying");
+                tracing::warn!(queue = %queue, ids = batch.len(), error = %e, command,
+                    "{command} failed; retrying");
                 sleep(retry_in).await;
                 retry_in *= 2;
             }
         }
     }
 }
-
 /// A future that turns a panic while polling into `Err(message)`.
 struct CatchUnwind<F>(F);
 

@@ -5,6 +5,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::error::Error;
+use crate::server::Connection;
+
 /// One delivery of a message: what `DQ.POP` gave this consumer.
 #[derive(Clone, Debug)]
 pub struct Delivery {
@@ -19,6 +22,24 @@ pub struct Delivery {
     /// Shared by the clones of this delivery: the worker's heartbeat tells
     /// the handler through it.
     lost: Arc<Lost>,
+    /// Where [`Delivery::progress`] goes: the worker's connection and
+    /// lease; `None` for a delivery made by [`Delivery::new`].
+    reporter: Option<Reporter>,
+}
+
+/// The worker's connection and lease, for a handler's progress.
+#[derive(Clone)]
+pub(crate) struct Reporter {
+    pub commands: Connection,
+    pub lease: Duration,
+}
+
+impl std::fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reporter")
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How the worker tells a handler that its delivery is over. The token
@@ -98,7 +119,49 @@ impl Delivery {
             attempt,
             leased_at,
             lost: Arc::default(),
+            reporter: None,
         }
+    }
+
+    /// The delivery a worker hands its handler: its progress goes through
+    /// the worker's connection, with the worker's lease.
+    pub(crate) fn reporting(mut self, reporter: Reporter) -> Delivery {
+        self.reporter = Some(reporter);
+        self
+    }
+
+    /// Reports how far the work got (any bytes, at most 64 KiB: "40%",
+    /// `{"rows": 1200}`): one `DQ.TOUCH queue id LEASE ms ATTEMPT n
+    /// PROGRESS value`, fenced by this delivery's attempt and renewing its
+    /// lease as the heartbeat does. [`Queue::get`](crate::Queue::get)
+    /// shows it as `progress` until the next delivery of the message
+    /// starts; a done message keeps the last one. Returns the new lease
+    /// deadline (Unix ms).
+    ///
+    /// [`Error::StaleDelivery`] when this delivery is over (its lease ran
+    /// out, or the message was cancelled: stop working; the heartbeat
+    /// tells [`Delivery::cancelled`] too), [`Error::Config`] with nothing
+    /// sent for progress over 64 KiB or a delivery no worker made
+    /// ([`Delivery::new`]).
+    pub async fn progress(&self, value: impl AsRef<[u8]>) -> Result<u64, Error> {
+        let value = value.as_ref();
+        crate::commands::check_progress(value)?;
+        let Some(reporter) = &self.reporter else {
+            return Err(Error::Config(
+                "this delivery was not made by a worker (Delivery::new): there is no \
+                 connection to report its progress on"
+                    .into(),
+            ));
+        };
+        let cmd = crate::commands::touch_progress(
+            &self.queue,
+            &self.id,
+            reporter.lease,
+            self.attempt,
+            value,
+        );
+        let reply = crate::reply::query(&mut reporter.commands.clone(), &cmd).await?;
+        crate::queue::parse_touch(&self.queue, &self.id, reply)
     }
 
     /// The id for logs and headers; bytes that are not UTF-8 become U+FFFD.
@@ -169,15 +232,23 @@ impl Delivery {
 
 /// What the handler decided about a delivery: the command the consumer
 /// sends. docs/client-vocabulary.md has the same words for the Python and
-/// Node.js libraries (`action`: "ack", "nack", "dead").
+/// Node.js libraries (`action`: "ack", "done", "nack", "dead").
 ///
-/// 0.x change: `Nack` was called `Retry` (a NACK schedules a retry, but the
-/// message dies instead when its attempts are used up).
+/// 0.x changes: `Nack` was called `Retry` (a NACK schedules a retry, but
+/// the message dies instead when its attempts are used up); `Done` is new.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The work is done: `DQ.ACK`, sent with the other deliveries of its
     /// queue that finished since the last ACK's round trip.
     Ack,
+    /// The work is done, and this is its result (any bytes, empty
+    /// included; at most 512 MiB): `DQ.DONE queue id result`, sent with
+    /// the other results of its queue that came since the last one's round
+    /// trip. While a retention (RETAIN) keeps the message, `Queue::wait`
+    /// and `Queue::get` give the result back; without one it is dropped
+    /// with the message, as after an ACK. A result over the limit makes
+    /// the message dead, with that reason.
+    Done(Vec<u8>),
     /// The work failed and may succeed later: `DQ.NACK` with `DELAY` when
     /// given, else the message's backoff. The message becomes dead if this
     /// was its last attempt. `error` is kept as its last error.
@@ -190,10 +261,17 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The action's name in every dq library: "ack", "nack" or "dead".
+    /// The work is done with this result: `Outcome::Done`.
+    pub fn done(result: impl Into<Vec<u8>>) -> Outcome {
+        Outcome::Done(result.into())
+    }
+
+    /// The action's name in every dq library: "ack", "done", "nack" or
+    /// "dead".
     pub fn action(&self) -> &'static str {
         match self {
             Outcome::Ack => "ack",
+            Outcome::Done(_) => "done",
             Outcome::Nack { .. } => "nack",
             Outcome::Dead { .. } => "dead",
         }
@@ -211,12 +289,13 @@ pub enum NackState {
 /// How the outcome reached the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Settlement {
-    /// ACK removed the message.
+    /// ACK (or DONE, for [`Outcome::Done`]) finished the message: it is
+    /// gone, or kept as `done` while a RETAIN holds.
     Acked,
-    /// The DQ.ACK that carried it counted fewer than it carried: this
-    /// message, or another of the same batch, was no longer in flight (the
-    /// lease had run out, or it was cancelled). The work was done;
-    /// at-least-once means it may be done again.
+    /// The DQ.ACK (or DQ.DONE) that carried it counted fewer than it
+    /// carried: this message, or another of the same batch, was no longer
+    /// in flight (the lease had run out, or it was cancelled). The work was
+    /// done; at-least-once means it may be done again.
     AckedLate,
     /// NACK was applied; the message is now in this state.
     Nacked(NackState),

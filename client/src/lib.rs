@@ -57,9 +57,9 @@ mod shard;
 #[cfg(test)]
 mod vectors;
 
-pub use admin::{Entry, InfoDq, Message, QueueConfig, Rate, State, Stats};
+pub use admin::{Entry, InfoDq, JobOutcome, Message, QueueConfig, Rate, State, Stats};
 pub use args::parse_duration;
-pub use commands::{truncate_error, MAX_ERROR_BYTES};
+pub use commands::{truncate_error, MAX_ERROR_BYTES, MAX_PROGRESS_BYTES};
 pub use consumer::{stop_on_signals, Consumer, ConsumerConfig, Source};
 /// The name the Python and Node.js libraries give a [`Consumer`]
 /// (docs/client-vocabulary.md).

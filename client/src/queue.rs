@@ -1,12 +1,13 @@
 //! Handles on a queue and on a sharded queue: DQ.ADD with every option,
-//! and the settling calls (ACK, NACK, TOUCH) for code that pops by itself.
+//! the settling calls (ACK, DONE, NACK, TOUCH with its PROGRESS) for code
+//! that pops by itself, and DQ.WAIT for a message's outcome.
 
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Value};
 
-use crate::admin::{self, Entry, Message, QueueConfig, State, Stats};
+use crate::admin::{self, Entry, JobOutcome, Message, QueueConfig, State, Stats};
 use crate::args::{check_attempt, check_id, message_options, ms, require};
 use crate::commands::{self, MAX_ERROR_BYTES};
 use crate::delivery::NackState;
@@ -38,6 +39,10 @@ pub struct AddOptions {
     pub group: Option<Vec<u8>>,
     /// `TTL ms`: dead with reason `expired` unless acknowledged in time.
     pub ttl: Option<Duration>,
+    /// `RETAIN ms`: how long the message is kept as `done` (with its
+    /// result) once an ACK or DONE finishes it, over the queue's RETAIN
+    /// and the module's `dq.retain-ms`; `Some(Duration::ZERO)`: not kept.
+    pub retain: Option<Duration>,
     /// Sharded queues only: the shard basis when there is no group (else
     /// the id is). Ignored by a plain queue.
     pub shard_key: Option<Vec<u8>>,
@@ -75,6 +80,9 @@ fn add_cmd(queue: &str, payload: &[u8], o: &AddOptions) -> Result<Cmd, Error> {
     }
     let (backoff, group) = (o.backoff.as_deref(), o.group.as_deref());
     message_options(&mut cmd, o.priority, o.max_attempts, backoff, group, o.ttl)?;
+    if let Some(r) = o.retain {
+        cmd.arg("RETAIN").arg(ms(r));
+    }
     Ok(cmd)
 }
 
@@ -124,9 +132,36 @@ impl Queue {
         add(&mut self.con.clone(), &self.name, payload, options).await
     }
 
-    /// DQ.ACK: how many of `ids` were in flight and are now gone.
+    /// DQ.ACK: how many of `ids` were in flight and are now finished
+    /// (gone, or kept as `done` without a result while a RETAIN holds).
     pub async fn ack(&self, ids: &[&[u8]]) -> Result<u64, Error> {
         ack(&mut self.con.clone(), &self.name, ids).await
+    }
+
+    /// DQ.DONE: as [`Queue::ack`], and each message keeps its result (any
+    /// bytes) while its retention (RETAIN) lasts, for [`Queue::wait`],
+    /// [`Queue::get`] and the dashboard; without a retention it is gone as
+    /// after an ACK. How many of the ids were in flight and are now
+    /// finished; no pairs: 0, nothing sent. [`Error::Config`], with nothing
+    /// sent, for an empty id or a result over
+    /// [`MAX_RESULT_BYTES`](crate::admin::MAX_RESULT_BYTES).
+    pub async fn done(&self, results: &[(&[u8], &[u8])]) -> Result<u64, Error> {
+        admin::done(&mut self.con.clone(), self.name.as_bytes(), results).await
+    }
+
+    /// The message's outcome (DQ.WAIT): [`JobOutcome::Done`] with its
+    /// result, [`JobOutcome::Dead`] with its last error, or
+    /// [`JobOutcome::Gone`]; `None` when it has none after `timeout` (it is
+    /// still delayed, ready or in flight). A `timeout` of 0 looks once;
+    /// otherwise the server answers the moment the outcome exists, on a
+    /// connection of its own (kept for the next wait), so the queue's
+    /// shared connection is never held up. A retry or a replacement of the
+    /// message is no outcome: it waits on for the next delivery or version.
+    /// Without a retention (RETAIN) a finished message is `Gone`: set one
+    /// on the queue, or the message's own [`AddOptions::retain`], to get
+    /// results back. [`Error::Config`], with nothing sent, for an empty id.
+    pub async fn wait(&self, id: &[u8], timeout: Duration) -> Result<Option<JobOutcome>, Error> {
+        wait(&self.con, &self.name, id, timeout).await
     }
 
     /// DQ.NACK: the message's new state. [`Error::Config`], with nothing
@@ -144,7 +179,28 @@ impl Queue {
         lease: Option<Duration>,
         attempt: Option<u64>,
     ) -> Result<u64, Error> {
-        touch(&mut self.con.clone(), &self.name, id, lease, attempt).await
+        touch(&mut self.con.clone(), &self.name, id, lease, attempt, None).await
+    }
+
+    /// DQ.TOUCH ... PROGRESS: records how far the delivery got (any bytes,
+    /// at most 64 KiB), shown by [`Queue::get`] as `progress` until the
+    /// next delivery starts (a done message keeps the last); a TOUCH, so
+    /// it renews the lease too (by `lease`, else the queue's). With
+    /// `attempt` it is fenced: [`Error::StaleDelivery`] once that delivery
+    /// is over. A worker's handler calls [`Delivery::progress`] instead.
+    /// The new lease deadline (Unix ms); [`Error::Config`], with nothing
+    /// sent, for progress over 64 KiB, a lease of 0 or `attempt` 0.
+    ///
+    /// [`Delivery::progress`]: crate::Delivery::progress
+    pub async fn progress(
+        &self,
+        id: &[u8],
+        progress: &[u8],
+        lease: Option<Duration>,
+        attempt: Option<u64>,
+    ) -> Result<u64, Error> {
+        let con = &mut self.con.clone();
+        touch(con, &self.name, id, lease, attempt, Some(progress)).await
     }
 
     pub async fn stats(&self) -> Result<Stats, Error> {
@@ -343,15 +399,20 @@ impl ShardedQueue {
     }
 
     /// DQ.CONFIG of the sharded queue: the defaults of shard 0 (set through
-    /// [`ShardedQueue::config_set`], every shard has the same), and the flow
-    /// control of the whole queue as [`ShardedQueue::stats`] reads it.
+    /// [`ShardedQueue::config_set`], every shard has the same), the flow
+    /// control of the whole queue as [`ShardedQueue::stats`] reads it, and
+    /// RETAINMAX the sum of the shards' (`None` when no shard has one).
     pub async fn config(&self) -> Result<QueueConfig, Error> {
         let mut flows = Vec::new();
         let mut first: Option<QueueConfig> = None;
         let mut throttled = 0;
+        let mut retain_max: Option<u64> = None;
         for shard in self.each() {
             let c = shard.config().await?;
             throttled += c.throttled;
+            if let Some(n) = c.retain_max {
+                retain_max = Some(retain_max.unwrap_or(0).saturating_add(n));
+            }
             flows.push(Flow {
                 paused: c.paused,
                 paused_until: c.paused_until,
@@ -365,6 +426,7 @@ impl ShardedQueue {
         (config.paused, config.paused_until) = (whole.paused, whole.paused_until);
         (config.rate, config.max_inflight) = (whole.rate, whole.max_inflight);
         config.throttled = throttled;
+        config.retain_max = retain_max;
         Ok(config)
     }
 
@@ -384,6 +446,21 @@ impl ShardedQueue {
         Ok(None)
     }
 
+    /// [`Queue::wait`] on the shard that holds `id`: the shard of `basis`
+    /// (the message's group or shard key) when given, else of `id` itself
+    /// — where [`ShardedQueue::add`] put a message added without a group
+    /// or shard key. A message on another shard is `Gone` there: give the
+    /// basis it was added with.
+    pub async fn wait(
+        &self,
+        id: &[u8],
+        basis: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<Option<JobOutcome>, Error> {
+        let shard = self.shards.route(basis.unwrap_or(id));
+        wait(&self.con, shard, id, timeout).await
+    }
+
     /// DQ.CANCEL of `ids` where they are (see [`ShardedQueue::get`]).
     pub async fn cancel(&self, ids: &[&[u8]], basis: Option<&[u8]>) -> Result<u64, Error> {
         let mut n = 0;
@@ -401,7 +478,8 @@ impl ShardedQueue {
     }
 
     /// Up to `count` messages of `state` over all shards, by time (due time,
-    /// lease deadline or time of death), each with its shard's name.
+    /// lease deadline, time of death, or when it finished), each with its
+    /// shard's name.
     pub async fn peek(&self, state: State, count: usize) -> Result<Vec<(String, Entry)>, Error> {
         let mut all = Vec::new();
         for shard in self.each() {
@@ -433,10 +511,10 @@ impl ShardedQueue {
 
     /// DQ.CONFIG SET on every shard (they share their settings). The
     /// limits stay exact for the whole queue: of k shards each gets
-    /// `RATE floor(n/k)/d` and `MAXINFLIGHT floor(n/k)`, so all together
-    /// never deliver more than n; an n smaller than k (but not 0, which
-    /// removes the limit) is refused with [`Error::Config`] before anything
-    /// is sent. Every shard gets the same pairs, shard 0 first: a pair the
+    /// `RATE floor(n/k)/d`, `MAXINFLIGHT floor(n/k)` and `RETAINMAX
+    /// floor(n/k)`, so all together never deliver (or keep) more than n;
+    /// an n smaller than k (but not 0, which removes the limit) is refused
+    /// with [`Error::Config`] before anything is sent. Every shard gets the same pairs, shard 0 first: a pair the
     /// server refuses stops the call there, having changed nothing.
     pub async fn config_set(&self, pairs: &[(&str, &str)]) -> Result<(), Error> {
         let split = split_limits(pairs, self.shards.names().len())?;
@@ -603,9 +681,11 @@ fn split_limits<'a>(
                     Some((n, window)) if n > 0 => format!("{}/{window}", per_shard("RATE", n)?),
                     _ => value.to_owned(),
                 }
-            } else if field.eq_ignore_ascii_case("MAXINFLIGHT") {
+            } else if field.eq_ignore_ascii_case("MAXINFLIGHT")
+                || field.eq_ignore_ascii_case("RETAINMAX")
+            {
                 match value.parse::<u64>() {
-                    Ok(n) if n > 0 => per_shard("MAXINFLIGHT", n)?.to_string(),
+                    Ok(n) if n > 0 => per_shard(&field.to_ascii_uppercase(), n)?.to_string(),
                     _ => value.to_owned(),
                 }
             } else {
@@ -689,19 +769,24 @@ pub(crate) async fn nack<C: ConnectionLike + ?Sized>(
     commands::parse_nack(&reply)?.ok_or_else(|| unknown(queue, id))
 }
 
-/// `DQ.TOUCH queue id [LEASE ms] [ATTEMPT n]`; a lease under 1 ms is 1 ms,
-/// a lease of 0 is refused (the server refuses it too).
-fn touch_cmd(
+/// `DQ.TOUCH queue id [LEASE ms] [ATTEMPT n] [PROGRESS value]`; a lease
+/// under 1 ms is 1 ms, a lease of 0 is refused (the server refuses it
+/// too), and progress over 64 KiB.
+pub(crate) fn touch_cmd(
     queue: &str,
     id: &[u8],
     lease: Option<Duration>,
     attempt: Option<u64>,
+    progress: Option<&[u8]>,
 ) -> Result<Cmd, Error> {
     check_id("id", id)?;
     if let Some(l) = lease {
         require(!l.is_zero(), || "lease must be longer than 0".into())?;
     }
     check_attempt(attempt)?;
+    if let Some(p) = progress {
+        commands::check_progress(p)?;
+    }
     let mut cmd = redis::cmd("DQ.TOUCH");
     cmd.arg(queue).arg(id);
     if let Some(l) = lease {
@@ -709,6 +794,9 @@ fn touch_cmd(
     }
     if let Some(a) = attempt {
         cmd.arg("ATTEMPT").arg(a);
+    }
+    if let Some(p) = progress {
+        cmd.arg("PROGRESS").arg(p);
     }
     Ok(cmd)
 }
@@ -719,11 +807,35 @@ pub(crate) async fn touch<C: ConnectionLike + ?Sized>(
     id: &[u8],
     lease: Option<Duration>,
     attempt: Option<u64>,
+    progress: Option<&[u8]>,
 ) -> Result<u64, Error> {
-    match query(con, &touch_cmd(queue, id, lease, attempt)?).await? {
+    let cmd = touch_cmd(queue, id, lease, attempt, progress)?;
+    parse_touch(queue, id, query(con, &cmd).await?)
+}
+
+/// TOUCH's reply: the new deadline, or nil when the id is not in flight.
+pub(crate) fn parse_touch(queue: &str, id: &[u8], reply: Value) -> Result<u64, Error> {
+    match reply {
         Value::Nil => Err(unknown(queue, id)),
         deadline => uint("DQ.TOUCH", &deadline),
     }
+}
+
+/// DQ.WAIT on `queue`: a look on the shared connection, or a blocking
+/// wait on a connection of its own.
+async fn wait(
+    con: &Connection,
+    queue: &str,
+    id: &[u8],
+    timeout: Duration,
+) -> Result<Option<JobOutcome>, Error> {
+    let cmd = admin::wait_cmd(queue.as_bytes(), id, timeout)?;
+    let reply = if timeout.is_zero() {
+        query(&mut con.clone(), &cmd).await?
+    } else {
+        con.blocking(queue.as_bytes(), &cmd, timeout).await?
+    };
+    admin::parse_wait(reply)
 }
 
 #[cfg(test)]
@@ -796,6 +908,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("MAXINFLIGHT 7") && e.contains("8 shards"), "{e}");
+        // RETAINMAX caps the whole queue's done messages the same way.
+        let pairs = [("RETAIN", "1h"), ("retainmax", "1000")];
+        assert_eq!(split(&pairs, 8).unwrap()[1].1, "125");
+        assert_eq!(split(&pairs, 8).unwrap()[0].1, "1h");
+        let e = split(&[("RETAINMAX", "3")], 4).unwrap_err().to_string();
+        assert!(e.contains("RETAINMAX 3") && e.contains("4 shards"), "{e}");
+        assert_eq!(split(&[("RETAINMAX", "0")], 4).unwrap()[0].1, "0");
     }
 
     #[test]
@@ -807,6 +926,7 @@ mod tests {
             nx: true,
             priority: Some(-3),
             ttl: Some(Duration::from_millis(900)),
+            retain: Some(Duration::from_secs(3600)),
             shard_key: Some(b"ignored".to_vec()),
             ..AddOptions::default()
         };
@@ -814,7 +934,7 @@ mod tests {
             args(&add_cmd("q", b"p", &o).unwrap()),
             [
                 "DQ.ADD", "q", "p", "DELAY", "2000", "ID", "a", "NX", "PRIORITY", "-3", "TTL",
-                "900"
+                "900", "RETAIN", "3600000"
             ]
         );
         assert_eq!(

@@ -60,7 +60,7 @@ impl ConnectionLike for Fake {
             .unwrap_or_else(|| match argv[0].as_slice() {
                 b"DQ.ADD" => Value::BulkString(b"id".to_vec()),
                 b"DQ.NACK" => Value::SimpleString("ready".into()),
-                b"DQ.GET" | b"DQ.POP" | b"DQ.MPOP" | b"DQ.SCHEDULE" => Value::Nil,
+                b"DQ.GET" | b"DQ.POP" | b"DQ.MPOP" | b"DQ.SCHEDULE" | b"DQ.WAIT" => Value::Nil,
                 b"DQ.PEEK" | b"DQ.STATS" | b"DQ.SCHEDULES" | b"DQ.QUEUES" => Value::Array(vec![]),
                 b"DQ.SCAN" => {
                     Value::Array(vec![Value::BulkString(b"0".to_vec()), Value::Array(vec![])])
@@ -169,6 +169,7 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 backoff: a.text("backoff"),
                 group: a.bytes("group"),
                 ttl: a.ms("ttl_ms")?,
+                retain: a.ms("retain_ms")?,
                 shard_key: None,
             };
             let payload = a.bytes("payload").unwrap();
@@ -191,6 +192,29 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
             json!({"queue": taken, "deliveries": popped.iter().map(delivery).collect::<Vec<_>>()})
         }
         "ack" => json!(queue::ack(con, q, &refs(&a.list("ids"))).await?),
+        "done" => {
+            let pairs: Vec<(Vec<u8>, Vec<u8>)> = a.0["results"]
+                .as_array()
+                .expect("results")
+                .iter()
+                .map(|pair| {
+                    let text = |i: usize| pair[i].as_str().expect("id, result").as_bytes().to_vec();
+                    (text(0), text(1))
+                })
+                .collect();
+            let pairs: Vec<(&[u8], &[u8])> = pairs
+                .iter()
+                .map(|(id, r)| (id.as_slice(), r.as_slice()))
+                .collect();
+            json!(admin::done(con, qb, &pairs).await?)
+        }
+        "wait" => {
+            let timeout = a.ms("timeout_ms")?.unwrap_or_default();
+            match admin::wait(con, qb, &a.bytes("id").unwrap(), timeout).await? {
+                None => Json::Null,
+                Some(o) => json!({"state": o.state(), "value": o.value().map(lossy)}),
+            }
+        }
         "nack" => {
             let o = NackOptions {
                 delay: a.ms("delay_ms")?,
@@ -207,7 +231,9 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
         }
         "touch" => {
             let id = a.bytes("id").unwrap();
-            json!(queue::touch(con, q, &id, a.ms("lease_ms")?, a.u64("attempt")).await?)
+            let progress = a.bytes("progress");
+            let (lease, attempt) = (a.ms("lease_ms")?, a.u64("attempt"));
+            json!(queue::touch(con, q, &id, lease, attempt, progress.as_deref()).await?)
         }
         "cancel" => json!(admin::cancel(con, qb, &refs(&a.list("ids"))).await?),
         "get" => admin::get(con, qb, &a.bytes("id").unwrap())
@@ -239,6 +265,8 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 ("BACKOFF", "backoff"),
                 ("RATE", "rate"),
                 ("MAXINFLIGHT", "max_inflight"),
+                ("RETAIN", "retain_ms"),
+                ("RETAINMAX", "retain_max"),
             ]
             .into_iter()
             .filter_map(|(field, k)| Some((field, a.setting(k)?)))
@@ -359,7 +387,12 @@ fn consumer_argv(case: &Json) -> Option<Vec<Vec<u8>>> {
             };
             commands::nack(q, &id, attempt, &outcome)
         }
-        "touch" => commands::touch(q, &id, a.ms("lease_ms").ok()??, attempt),
+        "touch" => match a.bytes("progress") {
+            Some(progress) => {
+                commands::touch_progress(q, &id, a.ms("lease_ms").ok()??, attempt, &progress)
+            }
+            None => commands::touch(q, &id, a.ms("lease_ms").ok()??, attempt),
+        },
         _ => return None,
     };
     Some(wire(&cmd))
@@ -396,6 +429,8 @@ fn message(m: &Message) -> Json {
         "dead-reason": m.dead_reason, "died-at": m.died_at, "expires-at": m.expires_at,
         "group": text(m.group.clone()), "waiting-for": text(m.waiting_for.clone()),
         "attempts-left": m.attempts_left, "last-error": text(m.last_error.clone()),
+        "result": text(m.result.clone()), "finished-at": m.finished_at, "retained-until": m.retained_until,
+        "progress": text(m.progress.clone()),
     })
 }
 
@@ -429,7 +464,8 @@ fn config(c: &QueueConfig) -> Json {
         "lease-ms": c.lease_ms, "lease-ms-from": c.lease_ms_from, "max-attempts": c.max_attempts,
         "max-attempts-from": c.max_attempts_from, "backoff": c.backoff, "backoff-from": c.backoff_from,
         "rate": c.rate, "max-inflight": c.max_inflight, "paused": u8::from(c.paused),
-        "paused-until": c.paused_until, "throttled": c.throttled,
+        "paused-until": c.paused_until, "throttled": c.throttled, "retain-ms": c.retain_ms,
+        "retain-ms-from": c.retain_ms_from, "retain-max": c.retain_max,
     })
 }
 
@@ -608,6 +644,8 @@ fn the_vectors_cover_every_operation_and_form() {
         "pause",
         "resume",
         "queues",
+        "done",
+        "wait",
     ] {
         assert!(ops.contains(op), "{op}");
     }

@@ -344,7 +344,7 @@ impl Action for Purge {
 
     fn parse(form: &Form) -> Result<Self, Fail> {
         let st = form_value(form, "state")
-            .ok_or_else(|| bad_form("Purge needs a state: delayed, ready, inflight or dead."))?;
+            .ok_or_else(|| bad_form("Purge needs a state: delayed, ready, inflight, dead or done."))?;
         let state = utf8(st, "state")?
             .parse::<State>()
             .map_err(|e| fail(StatusCode::BAD_REQUEST, "Bad state", e))?;
@@ -761,7 +761,7 @@ mod tests {
         assert_eq!(why(Cancel::parse(&form(&long))), (400, "Bad id".into()));
         assert_eq!(why(Purge::parse(&form(""))), (400, "Bad form".into()));
         assert_eq!(
-            why(Purge::parse(&form("state=done"))),
+            why(Purge::parse(&form("state=finished"))),
             (400, "Bad state".into())
         );
         assert_eq!(

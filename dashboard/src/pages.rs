@@ -435,6 +435,7 @@ impl Listed {
             Some(State::Delayed | State::Ready) => m.due_at,
             Some(State::Inflight) => m.lease_deadline,
             Some(State::Dead) => m.died_at,
+            Some(State::Done) => m.finished_at,
             None => None,
         };
         Listed {

@@ -256,7 +256,8 @@ pub fn relative(ms: u64, now: u64) -> String {
 
 /// A message's time as what it means in `state`: `due in 5m` (delayed,
 /// or ready since `due 3m ago`), `lease ends in 20s` (in flight; `lease
-/// ended 2s ago` when the timer has not reclaimed it yet), `died 3m ago`.
+/// ended 2s ago` when the timer has not reclaimed it yet), `died 3m ago`,
+/// `finished 1m ago` (done).
 /// A bare `now` said none of that, and showed a ready and a dead message
 /// alike.
 pub fn when(state: State, ms: u64, now: u64) -> String {
@@ -267,6 +268,8 @@ pub fn when(state: State, ms: u64, now: u64) -> String {
         State::Inflight => format!("lease ends {rel}"),
         State::Dead if rel == "now" => "died just now".to_string(),
         State::Dead => format!("died {rel}"),
+        State::Done if rel == "now" => "finished just now".to_string(),
+        State::Done => format!("finished {rel}"),
     }
 }
 
@@ -276,6 +279,7 @@ pub fn when_at(state: State, ms: u64) -> String {
         State::Delayed | State::Ready => "due at",
         State::Inflight => "lease ends at",
         State::Dead => "died at",
+        State::Done => "finished at",
     };
     format!("{what} {}", time(ms))
 }

@@ -273,8 +273,9 @@ impl Handler for Relay {
         };
         let ms = took.as_millis() as u64;
         match &outcome {
-            Outcome::Ack => tracing::debug!(queue = %delivery.queue, id = %delivery.id_lossy(),
-                attempt = delivery.attempt, url = %shown_url, status, ms, "delivered"),
+            Outcome::Ack | Outcome::Done(_) => tracing::debug!(queue = %delivery.queue,
+                id = %delivery.id_lossy(), attempt = delivery.attempt, url = %shown_url, status,
+                ms, "delivered"),
             Outcome::Nack { error, delay } => tracing::warn!(queue = %delivery.queue,
                 id = %delivery.id_lossy(), attempt = delivery.attempt, url = %shown_url, status,
                 ms, retry_after_ms = delay.map(|d| d.as_millis() as u64), error = %error,
