@@ -6,7 +6,8 @@
 //! [`Consumer::run`] takes messages from one or more queues with blocking
 //! `DQ.POP`s, hands each to a [`Handler`] — at most `concurrency` at once per
 //! queue — keeps its lease alive with `DQ.TOUCH` while the handler works, and
-//! settles it with `DQ.ACK` or `DQ.NACK` as the handler decides. Every NACK
+//! settles it with `DQ.ACK`, `DQ.DONE` (with the handler's result) or
+//! `DQ.NACK` as the handler decides. Every NACK
 //! and TOUCH names its delivery (`ATTEMPT n`), so a consumer whose lease ran
 //! out can never fail or extend someone else's delivery. When the shutdown
 //! token is cancelled it stops taking messages, lets the deliveries it holds
@@ -14,6 +15,11 @@
 //! queues from one pool of slots — with one `DQ.MPOP`, in the order given,
 //! when one command can reach them all — and [`Delivery::cancelled`] tells a
 //! handler that its message was cancelled or purged while it ran.
+//!
+//! A finished job's outcome comes back with [`Queue::wait`] (a
+//! [`JobOutcome`]: done with its result, dead with its last error, or
+//! gone) while a retention (RETAIN) keeps it; a handler reports how far it
+//! got with [`Delivery::progress`], fenced by its attempt.
 //!
 //! Queues also carry the server's recurring schedules ([`Schedule`],
 //! [`Queue::schedule`]) and flow control ([`Queue::pause`], `RATE` and
