@@ -87,6 +87,33 @@ pub fn dq_ack(con: &mut Connection, queue: &str, ids: &[Vec<u8>]) -> usize {
         .expect("DQ.ACK")
 }
 
+/// How a consumer ends what it took.
+#[derive(Clone, Copy)]
+pub enum Finish {
+    /// `DQ.ACK queue id...`
+    Ack,
+    /// `DQ.DONE queue id result ...`, each with this result.
+    Done(&'static [u8]),
+}
+
+impl Finish {
+    /// Ends the deliveries `ids` of `queue` in one command; how many were
+    /// in flight.
+    pub fn run(self, con: &mut Connection, queue: &str, ids: &[Vec<u8>]) -> usize {
+        match self {
+            Finish::Ack => dq_ack(con, queue, ids),
+            Finish::Done(result) => {
+                let mut cmd = redis::cmd("DQ.DONE");
+                cmd.arg(queue);
+                for id in ids {
+                    cmd.arg(id).arg(result);
+                }
+                cmd.query(con).expect("DQ.DONE")
+            }
+        }
+    }
+}
+
 /// The seeds' broker: runs TAKE_DUE every millisecond (at once again after
 /// a full batch) until it has moved `n` members.
 pub fn broker(con: &mut Connection, sha: &str, n: usize) {

@@ -92,8 +92,10 @@ pub enum Finish {
 /// Finishes the in-flight deliveries among `items` (id, result) now, with
 /// the module's retention as the fallback, and propagates what a replica
 /// must do the same: `ACK id...` when `dq.retain-ms` is 0 (the round-3
-/// form), else `DONE retain-ms id tagged-result...`, a result tagged `=`
-/// and none `-` (ACK's), so the master's `dq.retain-ms` decides there too.
+/// form), else `DONE retain-ms n id result ... id ...`, whose first `n` ids
+/// have a result (DQ.DONE's pairs; ACK's ids have none), so the master's
+/// `dq.retain-ms` decides there too. Either way the command's own argument
+/// strings are sent, not copies.
 pub fn finished(
     ctx: &Context,
     args: &[RedisString],
@@ -128,39 +130,42 @@ pub fn finished(
             .args(&args[2..])
             .send();
     } else {
-        let mut apply = Apply::new(ctx, &args[1], now, settings::max_attempts(), "DONE");
-        apply.number(retain);
-        for &(id, result) in items {
-            apply.bytes(id);
-            match result {
-                Some(result) => apply.bytes(&[b"=", result].concat()),
-                None => apply.bytes(b"-"),
-            };
-        }
-        apply.send();
+        let with_results = match how {
+            Finish::Ack => 0,
+            Finish::Done => items.len() as u64,
+        };
+        Apply::new(ctx, &args[1], now, settings::max_attempts(), "DONE")
+            .number(retain)
+            .number(with_results)
+            .args(&args[2..])
+            .send();
     }
     key.announce(due_before);
     Ok(count)
 }
 
-/// Replays `DONE retain-ms id tagged-result...` (see [`finished`]).
+/// Replays `DONE retain-ms n id result ... id ...` (see [`finished`]).
 pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
-    let bad = || DqError::BadApply("DONE needs retain-ms, then id and tagged result pairs".into());
-    let [retain, pairs @ ..] = r.args else {
+    let bad = || DqError::BadApply("DONE needs retain-ms, a count, then ids and results".into());
+    let [retain, n, rest @ ..] = r.args else {
         return Err(bad());
     };
     let retain = parse_duration_arg("retain-ms", retain)?;
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    let n = std::str::from_utf8(n)
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|&n| n.checked_mul(2).is_some_and(|pairs| pairs <= rest.len()))
+        .ok_or_else(bad)?;
+    let (pairs, ids) = rest.split_at(2 * n);
+    if rest.is_empty() {
         return Err(bad());
     }
-    let mut items = Vec::with_capacity(pairs.len() / 2);
+    let mut items = Vec::with_capacity(n + ids.len());
     for pair in pairs.chunks(2) {
-        let result = match pair[1].split_first() {
-            Some((b'=', result)) => Some(result),
-            Some((b'-', [])) => None,
-            _ => return Err(bad()),
-        };
-        items.push((check_id(pair[0])?, result));
+        items.push((check_id(pair[0])?, Some(pair[1])));
+    }
+    for id in ids {
+        items.push((check_id(id)?, None));
     }
     queue.finish(r.now, items.into_iter(), retain);
     Ok(())

@@ -159,15 +159,17 @@ impl<'c> QueueKey<'c> {
         // Blocked clients try again when messages became ready, or when a
         // limit let go (an ACK under MAXINFLIGHT, RESUME, new settings).
         let db = selected_db(ctx);
+        // Read once: each read of a server string is a call into the server.
+        let bytes = name.as_slice();
         if events.contains(Event::Ready)
-            || (registry::has_waiters(db, name.as_slice()) && queue.deliverable(now_ms()))
+            || (registry::has_waiters(db, bytes) && queue.deliverable(now_ms()))
         {
             signal_ready(ctx, name);
         }
-        registry::with(|r| r.set_counts(db, name.as_slice(), Some(counts)));
-        watch::settle(db, name.as_slice(), Some(queue));
+        registry::with(|r| r.set_counts(db, bytes, Some(counts)));
+        watch::settle(db, bytes, Some(queue));
         match due.filter(|&at| due_before.is_none_or(|before| at < before)) {
-            Some(at) => timer::note_due(ctx, name.as_slice(), at),
+            Some(at) => timer::note_due(ctx, bytes, at),
             None => timer::poke(ctx),
         }
     }

@@ -13,6 +13,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use hashbrown::HashMap;
 use redis_module::{raw, Context, RedisString, RedisValue};
@@ -43,13 +44,20 @@ thread_local! {
     static WATCHERS: RefCell<HashMap<QueueRef, Vec<Watcher>>> = RefCell::new(HashMap::new());
 }
 
+/// How many queues have watchers: what every write reads first, a load
+/// cheaper than reaching the thread-local map. Main thread only, so
+/// relaxed; kept by `updated`.
+static WATCHED: AtomicUsize = AtomicUsize::new(0);
+
+/// Notes the map's size after a change of it.
+fn updated(w: &HashMap<QueueRef, Vec<Watcher>>) {
+    WATCHED.store(w.len(), Relaxed);
+}
+
 /// Whether anyone waits on the queue. Every write asks: most of the time
-/// nobody waits anywhere, and that costs one emptiness check.
+/// nobody waits anywhere, and that costs one load.
 pub fn has_watchers(db: i32, name: &[u8]) -> bool {
-    WATCHERS.with(|w| {
-        let w = w.borrow();
-        !w.is_empty() && w.contains_key(&(db, name.to_vec()))
-    })
+    WATCHED.load(Relaxed) > 0 && WATCHERS.with(|w| w.borrow().contains_key(&(db, name.to_vec())))
 }
 
 /// Parks the calling client on the queue `name` of its database for up to
@@ -73,10 +81,9 @@ pub fn block(ctx: &Context, name: &RedisString, timeout_ms: u64, watch: Box<dyn 
         client
     };
     WATCHERS.with(|w| {
-        w.borrow_mut()
-            .entry(queue)
-            .or_default()
-            .push(Watcher { client, watch })
+        let mut w = w.borrow_mut();
+        w.entry(queue).or_default().push(Watcher { client, watch });
+        updated(&w);
     });
 }
 
@@ -102,6 +109,7 @@ pub fn settle(db: i32, name: &[u8], queue: Option<&Queue>) {
         });
         if list.is_empty() {
             w.remove(&key);
+            updated(&w);
         }
         answered
     });
@@ -178,6 +186,7 @@ fn forget(client: *mut raw::RedisModuleBlockedClient) {
             list.retain(|watcher| watcher.client != client);
         }
         w.retain(|_, list| !list.is_empty());
+        updated(&w);
     });
 }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use dq_testkit::{now_ms, Server};
 
-use crate::clients::{broker, dq_ack, dq_mpop, dq_pop, TAKE_DUE};
+use crate::clients::{broker, dq_mpop, dq_pop, Finish, TAKE_DUE};
 use crate::harness::{
     best_of, busy, drive, payload, timed, BenchServer, Config, Run, Scale, BATCH, GIVE_UP,
 };
@@ -23,6 +23,11 @@ pub fn dq_lifecycle(server: &Server, queue: &str, s: &Scale) -> Run {
 /// The lifecycle spread over `queues` (message i to queue i mod k): one
 /// queue is served by DQ.POP, several by DQ.MPOP over all of them.
 pub fn dq_lifecycle_over(server: &Server, queues: &[&str], s: &Scale) -> Run {
+    dq_lifecycle_with(server, queues, s, Finish::Ack)
+}
+
+/// The lifecycle, each batch ended by `finish` (ACK, or DONE with a result).
+pub fn dq_lifecycle_with(server: &Server, queues: &[&str], s: &Scale, finish: Finish) -> Run {
     let n = s.life_n;
     let acked = AtomicUsize::new(0);
     let finished = OnceLock::new();
@@ -52,7 +57,7 @@ pub fn dq_lifecycle_over(server: &Server, queues: &[&str], s: &Scale) -> Run {
                         if ids.is_empty() {
                             continue;
                         }
-                        let got = dq_ack(&mut con, queue, &ids);
+                        let got = finish.run(&mut con, queue, &ids);
                         if acked.fetch_add(got, Relaxed) + got >= n {
                             let _ = finished.set(Instant::now());
                         }

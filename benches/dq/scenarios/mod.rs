@@ -1,4 +1,4 @@
-//! The twelve scenarios, one file each (the numbers are the issues'
+//! The scenarios, one file each (the numbers are the issues'
 //! targets' numbering, not the order they run in: see main). Each
 //! measures on servers of its own and adds its rows and notes to the
 //! report.
@@ -12,6 +12,7 @@ mod lateness;
 mod lifecycle;
 mod lines;
 mod memory;
+mod outcomes;
 mod queues;
 /// How late dq.ready events come, shared by the queues and schedules
 /// scenarios.
@@ -28,6 +29,7 @@ pub use lateness::lateness;
 pub use lifecycle::lifecycle;
 pub use lines::server_lines;
 pub use memory::memory;
+pub use outcomes::outcomes;
 pub use queues::many_queues;
 pub use schedules::schedules;
 pub use unlink::unlink;

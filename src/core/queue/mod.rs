@@ -569,13 +569,18 @@ impl Queue {
         items: impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)>,
         module_retain_ms: u64,
     ) -> u64 {
-        let mut seen = HashSet::new();
-        let inflight: Vec<(Slot, Option<&[u8]>)> = items
-            .filter(|(id, _)| seen.insert(*id))
-            .filter_map(|(id, result)| self.messages.find(id).map(|slot| (slot, result)))
-            .filter(|&(slot, _)| self.messages.at(slot).state == State::Inflight)
-            .collect();
-        for &(slot, result) in &inflight {
+        // An id named twice is finished once: the first time leaves it
+        // done, replaced or gone, none of which is in flight. So no set of
+        // the ids seen, which would cost a hash of each.
+        let mut count = 0;
+        for (id, result) in items {
+            let Some(slot) = self.messages.find(id) else {
+                continue;
+            };
+            if self.messages.at(slot).state != State::Inflight {
+                continue;
+            }
+            count += 1;
             self.unindex(slot);
             fault::point("ack:batch");
             self.release_group(slot, now);
@@ -595,7 +600,6 @@ impl Queue {
                 }
             }
         }
-        let count = inflight.len() as u64;
         if count > 0 {
             self.counters.bump(Counter::Acked, count);
             self.trim_done();

@@ -166,9 +166,9 @@ impl Extra {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// The id, then the payload: one allocation. A done message's holds its
-    /// result after the payload, then the result's length as 4 bytes
-    /// (little-endian; `NO_RESULT` when it was finished by a plain ACK), so
-    /// that keeping a result costs no field in every record.
+    /// result after the payload, then a trailer saying its length (see
+    /// [`trailer`]), so that keeping a result costs no field in every
+    /// record, and a short one a single byte more.
     data: Box<[u8]>,
     /// Ids are at most `args::MAX_ID_LEN` bytes (checked by the parser,
     /// the codec and the importer), so two bytes hold the
@@ -208,8 +208,25 @@ fn id_len(id: &[u8]) -> u16 {
     id.len() as u16
 }
 
-/// A done message's trailer: it has no result (a plain ACK).
-const NO_RESULT: u32 = u32::MAX;
+/// The last byte of a done message's data: the result's length when below
+/// [`LONG_RESULT`]; `LONG_RESULT` after the length as 4 bytes
+/// (little-endian); [`NO_RESULT`] when it has none (a plain ACK).
+const LONG_RESULT: u8 = 0xFE;
+const NO_RESULT: u8 = 0xFF;
+
+/// The trailer that follows a result of `len` bytes (`None`: no result):
+/// its bytes, of which the first `n` count.
+fn trailer(len: Option<usize>) -> ([u8; 5], usize) {
+    match len {
+        None => ([NO_RESULT, 0, 0, 0, 0], 1),
+        Some(len) if len < LONG_RESULT as usize => ([len as u8, 0, 0, 0, 0], 1),
+        Some(len) => {
+            // Results are at most the payload limit, far below u32::MAX.
+            let [a, b, c, d] = (len as u32).to_le_bytes();
+            ([a, b, c, d, LONG_RESULT], 5)
+        }
+    }
+}
 
 /// The id and payload as one allocation.
 fn joined(id: &[u8], payload: &[u8]) -> Box<[u8]> {
@@ -276,10 +293,25 @@ impl Record {
 
     pub fn payload(&self) -> &[u8] {
         let end = match self.state {
-            State::Done => self.data.len() - 4 - self.result().map_or(0, <[u8]>::len),
+            State::Done => self.result_at().0,
             _ => self.data.len(),
         };
         &self.data[self.id_len as usize..end]
+    }
+
+    /// A done message's data: where its result starts and its length
+    /// (`None`: no result).
+    fn result_at(&self) -> (usize, Option<usize>) {
+        let last = self.data.len() - 1;
+        match self.data[last] {
+            NO_RESULT => (last, None),
+            LONG_RESULT => {
+                let l = &self.data[last - 4..last];
+                let len = u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize;
+                (last - 4 - len, Some(len))
+            }
+            len => (last - len as usize, Some(len as usize)),
+        }
     }
 
     /// A done message's result; `None` when it has none (a plain ACK) or
@@ -288,9 +320,8 @@ impl Record {
         if self.state != State::Done {
             return None;
         }
-        let (rest, len) = self.data.split_at(self.data.len() - 4);
-        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
-        (len != NO_RESULT).then(|| &rest[rest.len() - len as usize..])
+        let (start, len) = self.result_at();
+        len.map(|len| &self.data[start..start + len])
     }
 
     /// When a done message finished (Unix ms).
@@ -301,15 +332,12 @@ impl Record {
     /// The message is finished at `now` and kept until `drop_at`, with its
     /// result. Not indexed: the caller indexes it as done.
     pub fn finish(&mut self, now: u64, drop_at: u64, result: Option<&[u8]>) {
-        let payload_end = self.data.len();
-        let mut data = Vec::with_capacity(payload_end + result.map_or(0, <[u8]>::len) + 4);
+        let (trailer, n) = trailer(result.map(<[u8]>::len));
+        let result = result.unwrap_or_default();
+        let mut data = Vec::with_capacity(self.data.len() + result.len() + n);
         data.extend_from_slice(&self.data);
-        if let Some(result) = result {
-            data.extend_from_slice(result);
-        }
-        // Results are at most the payload limit, far below u32::MAX.
-        let len = result.map_or(NO_RESULT, |r| r.len().min(NO_RESULT as usize - 1) as u32);
-        data.extend_from_slice(&len.to_le_bytes());
+        data.extend_from_slice(result);
+        data.extend_from_slice(&trailer[..n]);
         self.data = data.into_boxed_slice();
         self.state = State::Done;
         self.lease_deadline = now;
@@ -400,6 +428,28 @@ mod tests {
             due_at: 100,
             added_at: 50,
             options: Options::default(),
+        }
+    }
+
+    #[test]
+    fn a_result_of_any_length_reads_back_with_the_payload() {
+        for len in [
+            None,
+            Some(0),
+            Some(1),
+            Some(253),
+            Some(254),
+            Some(255),
+            Some(70_000),
+        ] {
+            let mut r = Record::new(b"id-1", b"hello", terms());
+            let result = len.map(|n| vec![0xFE_u8; n]);
+            r.finish(10, 20, result.as_deref());
+            assert_eq!(r.payload(), b"hello", "{len:?}");
+            assert_eq!(r.result(), result.as_deref(), "{len:?}");
+            let trailer = if len.is_some_and(|n| n >= 254) { 5 } else { 1 };
+            assert_eq!(r.data_len(), 9 + len.unwrap_or(0) + trailer, "{len:?}");
+            assert_eq!((r.finished_at(), r.due_at), (Some(10), 20));
         }
     }
 
