@@ -335,6 +335,39 @@ impl Server {
         }
     }
 
+    /// Kills the server as a crash would and leaves it down (its clients
+    /// find nothing listening) until [`Server::start_again`]; `restart` is
+    /// the two at once.
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether the server process is running (false after
+    /// [`Server::crash`], or when it exited by itself).
+    pub fn is_up(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Starts a crashed server again, as `restart` does: same arguments,
+    /// port and directory (so it loads what it had persisted).
+    pub fn start_again(&mut self) {
+        assert!(!self.is_up(), "start_again: the server is running");
+        let deadline = Instant::now() + LONG;
+        loop {
+            match self.setup.spawn(&self.dir, self.port, self.bus_port) {
+                Ok(child) => {
+                    self.child = child;
+                    return;
+                }
+                Err(Failed::PortTaken) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(_) => panic!("no restart on port {}; its log:\n{}", self.port, self.log()),
+            }
+        }
+    }
+
     /// The URL clients connect with (with the password, if any).
     pub fn url(&self) -> String {
         url(self.port, self.setup.password.as_deref())
