@@ -1,15 +1,20 @@
 """Fixtures: clients of the servers scripts/with-servers started
-(DQ_REDIS_URL, DQ_CLUSTER_NODES), unique queue names, deadline polling."""
+(DQ_REDIS_URL, DQ_CLUSTER_NODES), servers of a test's own (own_server: to
+kill and restart), unique queue names, deadline polling."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Awaitable, Callable, List
+from typing import Any, Awaitable, Callable, Iterator, List, Optional
 
 import pytest
 import pytest_asyncio
@@ -41,6 +46,117 @@ def cluster_nodes() -> List[redis.cluster.ClusterNode]:
         host, port = node.rsplit(":", 1)
         out.append((host, int(port)))
     return out  # type: ignore[return-value]
+
+
+def module_path() -> Path:
+    """The module a server of the test's own loads: DQ_MODULE, else the debug
+    build in CARGO_TARGET_DIR (or target/), as scripts/with-servers does."""
+    explicit = os.environ.get("DQ_MODULE")
+    if explicit:
+        return Path(explicit)
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
+    path = (target if target.is_absolute() else ROOT / target) / "debug" / "libdq.so"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `cargo build` at the root first (scripts/test-python does)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class OwnServer:
+    """A server of one test's own, which it may kill and start again: unlike
+    scripts/with-servers' (shared by every test), redis-server (DQ_SERVER)
+    with the module loaded, on a free loopback port, in a temporary
+    directory; `args` are more `--name value` arguments (`--appendonly yes`).
+    kill() is a crash (SIGKILL); start() brings it back on the same port and
+    directory, so it loads what it persisted."""
+
+    def __init__(self, *args: str) -> None:
+        self.binary = os.environ.get("DQ_SERVER") or "redis-server"
+        self.module = module_path()
+        self.args = list(args)
+        self.dir = tempfile.mkdtemp(prefix="dq-pytest-")
+        self.log = Path(self.dir) / "server.log"
+        self.proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+        self.port = 0
+        for _ in range(20):  # a port found free may be taken before the server binds it
+            self.port = free_port()
+            if self._spawn():
+                return
+        self.close()
+        pytest.fail("20 free ports in a row were taken before the server bound them")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def _spawn(self) -> bool:
+        """Starts the server on self.port and waits until it answers PING (its
+        AOF loaded): False when the port was taken."""
+        logged = self.log.stat().st_size if self.log.exists() else 0
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir, "--logfile", str(self.log), *self.args, "--loadmodule", str(self.module)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                text = self.log.read_text(errors="replace") if self.log.exists() else ""
+                if "Address already in use" in text[logged:]:
+                    return False
+                pytest.fail(f"{self.binary} exited {self.proc.returncode}; its log:\n{text}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.kill()
+        pytest.fail(f"{self.binary} did not answer PING on port {self.port} within 60 s")
+
+    def kill(self) -> None:
+        """Kills the server as a crash would (SIGKILL) and waits for it to end."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.wait()
+
+    def start(self) -> None:
+        """Starts it again on its port and directory, after kill()."""
+        deadline = time.monotonic() + 60
+        while not self._spawn():
+            if time.monotonic() > deadline:
+                pytest.fail(f"port {self.port} stayed taken for 60 s: no restart")
+            time.sleep(0.05)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def close(self) -> None:
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def own_server() -> Iterator[Callable[..., OwnServer]]:
+    """own_server(*args) -> OwnServer; each killed, its directory removed, after the test."""
+    started: List[OwnServer] = []
+
+    def start(*args: str) -> OwnServer:
+        server = OwnServer(*args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
 
 
 @pytest.fixture
