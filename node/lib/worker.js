@@ -195,8 +195,18 @@ class Worker {
     this.permits.close();
   }
 
-  /** A connection of the poller's own: a blocked POP serves nobody else. */
+  /**
+   * A connection of the poller's own: a blocked POP serves nobody else. Its
+   * 'error' events are heard (else ioredis prints each failed reconnection
+   * as unhandled): a POP that fails is logged by the poller.
+   */
   async _connect(part, address) {
+    const conn = await this._open(part, address);
+    conn.on('error', () => {});
+    return conn;
+  }
+
+  async _open(part, address) {
     const client = part.client;
     if (!client.isCluster) return client.duplicate();
     // The slot map and the nodes are known once the cluster is ready.
