@@ -33,8 +33,20 @@ SHOTS = TARGET / "dashboard" / "screenshots"
 def redis_url():
     url = os.environ.get("DQ_REDIS_URL")
     if not url:
-        pytest.skip("DQ_REDIS_URL is not set: run under scripts/with-servers")
+        # A failure, not a skip: a bare `pytest dashboard/tests` must not
+        # pass with nothing tested.
+        pytest.fail("DQ_REDIS_URL is not set: run the dashboard's tests with scripts/test-dashboard "
+                    "(or scripts/with-servers --cluster -- python -m pytest dashboard/tests)")
     return url
+
+
+def cluster_nodes():
+    """The masters of scripts/with-servers' cluster (DQ_CLUSTER_NODES), as host:port."""
+    nodes = os.environ.get("DQ_CLUSTER_NODES")
+    if not nodes:
+        pytest.fail("DQ_CLUSTER_NODES is not set: run the dashboard's tests with scripts/test-dashboard "
+                    "(or scripts/with-servers --cluster -- python -m pytest dashboard/tests)")
+    return nodes.split(",")
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 Chromium (pages, clicks) and by plain HTTP (what a browser would not send).
 Run by scripts/test-dashboard under scripts/with-servers --cluster."""
 
-import os
 import re
 import socket
 import time
@@ -16,6 +15,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import (
     Http,
+    cluster_nodes,
     csrf_of,
     get,
     left_the_page,
@@ -376,13 +376,6 @@ def test_metrics_parse_and_match_dq_stats(r, dashboard):
 
 
 # --- cluster -------------------------------------------------------------------------
-
-
-def cluster_nodes():
-    nodes = os.environ.get("DQ_CLUSTER_NODES")
-    if not nodes:
-        pytest.skip("DQ_CLUSTER_NODES is not set: run under scripts/with-servers --cluster")
-    return nodes.split(",")
 
 
 def test_cluster_one_seed_shows_the_queues_of_every_master(start_dashboard, browser):

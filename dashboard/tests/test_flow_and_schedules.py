@@ -6,7 +6,6 @@ and a sharded queue (docs/sharding.md) paused, resumed and listed as one.
 Run by scripts/test-dashboard under scripts/with-servers --cluster."""
 
 import datetime
-import os
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import Http, command_calls, csrf_of, no_autorefresh, q, redis_url, screenshot, server_name, stats
+from conftest import Http, cluster_nodes, command_calls, csrf_of, no_autorefresh, q, redis_url, screenshot, server_name, stats
 
 WAIT = 15
 HOUR = 3_600_000
@@ -466,13 +465,6 @@ def shard_names(queue, shards):
             k += 1
         names.append(f"{queue}~{i}of{shards}~{k}")
     return names
-
-
-def cluster_nodes():
-    nodes = os.environ.get("DQ_CLUSTER_NODES")
-    if not nodes:
-        pytest.skip("DQ_CLUSTER_NODES is not set: run under scripts/with-servers --cluster")
-    return nodes.split(",")
 
 
 class Cluster:

@@ -4,7 +4,6 @@ that a page or a scrape costs one DQ.QUEUES per server and no DQ.STATS per
 queue, also with 10,000 queues. Sizes are checked; times are not (machines
 are noisy): make bench measures those."""
 
-import os
 import time
 import urllib.parse
 
@@ -15,7 +14,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import Http, command_calls, left_the_page, no_autorefresh, q, redis_url, screenshot, server_name, stats
+from conftest import Http, cluster_nodes, command_calls, left_the_page, no_autorefresh, q, redis_url, screenshot, server_name, stats
 
 WAIT = 15
 KB = 1000
@@ -341,13 +340,6 @@ def test_ten_thousand_queues_one_call_per_request(r, start_dashboard):
     # A queue's page reads that queue only.
     _, cost = costs(f"/q/{q(server)}/queue-04242")
     assert cost == (0, 1)
-
-
-def cluster_nodes():
-    nodes = os.environ.get("DQ_CLUSTER_NODES")
-    if not nodes:
-        pytest.skip("DQ_CLUSTER_NODES is not set: run under scripts/with-servers --cluster")
-    return nodes.split(",")
 
 
 def test_cluster_one_call_per_master(start_dashboard):

@@ -40,7 +40,10 @@ def redis_url() -> str:
 def cluster_nodes() -> List[redis.cluster.ClusterNode]:
     nodes = os.environ.get("DQ_CLUSTER_NODES")
     if not nodes:
-        pytest.skip("DQ_CLUSTER_NODES is not set (scripts/with-servers --cluster starts a cluster)")
+        # A failure, not a skip: a run without the cluster must not pass
+        # with the cluster tests untested.
+        pytest.fail("DQ_CLUSTER_NODES is not set: run the suite with scripts/test-python "
+                    "(or scripts/with-servers --cluster -- python -m pytest python/tests)")
     out = []
     for node in nodes.split(","):
         host, port = node.rsplit(":", 1)
