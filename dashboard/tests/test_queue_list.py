@@ -222,6 +222,18 @@ def test_metrics_totals_and_the_queues_chosen(r, start_dashboard):
     server = server_name(redis_url())
     every = [stats(r, f"q-{i:03}") for i in range(30)]
 
+    def lag():
+        """The largest oldest-ready age of the 30 queues, in ms."""
+        return max(stats(r, f"q-{i:03}")["oldest-ready-age-ms"] or 0 for i in range(30))
+
+    # The lag the scrape reports lies between the one read before it and the
+    # one read after; the first is waited for until it is at least 1 ms, so
+    # that a lag reported as 0 fails.
+    deadline = time.monotonic() + 10
+    while (lag_before := lag()) == 0:
+        assert time.monotonic() < deadline, "no ready message aged 1 ms in 10 s"
+        time.sleep(0.005)
+
     d = start_dashboard("--redis", redis_url())
     status, text, _ = Http(d.base).get("/metrics")
     assert status == 200
@@ -233,7 +245,8 @@ def test_metrics_totals_and_the_queues_chosen(r, start_dashboard):
     assert value(fams, "dq_server_added", server=server) == sum(s["added"] for s in every)
     assert value(fams, "dq_server_dead_lettered", server=server) == 3
     assert value(fams, "dq_metrics_queues_omitted", server=server) == 0
-    assert value(fams, "dq_server_oldest_ready_age_seconds", server=server) >= 0
+    reported = value(fams, "dq_server_oldest_ready_age_seconds", server=server)
+    assert lag_before / 1000 <= reported <= lag() / 1000, (lag_before, reported)
 
     # The scrape's ?queue= (repeatable) narrows; the totals stay whole.
     status, text, _ = Http(d.base).get("/metrics?queue=q-00*&queue=q-029")
