@@ -2,7 +2,8 @@
 //!
 //! It consumes one or more queues of a Redis (or Valkey) server with the
 //! dq module loaded, calls each message's URL, and records the outcome:
-//! ACK on 2xx, NACK (retry after the message's backoff, or the
+//! ACK on 2xx (DQ.DONE with the answer's status and first bytes as the
+//! result, on a queue that keeps results: retain.rs), NACK (retry after the message's backoff, or the
 //! receiver's Retry-After) on 408, 429, 5xx and transport failures, dead
 //! at once on any other 4xx, a URL outside the allow-list or an address
 //! it must not connect to (loopback, private, link-local...; see
@@ -16,6 +17,7 @@ mod outcome;
 mod redact;
 mod relay;
 mod resolver;
+mod retain;
 mod signature;
 
 use std::collections::HashMap;
@@ -34,6 +36,7 @@ use crate::allow::AllowList;
 use crate::egress::{Cidr, Egress};
 use crate::relay::{PerHost, Relay, Route};
 use crate::resolver::CheckedResolver;
+use crate::retain::Retains;
 use crate::signature::Secret;
 
 /// Delivers dq messages over HTTP: calls each message's URL, retries on
@@ -400,6 +403,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
         response_timeout: Duration::from_secs(5),
     };
     let queues: Vec<String> = routes.keys().cloned().collect();
+    let shutdown = CancellationToken::new();
+    // Which queues keep results, read now and every few seconds.
+    let retains = Arc::new(Retains::new(&queues));
+    let con = dq_client::Server::from(client.clone())
+        .connect(Duration::from_secs(5))
+        .await
+        .with_context(|| format!("connecting to {server}"))?;
+    if let Err(e) = retains.read(&con).await {
+        tracing::warn!(error = %e, "could not read the queues' RETAIN (DQ.CONFIG); \
+            delivered calls are acknowledged without a result until it can be read");
+    }
+    Arc::clone(&retains).keep_reading(con, shutdown.clone());
     let consumer = Consumer::new(client, queues.clone(), config)?;
     let relay = Arc::new(Relay {
         http,
@@ -412,9 +427,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         max_retry_after: args.max_retry_after,
         per_host: PerHost::new(args.per_host),
         metrics,
+        retains,
     });
 
-    let shutdown = CancellationToken::new();
     stop_on_signals(shutdown.clone())?;
     let allow_net: Vec<String> = args.allow_net.iter().map(Cidr::to_string).collect();
     tracing::info!(server = %server, queues = ?queues, concurrency = args.concurrency,

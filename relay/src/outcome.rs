@@ -1,6 +1,8 @@
 //! What an HTTP answer means for the message.
 //!
-//! - 2xx: delivered, ACK.
+//! - 2xx: delivered, ACK — or, on a queue that keeps results (RETAIN),
+//!   DQ.DONE with the answer as the result: `HTTP <status>`, a newline and
+//!   the body's first [`RESULT_BYTES`] (see [`result`]).
 //! - 408, 429, 5xx: the receiver may accept it later, NACK with the
 //!   message's backoff — or with the delay its `Retry-After` asks for.
 //! - any other 4xx: it never will (410 Gone, 404, 400, 401...), dead now.
@@ -16,6 +18,32 @@ use dq_client::Outcome;
 
 /// How much of a failed answer's body the reason quotes.
 pub const EXCERPT_BYTES: usize = 200;
+
+/// How much of a successful answer's body its result keeps (1 KiB).
+pub const RESULT_BYTES: usize = 1024;
+
+/// The result of a delivered call, for a queue that keeps results:
+/// `HTTP <status>`, and when the body is not empty a newline and its
+/// first [`RESULT_BYTES`] bytes as received — cut before a character the
+/// bound would split when they are UTF-8 text.
+pub fn result(status: u16, body: &[u8]) -> Vec<u8> {
+    let mut out = format!("HTTP {status}").into_bytes();
+    if body.is_empty() {
+        return out;
+    }
+    let mut kept = &body[..body.len().min(RESULT_BYTES)];
+    if kept.len() < body.len() {
+        if let Err(e) = std::str::from_utf8(kept) {
+            // Only a character cut at the end: keep what comes before it.
+            if e.error_len().is_none() {
+                kept = &kept[..e.valid_up_to()];
+            }
+        }
+    }
+    out.push(b'\n');
+    out.extend_from_slice(kept);
+    out
+}
 
 /// The outcome of an HTTP answer with this status.
 pub fn from_status(
@@ -163,6 +191,22 @@ mod tests {
             parse_retry_after("Thu, 01 Jan 1970 00:01:00 GMT", now),
             Some(Duration::ZERO)
         );
+    }
+
+    #[test]
+    fn a_result_is_the_status_and_the_bodys_first_kilobyte() {
+        assert_eq!(result(204, b""), b"HTTP 204");
+        assert_eq!(result(200, b"{\"ok\":true}"), b"HTTP 200\n{\"ok\":true}");
+        let long = vec![b'x'; 5000];
+        assert_eq!(result(200, &long).len(), "HTTP 200\n".len() + RESULT_BYTES);
+        // A character the bound would split is left out whole...
+        let text = format!("{}é", "x".repeat(RESULT_BYTES - 1));
+        let got = result(201, text.as_bytes());
+        assert_eq!(&got[9..], "x".repeat(RESULT_BYTES - 1).as_bytes());
+        // ...but bytes that are not text are kept as they came.
+        let mut binary = vec![0xff; RESULT_BYTES - 1];
+        binary.extend_from_slice("é".as_bytes());
+        assert_eq!(result(200, &binary).len(), 9 + RESULT_BYTES);
     }
 
     #[test]

@@ -14,8 +14,9 @@ use crate::allow::AllowList;
 use crate::egress::{Egress, Refused};
 use crate::envelope::{self, HttpCall};
 use crate::metrics::{Metrics, OutcomeLabels, QueueLabels};
-use crate::outcome::{self, EXCERPT_BYTES};
+use crate::outcome::{self, EXCERPT_BYTES, RESULT_BYTES};
 use crate::redact;
+use crate::retain::Retains;
 use crate::signature::{self, Secret};
 
 /// Where a queue's messages go.
@@ -43,6 +44,9 @@ pub struct Relay {
     pub max_retry_after: Duration,
     pub per_host: PerHost,
     pub metrics: Metrics,
+    /// Which queues keep results: their delivered calls end with DQ.DONE
+    /// and the answer, the others' with a plain DQ.ACK.
+    pub retains: Arc<Retains>,
 }
 
 /// At most `limit` calls at once to one host and port, whatever the queue:
@@ -96,6 +100,8 @@ struct Answer {
     status: u16,
     retry_after: Option<String>,
     excerpt: String,
+    /// A success's body, its first [`RESULT_BYTES`] (for its result).
+    start: Vec<u8>,
 }
 
 impl Relay {
@@ -153,14 +159,23 @@ impl Relay {
                 Ok(None) | Err(_) => break,
             }
         }
+        let excerpt = if success {
+            String::new()
+        } else {
+            outcome::excerpt(&body, EXCERPT_BYTES)
+        };
+        // One byte past the bound says the body went on (see `result`).
+        let start = if success {
+            body.truncate(RESULT_BYTES + 1);
+            body
+        } else {
+            Vec::new()
+        };
         Ok(Answer {
             status,
             retry_after,
-            excerpt: if success {
-                String::new()
-            } else {
-                outcome::excerpt(&body, EXCERPT_BYTES)
-            },
+            excerpt,
+            start,
         })
     }
 }
@@ -224,16 +239,23 @@ impl Handler for Relay {
             .observe(took.as_secs_f64());
 
         let (outcome, status) = match answer {
-            Ok(Ok(a)) => (
-                outcome::from_status(
+            Ok(Ok(a)) => {
+                let outcome = match outcome::from_status(
                     a.status,
                     a.retry_after.as_deref(),
                     &a.excerpt,
                     SystemTime::now(),
                     self.max_retry_after,
-                ),
-                Some(a.status),
-            ),
+                ) {
+                    // "What did the endpoint answer?" is DQ.WAIT's (or the
+                    // dashboard's) to tell while the queue keeps results.
+                    Outcome::Ack if self.retains.keeps(&delivery.queue) => {
+                        Outcome::Done(outcome::result(a.status, &a.start))
+                    }
+                    outcome => outcome,
+                };
+                (outcome, Some(a.status))
+            }
             Err(_elapsed) => (
                 Outcome::Nack {
                     delay: None,
