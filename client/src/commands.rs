@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::{Cmd, Value};
 
-use crate::delivery::{NackState, Outcome};
+use crate::outcome::{NackState, Outcome};
 use crate::error::Error;
 
 /// The longest `ERROR` text DQ.NACK accepts.

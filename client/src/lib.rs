@@ -55,6 +55,7 @@ mod commands;
 mod consumer;
 mod delivery;
 mod error;
+mod outcome;
 mod queue;
 mod reply;
 mod schedule;

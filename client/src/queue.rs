@@ -10,7 +10,7 @@ use redis::{Cmd, Value};
 use crate::admin::{self, Entry, JobOutcome, Message, QueueConfig, State, Stats};
 use crate::args::{check_attempt, check_id, message_options, ms, require};
 use crate::commands::{self, MAX_ERROR_BYTES};
-use crate::delivery::NackState;
+use crate::outcome::NackState;
 use crate::error::Error;
 use crate::reply::{opt_bytes, query, uint};
 use crate::schedule::{Schedule, ScheduleInfo};

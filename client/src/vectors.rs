@@ -13,7 +13,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use serde_json::{json, Map, Value as Json};
 
 use crate::admin::{self, Entry, Message, QueueConfig, State, Stats};
-use crate::delivery::{NackState, Outcome};
+use crate::outcome::{NackState, Outcome};
 use crate::error::Error;
 use crate::queue::{self, AddOptions, NackOptions};
 use crate::reply::query;
