@@ -343,8 +343,9 @@ impl Action for Purge {
     const DANGER: bool = true;
 
     fn parse(form: &Form) -> Result<Self, Fail> {
-        let st = form_value(form, "state")
-            .ok_or_else(|| bad_form("Purge needs a state: delayed, ready, inflight, dead or done."))?;
+        let st = form_value(form, "state").ok_or_else(|| {
+            bad_form("Purge needs a state: delayed, ready, inflight, dead or done.")
+        })?;
         let state = utf8(st, "state")?
             .parse::<State>()
             .map_err(|e| fail(StatusCode::BAD_REQUEST, "Bad state", e))?;

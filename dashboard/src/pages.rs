@@ -413,6 +413,9 @@ pub struct Listed {
     /// the message left the queue between the page's DQ.SCAN and its
     /// DQ.GET.
     pub state: Option<String>,
+    /// Its DQ.GET's `progress`, on the tabs that ask each message's DQ.GET
+    /// ("all", inflight); None there too when nothing was reported.
+    pub progress: Option<Vec<u8>>,
 }
 
 impl Listed {
@@ -421,6 +424,7 @@ impl Listed {
         Listed {
             entry,
             state: Some(state.as_str().to_string()),
+            progress: None,
         }
     }
 
@@ -429,7 +433,11 @@ impl Listed {
     /// where it is, with the time of that state.
     pub fn from_get(entry: Entry, now: Option<Message>) -> Listed {
         let Some(m) = now else {
-            return Listed { entry, state: None };
+            return Listed {
+                entry,
+                state: None,
+                progress: None,
+            };
         };
         let time = match m.state() {
             Some(State::Delayed | State::Ready) => m.due_at,
@@ -447,6 +455,7 @@ impl Listed {
                 last_error: m.last_error,
             },
             state: Some(m.state),
+            progress: m.progress,
         }
     }
 }
@@ -765,6 +774,9 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
     // The "all" tab is the one list of several states: it names each
     // message's; a one-state tab names its state once, in the tab.
     let mixed = p.state.is_none();
+    // Progress is reported by running deliveries: the tabs that can hold
+    // them show it (their entries come with each message's DQ.GET).
+    let progress = mixed || p.state == Some(State::Inflight);
     let body = html! {
         section.titlebar {
             h1 { span.muted { "queue " } (title) }
@@ -841,7 +853,9 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                     thead { tr {
                         th { "id" }
                         @if mixed { th { "state" } }
-                        th { "payload" } th.num { "attempt" } th { "when" } th { "last error" }
+                        th { "payload" } th.num { "attempt" } th { "when" }
+                        @if progress { th { "progress" } }
+                        th { "last error" }
                     } }
                     tbody {
                         @for l in p.entries {
@@ -859,6 +873,9 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                                 td.payload { code { (label(&e.payload, 90)) } }
                                 td.num { (e.attempt) }
                                 (when_cell(l, ctx.now))
+                                @if progress {
+                                    td.progress { @if let Some(v) = &l.progress { code title=(label(v, 1000)) { (label(v, 60)) } } }
+                                }
                                 td.err { @if let Some(err) = &e.last_error { (label(err, 80)) } }
                             }
                         }
@@ -901,16 +918,23 @@ fn opt_time(t: Option<u64>, now: u64) -> Markup {
 }
 
 pub fn payload_view(bytes: &[u8]) -> Markup {
+    bytes_view(bytes, "payload", "payload")
+}
+
+/// Bytes shown as a payload is — JSON re-indented, text, or a hex dump —
+/// in a `pre` with the id `id` (`<id>-hex` for the dump): the payload,
+/// and a done message's result, which is any bytes too.
+fn bytes_view(bytes: &[u8], id: &str, what: &str) -> Markup {
     let truncated = bytes.len() > render::PAYLOAD_SHOWN;
     html! {
         @match render::payload(bytes) {
-            Payload::Empty => p.muted { "(empty payload)" },
-            Payload::Json(text) => { span.kind { "JSON" } pre.payload.json id="payload" { (text) } },
-            Payload::Text(text) => { span.kind { "text" } pre.payload id="payload" { (text) } },
+            Payload::Empty => p.muted id=(id) { "(empty " (what) ")" },
+            Payload::Json(text) => { span.kind { "JSON" } pre.payload.json id=(id) { (text) } },
+            Payload::Text(text) => { span.kind { "text" } pre.payload id=(id) { (text) } },
             Payload::Binary { hex, text } => {
                 span.kind { "binary: hex dump and the text with bad UTF-8 replaced" }
-                pre.payload.hex id="payload-hex" { (hex) }
-                pre.payload id="payload" { (text) }
+                pre.payload.hex id=(format!("{id}-hex")) { (hex) }
+                pre.payload id=(id) { (text) }
             },
         }
         @if truncated {
@@ -947,6 +971,12 @@ pub fn message_page(ctx: &Ctx, server: &str, queue: &[u8], m: &Message) -> Marku
                     @if m.replacement_pending {
                         dt { "replacement" } dd { "a newer version waits for this delivery to end" }
                     }
+                    dt title="what the delivery last reported with DQ.TOUCH ... PROGRESS" { "progress" }
+                    dd id="progress" { @match &m.progress { Some(v) => code { (label(v, 1000)) }, None => span.muted { "—" } } }
+                    @if m.finished_at.is_some() {
+                        dt { "finished" } dd id="finished-at" { (opt_time(m.finished_at, ctx.now)) }
+                        dt title="when its retention runs out and it is dropped" { "kept until" } dd id="retained-until" { (opt_time(m.retained_until, ctx.now)) }
+                    }
                 }
             }
             section.card.failure {
@@ -970,6 +1000,20 @@ pub fn message_page(ctx: &Ctx, server: &str, queue: &[u8], m: &Message) -> Marku
                         }
                         (action_form(ctx, server, queue, &[("op", b"cancel"), ("id", &m.id)], "Cancel message", true))
                     }
+                }
+            }
+        }
+        @if m.state() == Some(State::Done) {
+            section.card.result-card id="result-card" {
+                @match &m.result {
+                    Some(r) => {
+                        h2 { "Result " span.muted { "(" (count(r.len() as u64)) " bytes, kept by DQ.DONE)" } }
+                        (bytes_view(r, "result-value", "result"))
+                    },
+                    None => {
+                        h2 { "Result" }
+                        p.muted id="result-value" { "none: a plain DQ.ACK finished it" }
+                    },
                 }
             }
         }
@@ -1153,9 +1197,18 @@ mod tests {
             assert_eq!((l.entry.time, l.entry.attempt), (time, 2), "{state}");
             assert_eq!(l.entry.last_error.as_deref(), Some(&b"e"[..]));
         }
+        // Done: when it finished, and the last progress reported.
+        let done = Message {
+            finished_at: Some(40),
+            progress: Some(b"4/4".to_vec()),
+            ..got("done")
+        };
+        let l = Listed::from_get(scanned.clone(), Some(done));
+        assert_eq!((l.state.as_deref(), l.entry.time), (Some("done"), 40));
+        assert_eq!(l.progress.as_deref(), Some(&b"4/4"[..]));
         // A state a newer module adds: SCAN's time, shown unnamed.
-        let l = Listed::from_get(scanned.clone(), Some(got("done")));
-        assert_eq!((l.state.as_deref(), l.entry.time), (Some("done"), 5));
+        let l = Listed::from_get(scanned.clone(), Some(got("archived")));
+        assert_eq!((l.state.as_deref(), l.entry.time), (Some("archived"), 5));
         // Gone since the SCAN.
         let l = Listed::from_get(scanned.clone(), None);
         assert_eq!((l.state, l.entry), (None, scanned));
@@ -1175,10 +1228,17 @@ mod tests {
             Listed {
                 entry: entry(b"odd"),
                 state: Some("<b>new</b>".into()),
+                progress: None,
             },
             Listed {
                 entry: entry(b"g"),
                 state: None,
+                progress: None,
+            },
+            Listed {
+                entry: entry(b"running"),
+                state: Some("inflight".into()),
+                progress: Some(b"<i>40%</i>".to_vec()),
             },
         ];
         let mut page = QueuePage {
@@ -1207,10 +1267,76 @@ mod tests {
         assert!(html.contains(r#"title="died at 1970-01-01 00:01:00 UTC""#));
         assert!(html.contains("&lt;b&gt;new&lt;/b&gt;") && !html.contains("<b>new"));
         assert!(html.contains(r#"data-state="gone""#));
+        // A running delivery's progress, escaped.
+        assert!(html.contains("<th>progress</th>"));
+        assert!(
+            html.contains("<code title=\"&lt;i&gt;40%&lt;/i&gt;\">&lt;i&gt;40%&lt;/i&gt;</code>"),
+            "{html}"
+        );
+        page.state = Some(State::Inflight);
+        assert!(queue_page(&ctx, &page)
+            .into_string()
+            .contains("<th>progress</th>"));
         page.state = Some(State::Dead);
         let html = queue_page(&ctx, &page).into_string();
         assert!(!html.contains("<th>state</th>") && !html.contains(r#"class="state""#));
         assert!(html.contains(">died 1m 0s ago<"));
+        assert!(
+            !html.contains("<th>progress</th>"),
+            "only where deliveries run"
+        );
+    }
+
+    #[test]
+    fn a_done_messages_page_shows_its_result_and_when_it_finished() {
+        let m = Message {
+            id: b"pay-42".to_vec(),
+            state: "done".into(),
+            result: Some(br#"{"charged":true}"#.to_vec()),
+            finished_at: Some(1_000),
+            retained_until: Some(3_601_000),
+            progress: Some(b"4/4".to_vec()),
+            ..Message::default()
+        };
+        let ctx = Ctx {
+            now: 61_000,
+            ..ctx()
+        };
+        let html = message_page(&ctx, "h:1", b"q", &m).into_string();
+        assert!(
+            html.contains("<pre class=\"payload json\" id=\"result-value\">{\n  &quot;charged&quot;: true\n}</pre>"),
+            "{html}"
+        );
+        assert!(html.contains("(16 bytes, kept by DQ.DONE)"));
+        assert!(html.contains(r#"<dd id="finished-at">1m 0s ago <span class="muted">(1970-01-01 00:00:01 UTC)</span>"#), "{html}");
+        assert!(html.contains(r#"<dd id="retained-until">in 59m 0s <span class="muted">(1970-01-01 01:00:01 UTC)</span>"#), "{html}");
+        assert!(html.contains(r#"<dd id="progress"><code>4/4</code>"#));
+        // Finished by a plain ACK: no result, and it says so.
+        let acked = Message { result: None, ..m };
+        let html = message_page(&ctx, "h:1", b"q", &acked).into_string();
+        assert!(html.contains(
+            r#"<p class="muted" id="result-value">none: a plain DQ.ACK finished it</p>"#
+        ));
+        // An empty result is a result.
+        let empty = Message {
+            result: Some(Vec::new()),
+            ..acked.clone()
+        };
+        let html = message_page(&ctx, "h:1", b"q", &empty).into_string();
+        assert!(
+            html.contains(r#"<p class="muted" id="result-value">(empty result)</p>"#),
+            "{html}"
+        );
+        // Running: its progress, no result and no finish.
+        let running = Message {
+            state: "inflight".into(),
+            finished_at: None,
+            retained_until: None,
+            ..acked
+        };
+        let html = message_page(&ctx, "h:1", b"q", &running).into_string();
+        assert!(!html.contains("result-card") && !html.contains("finished-at"));
+        assert!(html.contains(r#"<dd id="progress"><code>4/4</code>"#));
     }
 
     #[test]

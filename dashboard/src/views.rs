@@ -199,12 +199,14 @@ pub async fn queue_page(
             break;
         }
     }
+    // The "all" tab asks each message's DQ.GET for its state, the inflight
+    // tab for its progress: neither is in SCAN's or PEEK's entries.
     let entries = match state {
+        Some(State::Inflight) | None => with_states(&server, queue, entries).await?,
         Some(st) => entries
             .into_iter()
             .map(|e| pages::Listed::in_state(e, st))
             .collect(),
-        None => with_states(&server, queue, entries).await?,
     };
     let history = app
         .history
@@ -238,11 +240,11 @@ pub async fn queue_page(
     Ok(html(StatusCode::OK, pages::queue_page(ctx, &page)))
 }
 
-/// The "all" tab's entries with their states. DQ.SCAN without STATE does
-/// not say an entry's state, so each one's DQ.GET does: a page's worth
-/// (50) at most, sent at once on the server's multiplexed connection —
-/// one round trip's wait, not 50. (A state in SCAN's entries would spare
-/// them.)
+/// The entries as each one's DQ.GET finds them: the "all" tab's states
+/// (DQ.SCAN without STATE does not say an entry's state) and progress,
+/// the inflight tab's progress. A page's worth (50) at most, sent at once
+/// on the server's multiplexed connection — one round trip's wait, not
+/// 50. (A state in SCAN's entries would spare the "all" tab's.)
 async fn with_states(
     server: &Arc<Server>,
     queue: &[u8],
