@@ -686,6 +686,37 @@ fn flow_card(ctx: &Ctx, p: &QueuePage) -> Markup {
     }
 }
 
+/// The queue's defaults (DQ.CONFIG), each with where it comes from, and
+/// what it keeps of finished messages. Shown, not set: settings are
+/// DQ.CONFIG's (or a library's `config_set`, which splits RETAINMAX over
+/// a sharded queue's shards), as RATE and MAXINFLIGHT are.
+fn settings_card(p: &QueuePage) -> Markup {
+    let c = p.config;
+    html! {
+        section.card.settings id="settings" {
+            h2 { "Settings" }
+            dl {
+                dt { "lease" } dd { (render::age(c.lease_ms)) " " span.from { (c.lease_ms_from) } }
+                dt { "max attempts" } dd { (c.max_attempts) " " span.from { (c.max_attempts_from) } }
+                dt { "backoff" } dd { code { (c.backoff) } " " span.from { (c.backoff_from) } }
+                dt title="how long a message finished by ACK or DONE is kept as done (RETAIN)" { "retain" }
+                dd id="retain" {
+                    @if c.retain_ms == 0 { "not kept" } @else { (render::age(c.retain_ms)) }
+                    " " span.from { (c.retain_ms_from) }
+                }
+                dt title="at most this many done messages; the earliest finished are dropped first (RETAINMAX)" { "retain max" }
+                dd id="retain-max" {
+                    @match c.retain_max {
+                        Some(n) => { "at most " (count(n)) " done" },
+                        None => "no cap",
+                    }
+                    @if p.sharding.is_some() { " " span.from { "this shard's" } }
+                }
+            }
+        }
+    }
+}
+
 fn limit_end(s: &ScheduleInfo, now: u64) -> Markup {
     html! {
         @if let Some(l) = s.limit { (count(s.runs)) " of " (count(l)) " runs" }
@@ -797,14 +828,7 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
             (chart(&format!("Throughput per second, last {}", p.window), &throughput_series(&p.history), 520, 110, true, "/s"))
         }
         div.columns {
-            section.card.settings {
-                h2 { "Settings" }
-                dl {
-                    dt { "lease" } dd { (render::age(p.config.lease_ms)) " " span.from { (p.config.lease_ms_from) } }
-                    dt { "max attempts" } dd { (p.config.max_attempts) " " span.from { (p.config.max_attempts_from) } }
-                    dt { "backoff" } dd { code { (p.config.backoff) } " " span.from { (p.config.backoff_from) } }
-                }
-            }
+            (settings_card(p))
             section.card.counters {
                 h2 { "Lifetime counters" }
                 dl.grid {
@@ -1337,6 +1361,64 @@ mod tests {
         let html = message_page(&ctx, "h:1", b"q", &running).into_string();
         assert!(!html.contains("result-card") && !html.contains("finished-at"));
         assert!(html.contains(r#"<dd id="progress"><code>4/4</code>"#));
+    }
+
+    #[test]
+    fn the_settings_show_what_the_queue_keeps_of_finished_messages() {
+        let stats = Stats::default();
+        let mut config = QueueConfig {
+            retain_ms: 0,
+            retain_ms_from: "module".into(),
+            ..QueueConfig::default()
+        };
+        let html = |config: &QueueConfig, sharding: Option<&Sharding>| {
+            let page = QueuePage {
+                server: "h:1",
+                name: b"q",
+                stats: &stats,
+                schedules: &[],
+                sharding,
+                config,
+                history: Vec::new(),
+                state: None,
+                cursor: 0,
+                next_cursor: 0,
+                next_order: false,
+                entries: &[],
+                window: "10m",
+            };
+            queue_page(&ctx(), &page).into_string()
+        };
+        let page = html(&config, None);
+        assert!(
+            page.contains(r#"<dd id="retain">not kept <span class="from">module</span></dd>"#),
+            "{page}"
+        );
+        assert!(
+            page.contains(r#"<dd id="retain-max">no cap</dd>"#),
+            "{page}"
+        );
+        config.retain_ms = 7 * 86_400_000;
+        config.retain_ms_from = "queue".into();
+        config.retain_max = Some(10_000);
+        let page = html(&config, None);
+        assert!(page.contains(r#"<dd id="retain">7d 0h <span class="from">queue</span></dd>"#));
+        assert!(page.contains(r#"<dd id="retain-max">at most 10,000 done</dd>"#));
+        // A shard's cap is its own share of the sharded queue's.
+        let sharding = Sharding {
+            base: "jobs".into(),
+            index: 0,
+            count: 2,
+            present: 2,
+            paused: 0,
+            paused_until: Vec::new(),
+            throttled: 0,
+            rates: Vec::new(),
+            max_inflights: Vec::new(),
+            unreadable: Vec::new(),
+        };
+        let page = html(&config, Some(&sharding));
+        assert!(page.contains(r#"<dd id="retain-max">at most 10,000 done <span class="from">this shard's</span></dd>"#), "{page}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import get, no_autorefresh, q, redis_url, screenshot, server_name
+from test_flow_and_schedules import shard_names
 
 WAIT = 15
 
@@ -23,6 +24,12 @@ def wait(driver):
 
 def path(queue="orders"):
     return f"/q/{q(server_name(redis_url()))}/{q(queue)}"
+
+
+def config(r, queue):
+    reply = r.execute_command("DQ.CONFIG", queue)
+    it = iter(reply)
+    return {(k.decode() if isinstance(k, bytes) else k): v for k, v in zip(it, it)}
 
 
 def utc(ms):
@@ -120,3 +127,32 @@ def test_progress_of_running_deliveries_and_a_finished_messages_result(r, dashbo
     assert wait(browser).until(EC.presence_of_element_located((By.ID, "progress"))).text == "rows 1200 of 5000"
     assert not browser.find_elements(By.ID, "result-card")
     assert not browser.find_elements(By.ID, "finished-at")
+
+
+def test_the_settings_panel_shows_retain_and_retainmax(r, dashboard, browser):
+    r.execute_command("DQ.ADD", "orders", "a")
+    no_autorefresh(browser, dashboard.base)
+    browser.get(dashboard.url(path()))
+    # Untouched: the module's default, which keeps nothing.
+    assert wait(browser).until(EC.presence_of_element_located((By.ID, "retain"))).text == "not kept module"
+    assert browser.find_element(By.ID, "retain-max").text == "no cap"
+    c = config(r, "orders")
+    assert (c["retain-ms"], c["retain-ms-from"], c["retain-max"]) == (0, b"module", None)
+
+    r.execute_command("DQ.CONFIG", "orders", "SET", "RETAIN", "7d", "RETAINMAX", 10_000)
+    browser.get(dashboard.url(path()))
+    assert wait(browser).until(EC.presence_of_element_located((By.ID, "retain"))).text == "7d 0h queue"
+    assert browser.find_element(By.ID, "retain-max").text == "at most 10,000 done"
+    c = config(r, "orders")
+    assert (c["retain-ms"], c["retain-ms-from"], c["retain-max"]) == (604_800_000, b"queue", 10_000)
+    # Shown, not set: the panel has no form.
+    assert not browser.find_elements(By.CSS_SELECTOR, "#settings form, #settings input")
+    screenshot(browser, "queue-settings-retain")
+
+    # A shard of a sharded queue: its own share of the cap.
+    shards = shard_names("jobs", 2)
+    for s in shards:
+        r.execute_command("DQ.CONFIG", s, "SET", "RETAIN", "90s", "RETAINMAX", 5)
+    browser.get(dashboard.url(path(shards[1])))
+    assert wait(browser).until(EC.presence_of_element_located((By.ID, "retain"))).text == "1m 30s queue"
+    assert browser.find_element(By.ID, "retain-max").text == "at most 5 done this shard's"
