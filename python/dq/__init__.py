@@ -10,9 +10,9 @@ The same API on redis.asyncio is in dq.asyncio.
 """
 
 from . import _core
-# The names dq and dq.asyncio share (_core.__all__): errors, Delivery, Entry, Outcome, Schedule.
+# The names dq and dq.asyncio share (_core.__all__): errors, Delivery, Entry, JobOutcome, Outcome, Schedule.
 from ._core import (
-    Delivery, DqError, Entry, OutOfMemory, Outcome, Permanent, Retry, Schedule, StaleDelivery,
+    Delivery, DqError, Entry, JobOutcome, OutOfMemory, Outcome, Permanent, Retry, Schedule, StaleDelivery,
     UnknownMessage, WrongType,
 )
 from .queue import Queue, queues

@@ -2,7 +2,7 @@
 queue, or a DQ.MPOP group) that each run handlers and take turns at
 polling, a heartbeat thread, an acker thread that sends the ACKs of the
 deliveries that finished since its last round trip in one DQ.ACK per
-queue, FIFO-fair permits.
+queue (their results in one DQ.DONE), FIFO-fair permits.
 
 With the GIL, a threaded worker's cost is in passing control from thread
 to thread: each wakeup is a context switch and a wait for the GIL. So no
@@ -32,7 +32,9 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from ._core.records import Delivery, Outcome
-from ._core.worker import Poller, WorkerCore, ack_batch, batched, handler_failed, settle
+from ._core.worker import (
+    Finished, Poller, WorkerCore, batched, batches, finish_batch, handler_failed, handler_result, settle,
+)
 from ._io import drive
 from .queue import Queue
 from .sharded import ShardedQueue
@@ -66,7 +68,7 @@ class _State:
       served, before any new POP takes the free ones;
     - which poller is polling, and whose turn is next;
     - the running deliveries the heartbeat renews;
-    - the ACKs waiting for the acker, one list per queue."""
+    - the ACKs (and results) waiting for the acker, one list per queue."""
 
     def __init__(self, concurrency: int, groups: List[Poller[Queue]], share: int) -> None:
         self.lock = threading.Lock()
@@ -84,7 +86,7 @@ class _State:
         self.polls_over = threading.Event()  # stopping, and no thread polls
         self.beating: Dict[int, List[Any]] = {}  # key -> [delivery, queue, next touch]
         self.next_key = 0
-        self.pending: Dict[int, Tuple[Queue, List[Delivery]]] = {}  # id(queue) -> ACKs to send
+        self.pending: Dict[int, Tuple[Queue, List[Finished]]] = {}  # id(queue) -> ACKs (DONEs) to send
         self.acker_gate = _gate()
         self.acker_idle = False
         self.acker_done = False
@@ -190,13 +192,14 @@ class _State:
 
     # --- ACKs -------------------------------------------------------------------------
 
-    def _ack(self, part: Queue, delivery: Delivery, wake: List[Gate]) -> None:
-        """(Lock held.) Queues a delivery's ACK; wakes the acker if it sleeps."""
+    def _ack(self, part: Queue, finished: Finished, wake: List[Gate]) -> None:
+        """(Lock held.) Queues a delivery's ACK (DONE, with its result);
+        wakes the acker if it sleeps."""
         entry = self.pending.get(id(part))
         if entry is None:
-            self.pending[id(part)] = (part, [delivery])
+            self.pending[id(part)] = (part, [finished])
         else:
-            entry[1].append(delivery)
+            entry[1].append(finished)
         if self.acker_idle:
             self.acker_idle = False
             wake.append(self.acker_gate)
@@ -253,8 +256,9 @@ class _Heartbeat(threading.Thread):
 
 class _Acker(threading.Thread):
     """Sends the ACKs: the deliveries that finished while the last DQ.ACK was
-    on its way go in the next one, one per queue, sent the moment the
-    previous one is answered; never held back by a timer."""
+    on its way go in the next one, one per queue (those with a result in
+    one DQ.DONE, sent right after), sent the moment the previous one is
+    answered; never held back by a timer."""
 
     def __init__(self, state: _State, settled: Callable[[Delivery, Outcome], None]) -> None:
         super().__init__(name="dq-acker", daemon=True)
@@ -265,42 +269,48 @@ class _Acker(threading.Thread):
         state = self._state
         while True:
             with state.lock:
-                batches = state.pending
-                if not batches:
+                pending = state.pending
+                if not pending:
                     if state.acker_done:
                         return
                     state.acker_idle = True
                 else:
                     state.pending = {}
-            if not batches:
+            if not pending:
                 state.acker_gate.acquire()  # released by whoever set acker_idle back to False
                 continue
-            for part, deliveries in batches.values():
-                self._send(part, deliveries)
+            for part, finished in pending.values():
+                self._send(part, finished)
 
-    def _send(self, part: Queue, deliveries: List[Delivery]) -> None:
-        outcome = drive(part.client, ack_batch(part, deliveries))  # frozen: one for the batch
+    def _send(self, part: Queue, finished: List[Finished]) -> None:
         settled = self._settled
-        for d in deliveries:
-            settled(d, outcome)
+        for batch in batches(finished):
+            outcome = drive(part.client, finish_batch(part, batch))  # frozen: one for the batch
+            for d, _ in batch:
+                settled(d, outcome)
 
 
 class Worker(WorkerCore[Queue, ShardedQueue]):
     """Runs `handler(delivery)` for the messages of one or more queues.
 
-    Returns normally -> DQ.ACK (the ACKs of deliveries that finished since
-    the last round trip go in one DQ.ACK per queue). Raises Permanent ->
+    Returns None -> DQ.ACK (the ACKs of deliveries that finished since
+    the last round trip go in one DQ.ACK per queue). Returns a result, str
+    or bytes -> DQ.DONE, which keeps it while a retention (RETAIN) holds
+    the message (the results of a round trip go in one DQ.DONE per queue);
+    anything else is no result: dead now, saying so. Raises Permanent ->
     DQ.NACK DEAD. Raises Retry(delay_ms) -> DQ.NACK DELAY. Anything else ->
     DQ.NACK with ERROR "<ExceptionType>: <message>" (the backoff decides).
     Every NACK and TOUCH carries ATTEMPT. `on_settled(delivery, outcome)`
     (optional) is called after each delivery was settled: for a NACK in
     the handler's thread, for an ACK in the worker's acker thread (keep it
-    short: the next ACKs wait for it)."""
+    short: the next ACKs wait for it). The handler reports its progress
+    with `delivery.progress(value)`."""
 
     _queue_class = Queue
     _sharded_class = ShardedQueue
 
     def _prepare(self) -> None:
+        self._reporters = {id(part): self._reporter(part) for part in self._parts}
         self._stop = threading.Event()
         self._state = _State(self.concurrency, self._pollers, self._share)
         self._started = False
@@ -355,6 +365,15 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
                 signal.signal(sig, handler)
         log.info("dq: worker stopped")
 
+    def _reporter(self, part: Queue) -> Callable[[Delivery, Any], int]:
+        """Delivery.progress for the deliveries of one queue: its TOUCH,
+        sent from the handler's thread."""
+
+        def report(delivery: Delivery, value: Any) -> int:
+            return drive(part.client, self._progress_plan(part, delivery, value))
+
+        return report
+
     def _serve(self, every: float) -> None:
         """A worker thread: polls when a POP is due and it is free, else
         runs the next job, else sleeps; until the worker shuts down and no
@@ -364,7 +383,7 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
         lock, jobs = state.lock, state.jobs
         handler = self.handler
         gate = _gate()
-        finished: Optional[Job] = None  # a job that succeeded, to settle
+        finished: Optional[Tuple[Job, Optional[bytes]]] = None  # a job that succeeded and its result, to settle
         polled: Optional[Polled] = None  # a poll's outcome, to hand over
         busy = False  # this thread ran a job or polled: it is free again
         while True:
@@ -373,14 +392,14 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
             sleep = False
             with lock:
                 if finished is not None:
-                    part, delivery, key, permitted = finished
+                    (part, delivery, key, permitted), kept = finished
                     finished = None
                     state.beating.pop(key, None)
                     # The handler is done: its permit goes to the next POP
                     # while the ACK is on its way.
                     if permitted:
                         state._release(1, wake)
-                    state._ack(part, delivery, wake)
+                    state._ack(part, (delivery, kept), wake)
                 if polled is not None:
                     self._hand_over(polled, time.monotonic() + every, wake)
                     polled = None
@@ -413,16 +432,21 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
                 # Taken by a blocking POP without a permit: wait for one (none
                 # once stopping: leased to us, it is handled all the same).
                 permitted = state.acquire_one()
+                job = (part, delivery, key, permitted)
             failure: Optional[BaseException] = None
+            result: Optional[bytes] = None
             try:
-                handler(delivery)
+                returned = handler(delivery)
             except BaseException as e:  # noqa: B036 - a handler's SystemExit must not kill the thread
                 handler_failed(delivery, e)
                 failure = e
-            if batched(delivery, failure):
-                finished = (part, delivery, key, permitted)
             else:
-                self._settle_alone(part, delivery, key, permitted, failure)
+                if returned is not None:
+                    result, failure = handler_result(delivery, returned)
+            if batched(delivery, failure):
+                finished = (job, result)
+            else:
+                self._settle_alone(part, delivery, key, permitted, failure, result)
 
     def _poll(self, group: Poller[Queue], n: int) -> Polled:
         """One turn of a poller holding n permits (WorkerCore._take): (the
@@ -438,6 +462,10 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
         part, batch, n, pause = drive(group.client, self._take(group, n, state.release))
         if pause:
             self._stop.wait(pause)
+        if part is not None:
+            reporter = self._reporters[id(part)]
+            for delivery in batch:
+                delivery._reporter = reporter
         return group, part, batch, n
 
     def _hand_over(self, polled: Polled, due: float, wake: List[Gate]) -> None:
@@ -462,10 +490,10 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
             state.polls_over.set()
 
     def _settle_alone(self, part: Queue, delivery: Delivery, key: int, permitted: bool,
-                      failure: Optional[BaseException]) -> None:
+                      failure: Optional[BaseException], result: Optional[bytes]) -> None:
         """A delivery that failed or is over: its heartbeat ends, its permit
-        goes back, then its NACK (or its lone late ACK, or nothing) from
-        this thread."""
+        goes back, then its NACK (or its lone late ACK or DONE, or nothing)
+        from this thread."""
         state = self._state
         wake: List[Gate] = []
         with state.lock:
@@ -475,5 +503,5 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
             state._wake_needed(wake)  # a POP may be due while this thread sends the NACK
         for g in wake:
             g.release()
-        self._report(delivery, drive(part.client, settle(part, delivery, failure)))
+        self._report(delivery, drive(part.client, settle(part, delivery, failure, result)))
 

@@ -58,7 +58,7 @@ def decode(resp: bytes, protocol: int, decode_responses: bool, never_decode: boo
 CANNED: Dict[bytes, Any] = {
     b"DQ.ADD": b"id", b"DQ.NACK": b"ready", b"DQ.TOUCH": 1, b"DQ.GET": None, b"DQ.PEEK": [],
     b"DQ.SCAN": [b"0", []], b"DQ.STATS": [], b"DQ.CONFIG": b"OK", b"DQ.SCHEDULES": [], b"DQ.PAUSE": b"OK",
-    b"DQ.QUEUES": [], b"DQ.POP": None, b"DQ.MPOP": None,
+    b"DQ.QUEUES": [], b"DQ.POP": None, b"DQ.MPOP": None, b"DQ.WAIT": None,
 }
 
 
@@ -97,7 +97,11 @@ def call(client: Fake, case: Dict[str, Any]) -> Any:
         return q.add(a.pop("payload"), **a)
     if op in ("ack", "cancel"):
         return getattr(q, op)(*a["ids"])
-    if op in ("nack", "touch", "get"):
+    if op == "done":
+        return q.done(*[tuple(pair) for pair in a["results"]])
+    if op == "touch" and "progress" in a:
+        return q.progress(a.pop("id"), a.pop("progress"), **a)
+    if op in ("nack", "touch", "get", "wait"):
         return getattr(q, op)(a.pop("id"), **a)
     if op == "scan":
         return scan_page(client, q, a.pop("cursor"), a)
@@ -132,6 +136,8 @@ def normal(v: Any) -> Any:
                 "last-error": v.last_error}
     if isinstance(v, dq.Delivery):
         return {"id": v.id, "payload": v.payload.decode(), "attempt": v.attempt}
+    if isinstance(v, dq.JobOutcome):
+        return {"state": v.state, "value": normal(v.result if v.state == "done" else v.error)}
     if isinstance(v, dq.Schedule):
         return {k.replace("_", "-"): normal(x) for k, x in vars(v).items()}
     if isinstance(v, dict):
@@ -202,9 +208,9 @@ def test_the_replies_bytes_are_their_typed_form() -> None:
 
 def test_every_operation_and_form_is_covered() -> None:
     ops = {c["op"] for c in COMMANDS}
-    assert ops >= {"add", "pop", "mpop", "ack", "nack", "touch", "cancel", "get", "peek", "scan", "redrive",
-                   "purge", "stats", "config", "config_set", "schedule", "unschedule", "schedules", "pause",
-                   "resume", "queues"}
+    assert ops >= {"add", "pop", "mpop", "ack", "done", "nack", "touch", "wait", "cancel", "get", "peek", "scan",
+                   "redrive", "purge", "stats", "config", "config_set", "schedule", "unschedule", "schedules",
+                   "pause", "resume", "queues"}
     forms = {(c["protocol"], c["words"]) for c in REPLIES if c["op"] == "get" and "words" in c}
     assert forms == {(2, "simple"), (2, "bulk"), (3, "simple"), (3, "bulk")}
 

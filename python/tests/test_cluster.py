@@ -331,3 +331,96 @@ async def test_asyncio_mpop_and_schedules_on_the_cluster(acluster, cluster, name
     await s.schedule("weekly", "p", cron="@weekly")
     assert [x.name for x in await s.shards[s.shard_for("weekly")].schedules()] == ["weekly"]
     assert [x.name for x in await s.schedules()] == ["weekly"]
+
+
+# --- job outcomes on a sharded queue (issue 34) --------------------------------------------------
+
+
+def outcome_ids(s: Any) -> Tuple[List[str], str, str]:
+    """Ids in every shard (four each), and an id whose own shard is not its group's, with that group."""
+    ids: List[str] = []
+    per: Counter = Counter()
+    k = 0
+    while min((per[i] for i in range(SHARDS)), default=0) < 4 or len(per) < SHARDS:
+        shard = s.shard_for(f"o{k}")
+        if per[shard] < 4:
+            ids.append(f"o{k}")
+            per[shard] += 1
+        k += 1
+    grouped = next(f"g{j}" for j in range(1000) if s.shard_for(f"g{j}") != s.shard_for("customer:7"))
+    return ids, grouped, "customer:7"
+
+
+def test_sharded_outcomes_on_the_cluster(cluster, name):
+    s = dq.ShardedQueue(cluster, name, shards=SHARDS)
+    s.config_set(retain_ms="1h", retain_max=SHARDS * 100)
+    # RETAINMAX is split as MAXINFLIGHT is: the cap holds for the whole queue.
+    assert {shard.config()["retain-max"] for shard in s.shards} == {100}
+    assert s.config()["retain-max"] == SHARDS * 100
+    ids, grouped, group = outcome_ids(s)
+    for i in ids:
+        s.add(i, id=i)
+    s.add("in a group", id=grouped, group=group)
+
+    def handle(d: dq.Delivery) -> str:
+        d.progress(f"on {d.queue}")  # to the delivery's own shard
+        return f"result of {d.payload.decode()}"
+
+    worker = dq.Worker(s, handle, concurrency=4, block_ms=200)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        # Each wait goes to the id's shard: the one add() put it in.
+        outcomes = {i: s.wait(i, "30s") for i in ids}
+        assert s.wait(grouped, "30s", group=group) == dq.JobOutcome("done", result=b"result of in a group")
+    finally:
+        worker.stop()
+        thread.join(15)
+    assert not thread.is_alive()
+    assert outcomes == {i: dq.JobOutcome("done", result=f"result of {i}".encode()) for i in ids}
+    # Without its group, the grouped message is looked for on its id's shard, which does not hold it.
+    assert s.wait(grouped) == dq.JobOutcome("gone")
+    got = s.get(ids[0])
+    assert (got["state"], got["result"]) == ("done", f"result of {ids[0]}".encode())
+    assert got["progress"] == f"on {s.shards[s.shard_for(ids[0])].name}".encode()
+    stats = s.stats()
+    assert (stats["done"], stats["acked"]) == (len(ids) + 1, len(ids) + 1)
+    assert len(s.peek("done", count=100)) == len(ids) + 1
+    # Code that pops by itself: progress and done go to each delivery's shard.
+    for i in ids[:2]:
+        s.add("again", id=i)
+    popped = s.pop(count=2, lease_ms=60_000)
+    assert len(popped) == 2
+    for d in popped:
+        s.progress(d, "by hand", lease_ms=60_000)
+        assert s.get(d.id)["progress"] == b"by hand"
+    assert s.done((popped[0], "first"), (popped[1].id, "second")) == 2  # a Delivery, and a bare id (every shard)
+    assert s.wait(popped[1].id) == dq.JobOutcome("done", result=b"second")
+    assert s.purge("done") == len(ids) + 1
+
+
+@pytest.mark.asyncio
+async def test_sharded_outcomes_on_the_cluster_asyncio(acluster, name):
+    s = dqa.ShardedQueue(acluster, name, shards=SHARDS)
+    await s.config_set(retain_ms="1h", retain_max=SHARDS * 100)
+    ids, grouped, group = outcome_ids(s)
+    await asyncio.gather(*[s.add(i, id=i) for i in ids], s.add("g", id=grouped, group=group))
+
+    async def handle(d: dqa.Delivery) -> str:
+        await d.progress("half way")
+        return f"result of {d.id}"
+
+    worker = dqa.Worker(s, handle, concurrency=4, block_ms=200)
+    task = asyncio.ensure_future(worker.run())
+    try:
+        outcomes = await asyncio.gather(*[s.wait(i, "30s") for i in ids], s.wait(grouped, "30s", group=group))
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 15)
+    assert outcomes == [dqa.JobOutcome("done", result=f"result of {i}".encode()) for i in [*ids, grouped]]
+    assert (await s.get(grouped, group=group))["progress"] == b"half way"
+    # RETAINMAX 1 per shard: each shard keeps only its latest finished, at once.
+    await s.config_set(retain_max=SHARDS)
+    assert (await s.config())["retain-max"] == SHARDS
+    stats = await s.stats()
+    assert (stats["done"], stats["dropped"]) == (SHARDS, len(ids) + 1 - SHARDS)

@@ -82,6 +82,8 @@ REPLIES: Dict[bytes, Callable[[Tuple[Any, ...]], Any]] = {
     b"DQ.NACK": lambda a: b"ready" if a[2] != b"gone" else None,
     b"DQ.TOUCH": lambda a: 5,
     b"DQ.QUEUES": lambda a: [b"b", b"a"],
+    b"DQ.WAIT": lambda a: [b"done", a[2] + b"-r"] if b"BLOCK" in a else None,
+    b"DQ.DONE": lambda a: (len(a) - 2) // 2,
 }
 
 
@@ -127,6 +129,12 @@ def calls(q: Any, sharded: bool) -> List[Tuple[str, Callable[[], Any]]]:
         ("bad redrive", lambda: q.redrive(ids="a")), ("bad config_set", lambda: q.config_set(rate="3/1s")),
         ("bad schedule", lambda: q.schedule("n", b"x", every="5m", tz="UTC")),
         ("foreign delivery", lambda: q.ack(dq.Delivery("a", b"p", 1, "elsewhere"))),
+        ("add retained", lambda: q.add(b"p", id="r", retain_ms="1h")),
+        ("done", lambda: q.done((mine, b"r1"), ("b", "r2"))), ("wait", lambda: q.wait("a", "2s")),
+        ("wait once", lambda: q.wait("a")), ("progress", lambda: q.progress(mine, "40%", lease_ms=500)),
+        ("config_set retain", lambda: q.config_set(retain_ms="1h", retain_max=8)), ("peek done", lambda: q.peek("done")),
+        ("bad done", lambda: q.done("a", "r")), ("bad wait", lambda: q.wait("a", "1.5s")),
+        ("bad progress", lambda: q.progress("a", b"p" * 65537)),
     ]
     if not sharded:  # (a ShardedQueue makes a random id)
         out.append(("add without id", lambda: q.add("p", at_ms=5, nx=True)))
@@ -186,12 +194,19 @@ def test_both_flavors_send_the_same_commands_and_return_the_same(sharded):
         assert by_name["stats"][1]["rate"] == "100/1s" and by_name["config"][1]["throttled"] == 4
         assert by_name["bad config_set"][1][0] is ValueError
         assert by_name["redrive"][1] == 3 and [args[3] for args in by_name["redrive"][0]] == [3, 2, 1]
+        assert [args[3:] for args in by_name["config_set retain"][0]] == [
+            (b"RETAIN", 3600000, b"RETAINMAX", b"2")] * 4
     else:
         assert by_name["add"][0] == [(b"DQ.ADD", b"q", b"p", b"DELAY", 5, b"ID", b"a", b"PRIORITY", 2,
                                       b"MAXATTEMPTS", 3, b"GROUP", b"g", b"TTL", 9)]
         assert by_name["nack"][0][0][-1] == b"e" * 4096
+        assert by_name["done"] == ([(b"DQ.DONE", b"q", b"a", b"r1", b"b", b"r2")], 2)
+        assert by_name["wait"] == ([(b"DQ.WAIT", b"q", b"a", b"BLOCK", 2000)], dq.JobOutcome("done", result=b"a-r"))
+        assert by_name["progress"][0] == [(b"DQ.TOUCH", b"q", b"a", b"LEASE", 500, b"ATTEMPT", 2, b"PROGRESS", b"40%")]
     assert by_name["nack stale"][1][0] is dq.StaleDelivery
     assert by_name["nack gone"][1][0] is dq.UnknownMessage
+    for bad in ("bad done", "bad wait", "bad progress"):
+        assert by_name[bad][0] == [] and by_name[bad][1][0] in (TypeError, ValueError), bad
     assert by_name["queues"] == ([(b"DQ.QUEUES",)], ["b", "a"])  # a server's own order
 
 

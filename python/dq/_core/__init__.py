@@ -4,13 +4,14 @@ written once; dq/ and dq/asyncio/ bind them to a blocking or an asyncio
 client. No I/O here."""
 
 from .errors import DqError, OutOfMemory, Permanent, Retry, StaleDelivery, UnknownMessage, WrongType
-from .records import Delivery, Entry, Outcome, Schedule
+from .records import Delivery, Entry, JobOutcome, Outcome, Schedule
 
 # The public names dq and dq.asyncio both export.
 __all__ = [
     "Delivery",
     "DqError",
     "Entry",
+    "JobOutcome",
     "OutOfMemory",
     "Outcome",
     "Permanent",

@@ -10,9 +10,14 @@ from typing import Any, List, Optional, Tuple, Union
 
 from .records import Delivery
 
-STATES = ("delayed", "ready", "inflight", "dead")
+STATES = ("delayed", "ready", "inflight", "dead", "done")
 MAX_ERROR_BYTES = 4096
 MAX_ID_BYTES = 1024
+# What DQ.TOUCH ... PROGRESS takes (64 KiB) and what DQ.DONE keeps (the
+# payload limit, 512 MiB): the server refuses more, a DONE with one result
+# over it whole.
+MAX_PROGRESS_BYTES = 65_536
+MAX_RESULT_BYTES = 512 * 1024 * 1024
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 UINT32_MAX = 2**32 - 1
 MAX_TIME = 2**53 - 1
@@ -102,7 +107,7 @@ def state_arg(state: Any) -> bytes:
     if not isinstance(state, str):
         raise TypeError(f"state must be a str, got {type(state).__name__}")
     if state.lower() not in STATES:
-        raise ValueError(f"state must be one of delayed, ready, inflight, dead; got {state!r}")
+        raise ValueError(f"state must be one of delayed, ready, inflight, dead, done; got {state!r}")
     return state.upper().encode()
 
 
@@ -175,14 +180,24 @@ def rate_arg(value: Any) -> Tuple[bytes, Optional[Tuple[int, str]]]:
     return value.encode(), (None if n == 0 else (n, m.group(2)))
 
 
-def max_inflight_arg(value: Any) -> Tuple[bytes, Optional[int]]:
-    """MAXINFLIGHT's value and n; `0` and 'DEFAULT' remove the limit (None)."""
+def count_limit_arg(what: str, value: Any, high: int) -> Tuple[bytes, Optional[int]]:
+    """A count limit's value (MAXINFLIGHT, RETAINMAX) and n; `0` and
+    'DEFAULT' remove the limit (None)."""
     if value == "DEFAULT":
         return b"DEFAULT", None
     if isinstance(value, str):
-        raise ValueError(f"max_inflight must be an int or 'DEFAULT', got {value!r}")
-    n = int_arg("max_inflight", value, 0, UINT32_MAX)
+        raise ValueError(f"{what} must be an int or 'DEFAULT', got {value!r}")
+    n = int_arg(what, value, 0, high)
     return b"%d" % n, (n or None)
+
+
+def result_arg(value: Any) -> bytes:
+    """A result DQ.DONE keeps: str (sent as UTF-8) or bytes, empty included."""
+    return bytes_arg("result", value, limit=MAX_RESULT_BYTES)
+
+
+def progress_arg(value: Any) -> bytes:
+    return bytes_arg("progress", value, limit=MAX_PROGRESS_BYTES)
 
 
 def truncate_error(text: Any) -> Optional[bytes]:

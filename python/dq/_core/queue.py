@@ -6,6 +6,8 @@ ShardedQueue in sharded.py)."""
 
 from __future__ import annotations
 
+import math
+import time
 from typing import (
     Any,
     AsyncIterator,
@@ -31,21 +33,24 @@ from .args import (
     backoff_arg,
     bytes_arg,
     choice_arg,
+    count_limit_arg,
     id_arg,
     id_list,
     int_arg,
-    max_inflight_arg,
     message_options,
     ms_arg,
+    progress_arg,
     queue_name,
     rate_arg,
+    result_arg,
     schedule_name_arg,
     state_arg,
     truncate_error,
 )
+from .clients import longest_block_ms, single_connection
 from .errors import UnknownMessage
 from .plans import Call, Items, Plan, Stream, all_of, command, one, stream, then
-from .records import Delivery, Entry, Schedule
+from .records import Delivery, Entry, JobOutcome, Schedule
 from .sharding import merge_config, merge_entries, merge_schedules, merge_stats
 from .replies import (
     as_bytes,
@@ -58,9 +63,12 @@ from .replies import (
     parse_scan,
     parse_schedules,
     parse_stats,
+    parse_wait,
 )
 
 Id = Union[str, bytes, Delivery]
+# One message's result for DQ.DONE: (id, result).
+Result = Tuple[Id, Union[bytes, str]]
 T = TypeVar("T")
 
 
@@ -108,6 +116,9 @@ class Commands:
     def _ack(self, ids: Sequence[Id]) -> Plan[int]:
         raise NotImplementedError
 
+    def _done(self, results: List[Tuple[Id, bytes]]) -> Plan[int]:
+        raise NotImplementedError
+
     def _redrive(self, count: Optional[int], ids: Optional[List[Id]]) -> Plan[int]:
         raise NotImplementedError
 
@@ -131,10 +142,30 @@ class Commands:
 
     @command
     def ack(self, *ids: Id) -> Plan[int]:
-        """DQ.ACK: how many of the ids were in flight and are now gone."""
+        """DQ.ACK: how many of the ids were in flight and are now finished
+        (gone, or kept as done, without a result, while a retention holds)."""
         if not ids:
             raise ValueError("ack needs at least one id")
         return self._ack(ids)
+
+    @command
+    def done(self, *results: Result) -> Plan[int]:
+        """DQ.DONE: as ack(), and each message keeps its result while its
+        retention (RETAIN) lasts, for wait(), get() and the dashboard;
+        without a retention it is gone as after an ACK. Each argument is an
+        (id, result) pair, the id a str or a Delivery, the result str (sent
+        as UTF-8) or bytes (b"" is a result; at most 512 MiB): done((d,
+        b'{"charged": true}')). How many of the ids were in flight and are
+        now finished."""
+        if not results:
+            raise ValueError("done needs at least one (id, result) pair")
+        pairs: List[Tuple[Id, bytes]] = []
+        for pair in results:
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TypeError(f"each result must be an (id, result) pair such as ('order:1', b'ok'), got {pair!r}")
+            id_arg(pair[0])
+            pairs.append((pair[0], result_arg(pair[1])))
+        return self._done(pairs)
 
     @command
     def stats(self) -> Plan[Dict[str, Any]]:
@@ -144,7 +175,9 @@ class Commands:
 
     @command
     def peek(self, state: str, count: int = 10) -> Plan[List[Entry]]:
-        """DQ.PEEK: up to `count` entries of one state, in the order they leave it."""
+        """DQ.PEEK: up to `count` entries of one state ("delayed", "ready",
+        "inflight", "dead" or "done"), in the order they leave it (done:
+        earliest finished first, as retention drops them)."""
         args = (state_arg(state), b"COUNT", int_arg("count", count, 1, 10000))
         return self._fan(lambda q: Call(("DQ.PEEK", q._key, *args), parse_entries), lambda p: merge_entries(p, count))
 
@@ -175,7 +208,8 @@ class Commands:
 
     @command
     def purge(self, state: Optional[str] = None) -> Plan[int]:
-        """DQ.PURGE: how many messages were deleted."""
+        """DQ.PURGE: how many messages were deleted (of one state, "done"
+        included, else all)."""
         args = () if state is None else (state_arg(state),)
         return self._fan(lambda q: Call(("DQ.PURGE", q._key, *args), int), sum)
 
@@ -193,13 +227,18 @@ class Commands:
         backoff: Optional[str] = None,
         rate: Union[str, int, None] = None,
         max_inflight: Union[int, str, None] = None,
+        retain_ms: Union[Duration, None] = None,
+        retain_max: Union[int, str, None] = None,
     ) -> Plan[None]:
         """DQ.CONFIG SET; "DEFAULT" removes the queue's own value. `lease_ms`
         is a duration (int ms, a timedelta, or "30s"). `rate`
         ("100/1s": at most 100 deliveries in any second) and `max_inflight`
         (at most n in flight at once) limit the queue across all its
-        consumers; 0 removes either. A ShardedQueue splits them: each shard
-        gets floor(n / shards)."""
+        consumers; 0 removes either. `retain_ms` (a duration such as "1h";
+        0: not kept) keeps messages finished by ACK or DONE as done, with
+        their result, that long; `retain_max` keeps at most n of them, the
+        earliest finished dropped first (0: no cap). A ShardedQueue splits
+        rate, max_inflight and retain_max: each shard gets floor(n / shards)."""
         args: List[Any] = []
         if lease_ms == "DEFAULT":
             args += [b"LEASE", b"DEFAULT"]
@@ -220,13 +259,24 @@ class Commands:
                 value = b"%d/%s" % (split, parsed[1].encode())
             args += [b"RATE", value]
         if max_inflight is not None:
-            value, n = max_inflight_arg(max_inflight)
+            value, n = count_limit_arg("max_inflight", max_inflight, UINT32_MAX)
             split = None if n is None else self._split("max_inflight", n)
             if split is not None:
                 value = b"%d" % split
             args += [b"MAXINFLIGHT", value]
+        if retain_ms == "DEFAULT":
+            args += [b"RETAIN", b"DEFAULT"]
+        elif retain_ms is not None:
+            args += [b"RETAIN", ms_arg("retain_ms", retain_ms, 0)]
+        if retain_max is not None:
+            value, n = count_limit_arg("retain_max", retain_max, MAX_TIME)  # the server's limit: 2^53 - 1 too
+            split = None if n is None else self._split("retain_max", n)
+            if split is not None:
+                value = b"%d" % split
+            args += [b"RETAINMAX", value]
         if not args:
-            raise ValueError("config_set needs at least one of lease_ms, max_attempts, backoff, rate, max_inflight")
+            raise ValueError("config_set needs at least one of lease_ms, max_attempts, backoff, rate, max_inflight, "
+                             "retain_ms, retain_max")
         return self._fan(lambda q: Call(("DQ.CONFIG", q._key, b"SET", *args), ok), _none)
 
     @command
@@ -364,6 +414,9 @@ class QueueCommands(Commands):
     def _ack(self, ids: Sequence[Id]) -> Plan[int]:
         return one(Call(("DQ.ACK", self._key, *[self._own_id(i) for i in ids]), int))
 
+    def _done(self, results: List[Tuple[Id, bytes]]) -> Plan[int]:
+        return one(Call(("DQ.DONE", self._key, *[x for i, r in results for x in (self._own_id(i), r)]), int))
+
     def _redrive(self, count: Optional[int], ids: Optional[List[Id]]) -> Plan[int]:
         args: List[Any] = ["DQ.REDRIVE", self._key]
         if count is not None:
@@ -392,9 +445,13 @@ class QueueCommands(Commands):
         backoff: Optional[str] = None,
         group: Optional[Union[str, bytes]] = None,
         ttl_ms: Optional[Duration] = None,
+        retain_ms: Optional[Duration] = None,
     ) -> Plan[Optional[str]]:
-        """DQ.ADD: the id, or None when NX found the id / XX did not.
-        `delay_ms` and `ttl_ms` are durations: int ms, a timedelta, or "30s"."""
+        """DQ.ADD: the id, or None when NX found the id (in any state, done
+        included) / XX did not. `delay_ms`, `ttl_ms` and `retain_ms` are
+        durations: int ms, a timedelta, or "30s". `retain_ms`: how long the
+        message is kept as done, with its result, once finished (0: not
+        kept), over the queue's retention."""
         args: List[Any] = ["DQ.ADD", self._key, bytes_arg("payload", payload)]
         if delay_ms is not None and at_ms is not None:
             raise ValueError("delay_ms and at_ms cannot be used together")
@@ -416,6 +473,8 @@ class QueueCommands(Commands):
         if xx:
             args.append(b"XX")
         args += message_options(priority, max_attempts, backoff, group, ttl_ms)
+        if retain_ms is not None:
+            args += [b"RETAIN", ms_arg("retain_ms", retain_ms, 0)]
         return one(Call(tuple(args), as_text))
 
     @command
@@ -449,11 +508,46 @@ class QueueCommands(Commands):
     @command
     def touch(self, id: Id, *, lease_ms: Optional[Duration] = None, attempt: Optional[int] = None) -> Plan[int]:
         """DQ.TOUCH: the new lease deadline (Unix ms)."""
+        return self._touch(id, lease_ms, attempt, [])
+
+    @command
+    def progress(
+        self, id: Id, value: Union[bytes, str], *, lease_ms: Optional[Duration] = None, attempt: Optional[int] = None
+    ) -> Plan[int]:
+        """DQ.TOUCH ... PROGRESS: records how far the delivery got (str or
+        bytes, at most 64 KiB), shown by get() as `progress` until the next
+        delivery starts (a done message keeps the last). A TOUCH, so it
+        renews the lease too: by `lease_ms`, else the queue's lease (give
+        the lease you popped with, so as not to shorten it). A Delivery
+        passes its attempt: fenced, StaleDelivery once it is over. The new
+        lease deadline (Unix ms). A Worker's handler calls
+        delivery.progress(value) instead."""
+        return self._touch(id, lease_ms, attempt, [b"PROGRESS", progress_arg(value)])
+
+    def _touch(self, id: Id, lease_ms: Optional[Duration], attempt: Optional[int], extra: List[Any]) -> Plan[int]:
         args: List[Any] = ["DQ.TOUCH", self._key, self._own_id(id)]
         if lease_ms is not None:
             args += [b"LEASE", ms_arg("lease_ms", lease_ms, 1)]
         args += self._attempt(id, attempt)
+        args += extra
         return one(Call(tuple(args), self._in_flight(args[2], int)))
+
+    @command
+    def wait(self, id: Id, timeout_ms: Optional[Duration] = None) -> Plan[Optional[JobOutcome]]:
+        """DQ.WAIT: the message's outcome — JobOutcome "done" (its result,
+        None after a plain ACK), "dead" (its last error) or "gone" (never
+        added, cancelled, purged, or finished with no retention to keep it)
+        — or None when it has none (it is still delayed, ready or in
+        flight) after `timeout_ms`, a duration (int ms, a timedelta, or
+        "30s"; None or 0: look once). The server answers the moment the
+        outcome exists; a retry or a replacement is no outcome: it waits
+        on. It blocks a pool connection of its own, so the client's other
+        calls never wait behind it (a single_connection_client is refused);
+        a wait longer than the client's socket_timeout goes as several
+        shorter ones. Without a retention a finished message is "gone": set
+        one (config_set(retain_ms=...), add(retain_ms=...)) to get results
+        back."""
+        return wait_plan(self, self._own_id(id), timeout_ms)
 
     @staticmethod
     def _attempt(id: Id, attempt: Optional[int]) -> List[Any]:
@@ -487,6 +581,36 @@ class QueueCommands(Commands):
 
 
 Q = TypeVar("Q", bound=QueueCommands)
+
+
+def wait_plan(queue: QueueCommands, id: bytes, timeout_ms: Optional[Duration]) -> Plan[Optional[JobOutcome]]:
+    """DQ.WAIT of one queue (the arguments checked now): a look, or a
+    blocking wait."""
+    ms = 0 if timeout_ms is None else ms_arg("timeout_ms", timeout_ms, 0)
+    if ms == 0:
+        return one(Call(("DQ.WAIT", queue._key, id), parse_wait))
+    if single_connection(queue.client):
+        raise ValueError("wait() with a timeout blocks a connection of its own: give the queue a client with a "
+                         "connection pool, not single_connection_client=True (or look once: timeout_ms=0)")
+    return _wait_blocking(queue._key, id, ms, longest_block_ms(queue.client))
+
+
+def _wait_blocking(key: bytes, id: bytes, ms: int, longest: Optional[int]) -> Plan[Optional[JobOutcome]]:
+    """DQ.WAIT ... BLOCK for `ms` in all, as one command, or as several of
+    at most `longest` ms each when a longer one would outlast the client's
+    socket_timeout. Nothing is missed between them: an outcome is a state
+    the next WAIT finds at once."""
+    deadline = time.monotonic() + ms / 1000
+    left = ms
+    while True:
+        block = left if longest is None else min(left, longest)
+        outcome = yield from one(Call(("DQ.WAIT", key, id, b"BLOCK", block), parse_wait))
+        # The last part's nil is the answer: the time ran out (or CLIENT UNBLOCK ended the wait).
+        if outcome is not None or block == left:
+            return outcome
+        left = math.ceil((deadline - time.monotonic()) * 1000)
+        if left <= 0:
+            return None
 
 
 def pop_call(
@@ -527,10 +651,16 @@ def _deliveries(reply: Any, queue: str) -> List[Delivery]:
     return [Delivery(as_text(i[0]) or "", as_bytes(i[1]), int(i[2]), queue) for i in reply or []]
 
 
-def worker_ack_call(queue: QueueCommands, deliveries: Sequence[Delivery]) -> Call[int]:
-    """DQ.ACK of deliveries this queue handed out: their ids came from the
-    server, so they need no checking (a Worker sends thousands a second)."""
-    return Call(("DQ.ACK", queue._key, *[d.id.encode("utf-8", "surrogateescape") for d in deliveries]), int)
+def worker_finish_call(queue: QueueCommands, batch: Sequence[Tuple[Delivery, Optional[bytes]]]) -> Call[int]:
+    """DQ.ACK of deliveries this queue handed out, or DQ.DONE of them with
+    their results when the first has one (the worker batches them apart):
+    their ids came from the server and the results were checked as the
+    handlers returned them, so they need no checking (a Worker sends
+    thousands a second)."""
+    if batch[0][1] is None:
+        return Call(("DQ.ACK", queue._key, *[d.id.encode("utf-8", "surrogateescape") for d, _ in batch]), int)
+    pairs = [x for d, r in batch for x in (d.id.encode("utf-8", "surrogateescape"), r)]
+    return Call(("DQ.DONE", queue._key, *pairs), int)
 
 
 def is_cluster(client: Any) -> bool:

@@ -1,10 +1,11 @@
-"""The values the library hands out: Entry, Delivery, Schedule, Outcome."""
+"""The values the library hands out: Entry, Delivery, Schedule, Outcome,
+JobOutcome."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 
 class Entry(NamedTuple):
@@ -13,7 +14,7 @@ class Entry(NamedTuple):
     id: str
     payload: bytes
     attempt: int
-    time: int  # due time, lease deadline or time of death (Unix ms)
+    time: int  # due time, lease deadline, time of death or when it finished (Unix ms)
     last_error: Optional[str]
 
 
@@ -29,7 +30,9 @@ class Delivery:
     message is gone (DQ.CANCEL, DQ.PURGE), "lost" when the lease ran out
     and another consumer may hold it — then `lost` (True either way), then
     the `cancelled` event: a handler doing long work checks `lost` or waits
-    on `cancelled`, and gives up."""
+    on `cancelled`, and gives up.
+
+    A Worker's handler reports how far it got with `progress(value)`."""
 
     id: str
     payload: bytes
@@ -40,6 +43,9 @@ class Delivery:
     # Made on first use: most deliveries never need one, and a Worker
     # handles tens of thousands a second.
     _cancelled: Optional[threading.Event] = field(default=None, init=False, repr=False)
+    # Set by the Worker that handed the delivery out: sends its progress
+    # (one per queue, not per delivery: a Worker hands out thousands a second).
+    _reporter: Optional[Callable[[Delivery, Any], Any]] = field(default=None, init=False, repr=False)
 
     @property
     def cancelled(self) -> threading.Event:
@@ -52,6 +58,25 @@ class Delivery:
                 if event is None:
                     event = self._cancelled = threading.Event()
         return event
+
+    def progress(self, value: Any) -> Any:
+        """Records how far the handler got (str or bytes, at most 64 KiB):
+        `DQ.TOUCH queue id LEASE lease_ms ATTEMPT n PROGRESS value`, with
+        the worker's lease (so it never shortens it) and fenced by this
+        delivery's attempt: StaleDelivery once the delivery is over. DQ.GET
+        shows it as `progress` until the next delivery of the message
+        starts. Returns the new lease deadline (Unix ms); in a
+        dq.asyncio.Worker, an awaitable of it when called on the loop (a
+        coroutine handler awaits it), the deadline itself from a
+        plain-function handler's thread. Only a Worker's deliveries can:
+        code that pops by itself calls queue.progress(delivery, value)."""
+        reporter = self._reporter
+        if reporter is None:
+            raise RuntimeError(
+                f"delivery {self.id!r} was not handed out by a Worker: report its progress with "
+                f"queue.progress(delivery, value, lease_ms=...) on its queue {self.queue!r}"
+            )
+        return reporter(self, value)
 
 
 @dataclass(frozen=True)
@@ -89,11 +114,13 @@ class Outcome:
     docs/client-vocabulary.md has the same words for the three libraries.
 
     action: what the handler asked for, what the worker sends: "ack" (it
-    returned), "nack" (it raised, or raised Retry: a retry is scheduled, or
-    the message dies if its attempts are used up) or "dead" (Permanent).
-    state: what the server made of it: "acked"; "acked-late" (the DQ.ACK of
-    its batch counted fewer: a message of that batch was no longer in
-    flight); the NACK's new state ("delayed", "ready", "dead"); "stale" (the
+    returned None), "done" (it returned a result: str or bytes, sent by
+    DQ.DONE), "nack" (it raised, or raised Retry: a retry is scheduled, or
+    the message dies if its attempts are used up) or "dead" (Permanent, or
+    a return value that is no result).
+    state: what the server made of it: "acked" (for "done" too); "acked-late"
+    (the DQ.ACK or DQ.DONE of its batch counted fewer: a message of that
+    batch was no longer in flight); the NACK's new state ("delayed", "ready", "dead"); "stale" (the
     delivery was over, its lease lost: nothing changed); "unsettled" (the
     call failed, `exception` says why: the message comes back after its
     lease).
@@ -103,3 +130,22 @@ class Outcome:
     state: str
     error: Optional[str] = None
     exception: Optional[BaseException] = None
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What became of a message, as DQ.WAIT tells it (queue.wait()).
+
+    state: "done" (finished by a Worker's result, DQ.DONE or DQ.ACK, and
+    kept by its retention), "dead" (its last attempt failed, NACK DEAD, its
+    lease ran out on the last attempt, its TTL), or "gone" (the queue does
+    not hold the id: never added, cancelled, purged, or finished with no
+    retention to keep it, or past it).
+    result: a done message's result (bytes; b"" is a result), None after a
+    plain ACK and for the other states.
+    error: a dead message's last error, None when it has none and for the
+    other states."""
+
+    state: str
+    result: Optional[bytes] = None
+    error: Optional[str] = None

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from .records import SCHEDULE_FIELDS, Entry, Schedule
+from .errors import DqError
+from .records import SCHEDULE_FIELDS, Entry, JobOutcome, Schedule
 
 
 def as_text(value: Any) -> Optional[str]:
@@ -38,7 +39,7 @@ def _record(reply: Any) -> Optional[Dict[str, Any]]:
 # The record fields that are text; every other field of DQ.STATS and of
 # DQ.CONFIG's flow-control part is an integer or nil.
 _STATS_TEXT = {"rate"}
-_CONFIG_TEXT = {"lease-ms-from", "max-attempts-from", "backoff", "backoff-from", "rate"}
+_CONFIG_TEXT = {"lease-ms-from", "max-attempts-from", "backoff", "backoff-from", "rate", "retain-ms-from"}
 
 
 def _number(value: Any) -> Any:
@@ -67,14 +68,20 @@ _GET_TEXT = {"id", "state", "max-attempts-from", "backoff", "backoff-from", "dea
              "waiting-for", "last-error"}
 
 
+# The fields that are any bytes the application chose: a result "42" stays
+# b"42", not the number.
+_BYTES = {"payload", "result", "progress"}
+
+
 def _typed(record: Dict[str, Any], texts: Set[str]) -> Dict[str, Any]:
-    """A record's raw values typed: nil None, the payload bytes, the fields
-    in `texts` str, every other field an int (see _number)."""
+    """A record's raw values typed: nil None, the payload, result and
+    progress bytes, the fields in `texts` str, every other field an int
+    (see _number)."""
     out: Dict[str, Any] = {}
     for k, v in record.items():
         if v is None:
             out[k] = None
-        elif k == "payload":
+        elif k in _BYTES:
             out[k] = as_bytes(v)
         elif k in texts:
             out[k] = as_text(v)
@@ -119,3 +126,20 @@ def parse_scan(reply: Any) -> Tuple[str, List[Entry]]:
 
 def ok(reply: Any) -> None:
     return None
+
+
+def parse_wait(reply: Any) -> Optional[JobOutcome]:
+    """DQ.WAIT's reply: nil (no outcome yet) or [state, value]."""
+    if reply is None:
+        return None
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+        raise DqError(f"DQ.WAIT replied {reply!r}, not [state, value]")
+    state, value = as_text(reply[0]), reply[1]
+    if state == "done":
+        return JobOutcome("done", result=None if value is None else as_bytes(value))
+    if state == "dead":
+        return JobOutcome("dead", error=as_text(value))
+    if state == "gone":
+        return JobOutcome("gone")
+    # A state a newer module adds: an error rather than a wrong answer.
+    raise DqError(f"DQ.WAIT replied an outcome {state!r} this client does not know (done, dead, gone)")

@@ -6,12 +6,12 @@ themselves are the shards' Queue methods (queue.py)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Union
 
 from .args import MAX_ID_BYTES, Duration, bytes_arg, id_arg, queue_name
 from .plans import Call, Plan, all_of, command, one, then
-from .queue import Commands, Id, Q, QueueCommands, T, pop_call
-from .records import Delivery
+from .queue import Commands, Id, Q, QueueCommands, T, pop_call, wait_plan
+from .records import Delivery, JobOutcome
 from .replies import as_text
 from .sharding import random_id, shard_names, shard_of, split_limit
 
@@ -127,6 +127,16 @@ class ShardedCommands(Commands, Generic[Q]):
                 per.setdefault(shard.name, []).append(i)
         return then(all_of([Queue.ack.plan(self._by_name[n], *v) for n, v in per.items()]), sum)
 
+    def _done(self, results: List[Tuple[Id, bytes]]) -> Plan[int]:
+        # As _ack: a Delivery's result goes to its shard; a bare id's to
+        # every shard, where only the one holding it in flight counts it.
+        per: Dict[str, List[Tuple[Id, bytes]]] = {}
+        for pair in results:
+            routed = self._routed(pair[0])
+            for shard in [routed] if routed else self.shards:
+                per.setdefault(shard.name, []).append(pair)
+        return then(all_of([Queue.done.plan(self._by_name[n], *v) for n, v in per.items()]), sum)
+
     def _redrive(self, count: Optional[int], ids: Optional[List[Id]]) -> Plan[int]:
         if ids is not None:
             return then(all_of([Queue.redrive.plan(q, ids=ids) for q in self.shards]), sum)
@@ -158,6 +168,7 @@ class ShardedCommands(Commands, Generic[Q]):
         backoff: Optional[str] = None,
         group: Optional[Union[str, bytes]] = None,
         ttl_ms: Optional[Duration] = None,
+        retain_ms: Optional[Duration] = None,
         shard_key: Optional[Union[str, bytes]] = None,
     ) -> Plan[Optional[str]]:
         """DQ.ADD on the shard of the group, else the shard key, else the id
@@ -171,6 +182,7 @@ class ShardedCommands(Commands, Generic[Q]):
         return Queue.add.plan(
             self._of_message(id, group, shard_key), payload, delay_ms=delay_ms, at_ms=at_ms, id=id, nx=nx, xx=xx,
             priority=priority, max_attempts=max_attempts, backoff=backoff, group=group, ttl_ms=ttl_ms,
+            retain_ms=retain_ms,
         )
 
     @command
@@ -201,6 +213,37 @@ class ShardedCommands(Commands, Generic[Q]):
     ) -> Plan[int]:
         """DQ.TOUCH on the delivery's shard (or the group's / shard key's / id's)."""
         return Queue.touch.plan(self._of_id(id, group, shard_key), id, lease_ms=lease_ms, attempt=attempt)
+
+    @command
+    def progress(
+        self,
+        id: Id,
+        value: Union[bytes, str],
+        *,
+        lease_ms: Optional[Duration] = None,
+        attempt: Optional[int] = None,
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> Plan[int]:
+        """DQ.TOUCH ... PROGRESS on the delivery's shard (or the group's / shard key's / id's)."""
+        shard = self._of_id(id, group, shard_key)
+        return Queue.progress.plan(shard, id, value, lease_ms=lease_ms, attempt=attempt)
+
+    @command
+    def wait(
+        self,
+        id: Id,
+        timeout_ms: Optional[Duration] = None,
+        *,
+        group: Optional[Union[str, bytes]] = None,
+        shard_key: Optional[Union[str, bytes]] = None,
+    ) -> Plan[Optional[JobOutcome]]:
+        """DQ.WAIT on the shard that holds the id: the shard of the group or
+        shard key it was added with, else of the id itself (where add() put
+        a message added without either). A message on another shard is
+        "gone" there: give the group or shard key it was added with."""
+        shard = self._of_id(id, group, shard_key)
+        return wait_plan(shard, shard._own_id(id), timeout_ms)
 
     @command
     def get(

@@ -118,7 +118,9 @@ def merge_stats(records: Iterable[Dict[str, Any]]) -> Dict[str, Any]:
 
 def merge_config(records: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Shard 0's defaults (config_set keeps the shards alike), the whole
-    queue's flow control (merge_flow) and `throttled` summed."""
+    queue's flow control (merge_flow), `throttled` summed, and `retain-max`
+    the whole queue's cap: the shards' summed (config_set splits it), None
+    when no shard has one."""
     if not records:
         return {}
     flow = merge_flow(records)
@@ -128,6 +130,9 @@ def merge_config(records: List[Dict[str, Any]]) -> Dict[str, Any]:
             out[k] = flow[k]
         elif k == "throttled":
             out[k] = sum(r.get(k) or 0 for r in records)
+        elif k == "retain-max":
+            caps = [r.get(k) for r in records]
+            out[k] = None if all(n is None for n in caps) else sum(n or 0 for n in caps)
     return out
 
 

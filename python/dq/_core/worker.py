@@ -2,19 +2,20 @@
 queues each poller takes from, and every decision that is not about
 threads or tasks — one POP turn (what to take, when to give permits back
 and block), the heartbeat's TOUCH and what a STALE reply means, how a
-handler's outcome is settled, and what the replies of one DQ.ACK for a
-batch of deliveries mean. These are plans (plans.py): dq.Worker runs them
+handler's outcome is settled (its return value a result or not), and what
+the replies of one DQ.ACK or DQ.DONE for a batch of deliveries mean. These are plans (plans.py): dq.Worker runs them
 on its threads, dq.asyncio.Worker on its tasks."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
-from .args import Duration, int_arg, ms_arg
+from .args import Duration, int_arg, ms_arg, result_arg
+from .clients import pool_kwargs, socket_timeout
 from .errors import Permanent, Retry, StaleDelivery
 from .plans import Plan, one
-from .queue import Q, QueueCommands as Queue, is_cluster, mpop_call, pop_call, worker_ack_call
+from .queue import Q, QueueCommands as Queue, is_cluster, mpop_call, pop_call, worker_finish_call
 from .records import Delivery, Outcome
 from .sharded import ShardedCommands
 from .sharding import hash_slot
@@ -23,6 +24,8 @@ log = logging.getLogger("dq")
 
 Handler = Callable[[Delivery], Any]
 OnSettled = Callable[[Delivery, Outcome], Any]
+# A delivery whose handler returned, and its result (None: a plain ACK).
+Finished = Tuple[Delivery, Optional[bytes]]
 S = TypeVar("S", bound=ShardedCommands[Any])
 
 
@@ -161,6 +164,12 @@ class WorkerCore(Generic[Q, S]):
             return "failed"
         return "renewed"
 
+    def _progress_plan(self, part: Q, delivery: Delivery, value: Any) -> Plan[int]:
+        """A handler's progress report (Delivery.progress): the heartbeat's
+        TOUCH — the worker's lease, so a report never shortens it, fenced
+        by the delivery's attempt — with PROGRESS value."""
+        return Queue.progress.plan(part, delivery, value, lease_ms=self.lease_ms, attempt=delivery.attempt)
+
     def _report(self, delivery: Delivery, outcome: Outcome) -> Any:
         """Calls on_settled, if given (what it raises is logged): what it returned."""
         if self.on_settled is None:
@@ -179,17 +188,42 @@ def handler_failed(delivery: Delivery, failure: BaseException) -> None:
                     delivery.id, delivery.attempt, delivery.queue, type(failure).__name__, failure)
 
 
+def handler_result(delivery: Delivery, value: Any) -> Tuple[Optional[bytes], Optional[BaseException]]:
+    """(result, failure) of a handler that returned `value`: None is a
+    plain ACK (no result, as before results existed), str (sent as UTF-8)
+    or bytes a result for DQ.DONE. Anything else, or a result over 512 MiB
+    (the server would refuse the whole DQ.DONE of its batch), cannot be
+    kept: the message is dead now (Permanent) with that reason, rather than
+    retried — the work is done, and doing it again returns the same — or
+    finished without the result the handler meant it to keep."""
+    if value is None:
+        return None, None
+    if isinstance(value, (bytes, bytearray, memoryview, str)):
+        try:
+            return result_arg(value), None
+        except ValueError as e:
+            why = f"the handler's {e}"
+    else:
+        why = (f"the handler returned {type(value).__name__}, which is no result: return str or bytes "
+               "(kept by DQ.DONE), or None (a plain DQ.ACK)")
+    log.warning("dq: %s attempt %d in %s: %s; it is dead now", delivery.id, delivery.attempt, delivery.queue, why)
+    return None, Permanent(why)
+
+
 def batched(delivery: Delivery, failure: Optional[BaseException]) -> bool:
-    """Whether a delivery whose handler is done is ACKed in its queue's next
-    DQ.ACK (ack_batch): its handler returned and the delivery is not over.
-    Any other is settled alone (settle)."""
+    """Whether a delivery whose handler is done is finished in its queue's
+    next DQ.ACK or DQ.DONE (finish_batch): its handler returned and the
+    delivery is not over. Any other is settled alone (settle)."""
     return failure is None and not delivery.lost
 
 
-def settle(part: Queue, delivery: Delivery, failure: Optional[BaseException]) -> Plan[Outcome]:
-    """Settles one delivery alone: its NACK, its lone ACK when it was over,
-    or nothing when it was cancelled or over and failed."""
-    action, plan, error = settle_call(part, delivery, failure)
+def settle(
+    part: Queue, delivery: Delivery, failure: Optional[BaseException], result: Optional[bytes] = None
+) -> Plan[Outcome]:
+    """Settles one delivery alone: its NACK, its lone ACK (DONE, with a
+    result) when it was over, or nothing when it was cancelled or over and
+    failed."""
+    action, plan, error = settle_call(part, delivery, failure, result)
     if plan is None:
         log.warning("dq: not settling %s attempt %d in %s: %s", delivery.id, delivery.attempt, delivery.queue,
                     "it was cancelled" if delivery.lost_reason == "cancelled" else "its lease was lost")
@@ -206,34 +240,46 @@ def settle(part: Queue, delivery: Delivery, failure: Optional[BaseException]) ->
     return Outcome(action, settle_state(action, reply), error, failure)
 
 
-def ack_batch(part: Queue, deliveries: List[Delivery]) -> Plan[Outcome]:
-    """One DQ.ACK for the deliveries of one queue whose handlers returned
-    while the last was on its way: one outcome for them all."""
+def batches(finished: List[Finished]) -> List[List[Finished]]:
+    """The deliveries of one queue that finished while its last command was
+    on its way, as the commands that finish them: the plain ones (one
+    DQ.ACK), those with a result (one DQ.DONE of id result pairs); one of
+    the two or both. A plain ACK keeps no result, not an empty one."""
+    acks = [f for f in finished if f[1] is None]
+    dones = [f for f in finished if f[1] is not None]
+    return [b for b in (acks, dones) if b]
+
+
+def finish_batch(part: Queue, batch: List[Finished]) -> Plan[Outcome]:
+    """One DQ.ACK (or DQ.DONE, for results) of one queue's batch (batches):
+    one outcome for them all."""
+    action = "ack" if batch[0][1] is None else "done"
+    command = "DQ.ACK" if action == "ack" else "DQ.DONE"
     try:
-        count = yield from one(worker_ack_call(part, deliveries))
+        count = yield from one(worker_finish_call(part, batch))
     except Exception as e:
-        log.error("dq: DQ.ACK of %d id(s) in %s failed: %s (they come back after their lease)",
-                  len(deliveries), part.name, e)
-        return Outcome("ack", "unsettled", None, e)
-    state = ack_batch_state(count, len(deliveries))
+        log.error("dq: %s of %d id(s) in %s failed: %s (they come back after their lease)",
+                  command, len(batch), part.name, e)
+        return Outcome(action, "unsettled", None, e)
+    state = ack_batch_state(count, len(batch))
     if state != "acked":
-        log.warning("dq: DQ.ACK of %d id(s) in %s counted %d: the rest were no longer in flight",
-                    len(deliveries), part.name, count)
-    return Outcome("ack", state)
+        log.warning("dq: %s of %d id(s) in %s counted %d: the rest were no longer in flight",
+                    command, len(batch), part.name, count)
+    return Outcome(action, state)
 
 
 def settle_call(
-    part: Queue, delivery: Delivery, failure: Optional[BaseException]
+    part: Queue, delivery: Delivery, failure: Optional[BaseException], result: Optional[bytes] = None
 ) -> Tuple[str, Optional[Plan[Any]], Optional[str]]:
     """(action, the call that settles the delivery alone, the error text sent).
 
-    A Worker sends the ACKs of deliveries that are not lost in batches
-    (ack_batch_state); a lost one's ACK goes alone, so its count is its own
-    (ACK is unfenced: a late one is proof the work was done). The call is
-    None when the lease was lost and the handler failed, and whatever the
+    A Worker sends the ACKs (DONEs) of deliveries that are not lost in
+    batches (finish_batch); a lost one's ACK goes alone, so its count is its
+    own (ACK is unfenced: a late one is proof the work was done). The call
+    is None when the lease was lost and the handler failed, and whatever the
     handler did when the message was cancelled: nothing is sent."""
     if failure is None:
-        action, text = "ack", None
+        action, text = ("ack" if result is None else "done"), None
     elif isinstance(failure, Permanent):
         action, text = "dead", str(failure) or "Permanent"
     elif isinstance(failure, Retry):
@@ -244,6 +290,9 @@ def settle_call(
         return action, None, text
     if action == "ack":
         return action, Queue.ack.plan(part, delivery.id), None
+    if action == "done":
+        assert result is not None
+        return action, Queue.done.plan(part, (delivery.id, result)), None
     if delivery.lost:
         return action, None, text
     if action == "dead":
@@ -281,13 +330,13 @@ def unsent_state(delivery: Delivery) -> str:
 
 
 def settle_state(action: str, reply: Any) -> str:
-    if action == "ack":
+    if action in ("ack", "done"):
         return "acked" if reply else "acked-late"
     return str(reply)
 
 
 def ack_batch_state(count: int, size: int) -> str:
-    """The state of each delivery of one DQ.ACK of `size` ids that counted
+    """The state of each delivery of one DQ.ACK (DQ.DONE) of `size` ids that counted
     `count`: which of them were no longer in flight the reply does not say."""
     return "acked" if count == size else "acked-late"
 
@@ -334,27 +383,6 @@ def mpop_serves(queues: Sequence[Any]) -> bool:
     return len({hash_slot(q._key) for q in queues}) == 1
 
 
-def _pool_kwargs(client: Any) -> List[Dict[str, Any]]:
-    """The connection settings of a client's pools: the standalone pool's;
-    on a cluster, the client's own (asyncio) and every known node's (sync)."""
-    found: List[Dict[str, Any]] = []
-    pool = getattr(client, "connection_pool", None)
-    if pool is not None:
-        found.append(getattr(pool, "connection_kwargs", None) or {})
-    own = getattr(client, "connection_kwargs", None)
-    if isinstance(own, dict):
-        found.append(own)
-    manager = getattr(client, "nodes_manager", None)
-    if manager is not None:
-        found.append(getattr(manager, "connection_kwargs", None) or {})
-        for node in getattr(manager, "nodes_cache", {}).values():
-            node_client = getattr(node, "redis_connection", None)
-            node_pool = getattr(node_client, "connection_pool", None)
-            if node_pool is not None:
-                found.append(getattr(node_pool, "connection_kwargs", None) or {})
-    return found
-
-
 def check_pool(client: Any, needed: int, block_ms: int) -> None:
     """Refuses a client a worker cannot use: one connection for everything,
     a pool too small for its blocking POPs, a read timeout shorter than BLOCK."""
@@ -364,16 +392,16 @@ def check_pool(client: Any, needed: int, block_ms: int) -> None:
     limit = getattr(pool, "max_connections", None) if pool is not None else None
     where = "the client's connection pool allows"
     if pool is None:
-        limit = next((k["max_connections"] for k in _pool_kwargs(client) if "max_connections" in k), None)
+        limit = next((k["max_connections"] for k in pool_kwargs(client) if "max_connections" in k), None)
         where = "the cluster client allows, per node,"
     if isinstance(limit, int) and limit < needed:
         raise ValueError(
             f"{where} {limit} connections; this worker needs {needed} "
             "(a blocking POP per queue, one per handler, one for the heartbeat, one for the ACKs)"
         )
-    timeouts = [k["socket_timeout"] for k in _pool_kwargs(client) if isinstance(k.get("socket_timeout"), (int, float))]
-    if timeouts and min(timeouts) * 1000 <= block_ms:
+    timeout = socket_timeout(client)
+    if timeout is not None and timeout * 1000 <= block_ms:
         raise ValueError(
             f"block_ms={block_ms} needs the client's socket_timeout to be longer than {block_ms / 1000:g} s "
-            f"(it is {min(timeouts):g} s): a blocking POP would time out; lower block_ms or raise socket_timeout"
+            f"(it is {timeout:g} s): a blocking POP would time out; lower block_ms or raise socket_timeout"
         )

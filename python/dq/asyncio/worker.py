@@ -1,7 +1,8 @@
 """dq.asyncio.Worker: asyncio tasks — one per poller (a DQ.POP queue, or a
 DQ.MPOP group), one per running handler, one heartbeat task, a flusher task
 per queue that sends the ACKs of the deliveries that finished since its
-last round trip in one DQ.ACK — and an asyncio FIFO permit queue.
+last round trip in one DQ.ACK (their results in one DQ.DONE, at the same
+time) — and an asyncio FIFO permit queue.
 
 What the tasks decide is dq/_core/worker.py's, shared with dq.Worker: the
 arguments, each POP turn, the heartbeat's TOUCH, how a handler's outcome
@@ -15,10 +16,12 @@ import logging
 import signal
 import threading
 from collections import deque
-from typing import Any, Awaitable, Callable, Deque, Dict, List, Optional, Set
+from typing import Any, Awaitable, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from .._core.records import Delivery, Outcome
-from .._core.worker import Poller, WorkerCore, ack_batch, batched, handler_failed, settle
+from .._core.worker import (
+    Finished, Poller, WorkerCore, batched, batches, finish_batch, handler_failed, handler_result, settle,
+)
 from ._io import drive
 from .queue import Queue
 from .sharded import ShardedQueue
@@ -79,21 +82,22 @@ class _Permits:
 
 class _Acker:
     """One queue's ACKs: the deliveries that finished while the last DQ.ACK
-    was on its way go in the next one, sent the moment the previous one is
-    answered (or, when none is on its way, once the callbacks ready in this
-    turn of the loop have run); never held back by a timer."""
+    was on its way go in the next one (those with a result in one DQ.DONE,
+    sent alongside), sent the moment the previous one is answered (or, when
+    none is on its way, once the callbacks ready in this turn of the loop
+    have run); never held back by a timer."""
 
     def __init__(self, part: "Queue", settled: Callable[[Delivery, Outcome], Awaitable[None]]) -> None:
         self._part = part
         self._settled = settled
-        self._pending: List[Delivery] = []
+        self._pending: List[Finished] = []
         self._busy = False
         self._task: Optional["asyncio.Future[None]"] = None
         self.idle = asyncio.Event()
         self.idle.set()
 
-    def add(self, delivery: Delivery) -> None:
-        self._pending.append(delivery)
+    def add(self, delivery: Delivery, result: Optional[bytes]) -> None:
+        self._pending.append((delivery, result))
         if not self._busy:
             self._busy = True
             self.idle.clear()
@@ -105,10 +109,13 @@ class _Acker:
     async def _flush(self) -> None:
         part = self._part
         while self._pending:
-            batch, self._pending = self._pending, []
-            outcome = await drive(part.client, ack_batch(part, batch))
-            for d in batch:
-                await self._settled(d, outcome)
+            finished, self._pending = self._pending, []
+            groups = batches(finished)
+            # The DQ.ACK and the DQ.DONE of one round go out together; each has its own outcome.
+            outcomes = await asyncio.gather(*[drive(part.client, finish_batch(part, b)) for b in groups])
+            for batch, outcome in zip(groups, outcomes):
+                for d, _ in batch:
+                    await self._settled(d, outcome)
         self._busy = False
         self.idle.set()
 
@@ -118,8 +125,10 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
     asyncio tasks. A coroutine function handler is awaited; a plain
     function runs in a thread (asyncio.to_thread) so it cannot block the
     loop. Settles as dq.Worker does (the ACKs of deliveries that finished
-    since the last round trip in one DQ.ACK per queue). `on_settled(delivery,
-    outcome)` may be a function or a coroutine function."""
+    since the last round trip in one DQ.ACK per queue, their results in
+    one DQ.DONE). `on_settled(delivery, outcome)` may be a function or a
+    coroutine function. A handler reports its progress with
+    `await delivery.progress(value)` (a plain function: without await)."""
 
     _queue_class = Queue
     _sharded_class = ShardedQueue
@@ -137,7 +146,29 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
         # The running deliveries the heartbeat renews: id(delivery) -> [delivery, part, next touch].
         self._beating: Dict[int, List[Any]] = {}
         self._ackers = {id(part): _Acker(part, self._settled) for part in self._parts}
+        self._reporters = {id(part): self._reporter(part) for part in self._parts}
         self._touches: Set["asyncio.Future[None]"] = set()
+
+    def _reporter(self, part: Queue) -> Callable[[Delivery, Any], Any]:
+        """Delivery.progress for the deliveries of one queue: on the loop, a
+        coroutine of its TOUCH (a coroutine handler awaits it); in a
+        plain-function handler's thread, the TOUCH sent on the loop and
+        waited for."""
+
+        async def send(delivery: Delivery, value: Any) -> int:
+            return await drive(part.client, self._progress_plan(part, delivery, value))
+
+        def report(delivery: Delivery, value: Any) -> Any:
+            loop = self._loop
+            try:
+                running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if loop is None or running is loop:
+                return send(delivery, value)
+            return asyncio.run_coroutine_threadsafe(send(delivery, value), loop).result()
+
+        return report
 
     def stop(self) -> None:
         """Asks the worker to stop, from the worker's loop or any other thread:
@@ -228,8 +259,10 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
             if part is None:  # the POP failed
                 await self._pause(pause)
                 continue
+            reporter = self._reporters[id(part)]
             # Deliveries taken after a stop request are handled all the same.
             for i, delivery in enumerate(batch):
+                delivery._reporter = reporter
                 task = asyncio.ensure_future(self._handle(part, delivery, permitted=i < n))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -273,6 +306,7 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
                 False, False]
         self._beating[key] = item
         failure: Optional[BaseException] = None
+        returned: Any = None
         try:
             if not permitted:
                 # Taken by a blocking POP without a permit: wait for one
@@ -282,11 +316,11 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
                 # Over while it waited for a permit: not started at all.
                 failure = asyncio.CancelledError()
             elif self._async_handler:
-                failure = await self._run_cancellable(item, self.handler(delivery))
+                returned, failure = await self._run_cancellable(item, self.handler(delivery))
             else:
-                result = await asyncio.to_thread(self.handler, delivery)
-                if inspect.isawaitable(result):
-                    failure = await self._run_cancellable(item, result)
+                returned = await asyncio.to_thread(self.handler, delivery)
+                if inspect.isawaitable(returned):
+                    returned, failure = await self._run_cancellable(item, returned)
         except Exception as e:
             failure = e
             handler_failed(delivery, e)
@@ -296,29 +330,34 @@ class Worker(WorkerCore[Queue, ShardedQueue]):
             # ACK or NACK is on its way.
             if permitted:
                 self._permits.release(1)
+        result: Optional[bytes] = None
+        if failure is None and returned is not None:
+            result, failure = handler_result(delivery, returned)
         if batched(delivery, failure):
-            self._ackers[id(part)].add(delivery)
+            self._ackers[id(part)].add(delivery, result)
             return
-        await self._settled(delivery, await drive(part.client, settle(part, delivery, failure)))
+        await self._settled(delivery, await drive(part.client, settle(part, delivery, failure, result)))
 
-    async def _run_cancellable(self, item: List[Any], handler: Awaitable[Any]) -> Optional[BaseException]:
+    async def _run_cancellable(
+        self, item: List[Any], handler: Awaitable[Any]
+    ) -> Tuple[Any, Optional[BaseException]]:
         """Awaits a handler that the heartbeat may cancel (when its delivery
-        is over); that cancellation is returned as its failure, any other
-        goes on."""
+        is over): (what it returned, None), or (None, that cancellation);
+        any other cancellation goes on."""
         item[4] = True
         try:
-            await handler
+            returned = await handler
         except asyncio.CancelledError as e:
             if not item[5]:
                 raise
-            return e
+            return None, e
         finally:
             item[4] = False
             if item[5]:
                 uncancel = getattr(item[3], "uncancel", None)  # Python 3.11+
                 if uncancel is not None:
                     uncancel()
-        return None
+        return returned, None
 
     async def _settled(self, delivery: Delivery, outcome: Outcome) -> None:
         result = self._report(delivery, outcome)
