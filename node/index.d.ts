@@ -5,7 +5,8 @@ import type { Redis, Cluster } from 'ioredis';
 
 export type Client = Redis | Cluster;
 export type Bytes = string | Buffer;
-export type State = 'DELAYED' | 'READY' | 'INFLIGHT' | 'DEAD' | 'delayed' | 'ready' | 'inflight' | 'dead';
+/** 'done': finished by ACK or DONE and kept by a retention (RETAIN), with its result. */
+export type State = 'DELAYED' | 'READY' | 'INFLIGHT' | 'DEAD' | 'DONE' | 'delayed' | 'ready' | 'inflight' | 'dead' | 'done';
 /**
  * A duration: a number of milliseconds, or a string in the server's grammar,
  * a whole number alone (ms) or with a unit ms, s, m, h or d: '1500', '250ms',
@@ -31,6 +32,8 @@ export interface AddOptions {
   group?: Bytes;
   /** Dead-lettered ('expired') if not acknowledged this long after the ADD (TTL). */
   ttlMs?: Duration;
+  /** Kept as 'done', with its result, this long once finished (RETAIN), over the queue's retention; 0: not kept. */
+  retainMs?: Duration;
   /** Sharded queues: the shard basis when there is no group. Ignored by a Queue. */
   shardKey?: Bytes;
 }
@@ -56,6 +59,23 @@ export interface Delivery {
   lostReason: 'lost' | 'cancelled' | null;
   /** Aborted when the delivery is over: lease lost or message cancelled (set while a Worker handles the delivery). */
   signal?: AbortSignal;
+  /**
+   * Reports how far the work got (at most 64 KiB): one fenced
+   * `DQ.TOUCH queue id [LEASE ms] ATTEMPT n PROGRESS value`, renewing the
+   * lease by the one its POP took (a Worker's leaseMs). The new lease
+   * deadline (Unix ms); StaleDelivery once the delivery is over.
+   */
+  progress(value: Bytes): Promise<number>;
+}
+
+/**
+ * What became of a message (DQ.WAIT): 'done' and its result (null after a
+ * plain ACK), 'dead' and its last error (null when none), 'gone' and null
+ * (never added, cancelled, purged, or finished with no retention to keep it).
+ */
+export interface JobOutcome {
+  state: 'done' | 'dead' | 'gone';
+  value: Buffer | null;
 }
 
 export interface Entry {
@@ -74,6 +94,8 @@ export interface Stats {
   ready: number;
   inflight: number;
   dead: number;
+  /** Finished messages kept by a retention. */
+  done: number;
   added: number;
   delivered: number;
   acked: number;
@@ -85,6 +107,8 @@ export interface Stats {
   redriven: number;
   cancelled: number;
   purged: number;
+  /** Done messages let go by their retention or RETAINMAX. */
+  dropped: number;
   /** POPs that delivered fewer than they asked (and than were ready) because of a pause, RATE or MAXINFLIGHT. */
   throttled: number;
   'oldest-ready-age-ms': number | null;
@@ -104,7 +128,7 @@ export interface Stats {
 /** DQ.GET, field names as the server gives them. */
 export interface Message {
   id: string;
-  state: 'delayed' | 'ready' | 'inflight' | 'dead';
+  state: 'delayed' | 'ready' | 'inflight' | 'dead' | 'done';
   payload: Buffer;
   priority: number;
   attempt: number;
@@ -123,6 +147,14 @@ export interface Message {
   'waiting-for': string | null;
   'attempts-left': number;
   'last-error': string | null;
+  /** What DQ.DONE kept (empty is a result); null unless done by DONE (a plain ACK keeps none). */
+  result: Buffer | null;
+  /** Unix ms of the ACK or DONE that finished it; null unless done. */
+  'finished-at': number | null;
+  /** Unix ms its retention runs out; null unless done. */
+  'retained-until': number | null;
+  /** The last progress its delivery reported: the running one's, or once done the last one's; null when none was. */
+  progress: Buffer | null;
   /** ShardedQueue.get only. */
   shard?: string;
 }
@@ -134,6 +166,12 @@ export interface QueueConfig {
   'max-attempts-from': string;
   backoff: string;
   'backoff-from': string;
+  /** How long a finished message is kept as 'done' (0: not kept). */
+  'retain-ms': number;
+  /** 'queue' or 'module'. */
+  'retain-ms-from': string;
+  /** At most this many done messages; null: no cap (a ShardedQueue: the shards' caps summed). */
+  'retain-max': number | null;
   rate: string | null;
   'max-inflight': number | null;
   paused: 0 | 1;
@@ -149,6 +187,10 @@ export interface ConfigSettings {
   rate?: string | 0 | 'DEFAULT';
   /** At most this many messages in flight at once; 0 (or 'DEFAULT') removes it. A ShardedQueue of k shards gives each floor(n / k). */
   maxInflight?: number | 'DEFAULT';
+  /** Keep finished messages as 'done' this long (RETAIN); 0 keeps none, 'DEFAULT' follows the module's dq.retain-ms. */
+  retainMs?: Duration | 'DEFAULT';
+  /** At most this many done messages, the earliest finished dropped first (RETAINMAX); 0 (or 'DEFAULT'): no cap. A ShardedQueue of k shards gives each floor(n / k). */
+  retainMax?: number | 'DEFAULT';
 }
 
 /** DQ.SCHEDULE's options: exactly one of `every` and `cron`. */
@@ -214,8 +256,14 @@ export class Queue {
   add(payload: Bytes, options?: AddOptions): Promise<string | null>;
   pop(options?: { count?: number; blockMs?: Duration; leaseMs?: Duration }): Promise<Delivery[]>;
   ack(...ids: Bytes[]): Promise<number>;
+  /** DQ.DONE: as ack, keeping each result while a retention keeps the message; [id, result] pairs (an array or a Map). */
+  done(results: Iterable<readonly [Bytes, Bytes]>): Promise<number>;
+  /** DQ.WAIT: the outcome, or null when there is none after timeoutMs (none or 0: look once); blocks a connection of its own. */
+  wait(id: Bytes, options?: { timeoutMs?: Duration }): Promise<JobOutcome | null>;
   nack(id: Bytes, options?: NackOptions): Promise<'delayed' | 'ready' | 'dead'>;
-  touch(id: Bytes, options?: { leaseMs?: Duration; attempt?: number }): Promise<number>;
+  touch(id: Bytes, options?: { leaseMs?: Duration; attempt?: number; progress?: Bytes }): Promise<number>;
+  /** DQ.TOUCH ... PROGRESS for code that pops by itself: the new lease deadline. */
+  progress(id: Bytes, value: Bytes, options?: { leaseMs?: Duration; attempt?: number }): Promise<number>;
   stats(): Promise<Stats>;
   get(id: Bytes): Promise<Message | null>;
   peek(state: State, count?: number): Promise<Entry[]>;
@@ -252,13 +300,15 @@ export class ShardedQueue {
   add(payload: Bytes, options?: AddOptions): Promise<string | null>;
   stats(): Promise<Stats>;
   get(id: Bytes, basis?: Basis): Promise<Message | null>;
+  /** Queue.wait on the shard of `group` or `shardKey` (the basis it was added with), else of the id. */
+  wait(id: Bytes, options?: { timeoutMs?: Duration } & Basis): Promise<JobOutcome | null>;
   cancel(id: Bytes, basis?: Basis): Promise<number>;
   peek(state: State, count?: number): Promise<Entry[]>;
   scan(options?: { state?: State; count?: number }): AsyncGenerator<Entry>;
   redrive(): Promise<number>;
   purge(state?: State): Promise<number>;
   config(): Promise<QueueConfig>;
-  /** On every shard; rate and maxInflight are split, floor(n / shards) each (n < shards is refused). */
+  /** On every shard; rate, maxInflight and retainMax are split, floor(n / shards) each (n < shards is refused). */
   configSet(settings: ConfigSettings): Promise<void>;
   /** The shard a schedule of this name lives on (as shardFor). */
   scheduleShard(name: Bytes): Queue;
@@ -273,13 +323,13 @@ export class ShardedQueue {
 }
 
 /** What the worker sent for a delivery: docs/client-vocabulary.md. */
-export type Action = 'ack' | 'nack' | 'dead';
+export type Action = 'ack' | 'done' | 'nack' | 'dead';
 
 /** What the server made of it: docs/client-vocabulary.md. */
 export type SettlementState = 'acked' | 'acked-late' | 'delayed' | 'ready' | 'dead' | 'stale' | 'cancelled' | 'unsettled';
 
 export interface Outcome {
-  /** What the handler asked for: 'ack' (it resolved), 'nack' (it threw, or threw Retry: a retry is scheduled, or the message dies if its attempts are used up), 'dead' (it threw Permanent). */
+  /** What the handler asked for: 'ack' (it resolved with no result), 'done' (it resolved with a result: DQ.DONE), 'nack' (it threw, or threw Retry: a retry is scheduled, or the message dies if its attempts are used up), 'dead' (it threw Permanent). */
   action: Action;
   /**
    * 'acked'; 'acked-late' (the DQ.ACK of its batch counted fewer: a message of the batch was no longer in flight);
@@ -318,8 +368,17 @@ export interface WorkerOptions {
  * order given (strict priority); anything else (keys in several slots,
  * ShardedQueues) by one poller per queue (per shard), in no order.
  */
+/**
+ * What a handler returns: a string or a Buffer is the job's result
+ * (DQ.DONE, kept while a retention keeps the message); undefined or null
+ * is a plain DQ.ACK.
+ */
+export type HandlerResult = Bytes | null | undefined | void;
+
+export type Handler = (delivery: Delivery) => HandlerResult | Promise<HandlerResult>;
+
 export class Worker {
-  constructor(queues: Queue | ShardedQueue | Array<Queue | ShardedQueue>, handler: (delivery: Delivery) => unknown, options?: WorkerOptions);
+  constructor(queues: Queue | ShardedQueue | Array<Queue | ShardedQueue>, handler: Handler, options?: WorkerOptions);
   run(): Promise<void>;
   stop(): void;
 }
@@ -345,4 +404,8 @@ export function keySlot(key: Bytes): number;
 export function shardOf(basis: Bytes, shards: number): number;
 export function shardNames(name: string, shards: number): string[];
 export const MAX_ERROR_BYTES: number;
+/** The longest result DQ.DONE keeps (512 MiB): a longer one makes the message dead. */
+export const MAX_RESULT_BYTES: number;
+/** The longest progress value (64 KiB). */
+export const MAX_PROGRESS_BYTES: number;
 export const MAX_SHARDS: number;

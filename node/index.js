@@ -21,6 +21,8 @@ module.exports = {
   Retry: commands.Retry,
   truncateError: commands.truncateError,
   MAX_ERROR_BYTES: commands.MAX_ERROR_BYTES,
+  MAX_RESULT_BYTES: commands.MAX_RESULT_BYTES,
+  MAX_PROGRESS_BYTES: commands.MAX_PROGRESS_BYTES,
   crc32,
   keySlot,
   shardOf,

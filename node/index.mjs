@@ -18,6 +18,8 @@ export const {
   Retry,
   truncateError,
   MAX_ERROR_BYTES,
+  MAX_RESULT_BYTES,
+  MAX_PROGRESS_BYTES,
   crc32,
   keySlot,
   shardOf,

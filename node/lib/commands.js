@@ -7,7 +7,11 @@ const { keySlot } = require('./shard');
 
 const MAX_ERROR_BYTES = 4096;
 const MAX_TIME = 2 ** 53 - 1;
-const STATES = ['DELAYED', 'READY', 'INFLIGHT', 'DEAD'];
+/** The longest result DQ.DONE keeps: the server's payload limit (512 MiB). */
+const MAX_RESULT_BYTES = 512 * 1024 * 1024;
+/** The longest PROGRESS value DQ.TOUCH takes (64 KiB). */
+const MAX_PROGRESS_BYTES = 65536;
+const STATES = ['DELAYED', 'READY', 'INFLIGHT', 'DEAD', 'DONE'];
 
 class DqError extends Error {
   constructor(message) {
@@ -93,6 +97,19 @@ function bytesArg(name, v, max = 1024) {
   return v;
 }
 
+/**
+ * Bytes the server keeps as they are (a result, a progress value): a string
+ * (sent as UTF-8) or a Buffer, empty allowed, at most `max` bytes.
+ */
+function valueArg(name, v, max) {
+  if (typeof v !== 'string' && !Buffer.isBuffer(v)) throw new TypeError(`${name} must be a string or a Buffer, not ${v === null ? 'null' : typeof v}`);
+  // A string's UTF-8 length is at most 3 bytes per UTF-16 unit: counting
+  // them (a pass over the text) is needed only for a long one.
+  const n = typeof v === 'string' && v.length * 3 <= max ? 0 : Buffer.byteLength(v);
+  if (n > max) throw new RangeError(`${name} is at most ${max} bytes (the server's limit), not ${n}`);
+  return v;
+}
+
 function stateArg(state) {
   const s = typeof state === 'string' ? state.toUpperCase() : '';
   if (!STATES.includes(s)) throw new RangeError(`state must be one of ${STATES.join(', ')}, not ${state}`);
@@ -108,7 +125,7 @@ function truncateError(text, max = MAX_ERROR_BYTES) {
   return b.subarray(0, end).toString('utf8');
 }
 
-const ADD_OPTIONS = ['delayMs', 'atMs', 'id', 'nx', 'xx', 'priority', 'maxAttempts', 'backoff', 'group', 'ttlMs', 'shardKey'];
+const ADD_OPTIONS = ['delayMs', 'atMs', 'id', 'nx', 'xx', 'priority', 'maxAttempts', 'backoff', 'group', 'ttlMs', 'retainMs', 'shardKey'];
 
 function addArgs(payload, o = {}) {
   if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) throw new TypeError('payload must be a string or a Buffer');
@@ -127,6 +144,8 @@ function addArgs(payload, o = {}) {
   if (o.backoff != null) a.push('BACKOFF', bytesArg('backoff', o.backoff, 4096));
   if (o.group != null) a.push('GROUP', bytesArg('group', o.group));
   if (o.ttlMs != null) a.push('TTL', durationArg('ttlMs', o.ttlMs, 1));
+  // 0 is a retention too: this message is not kept, whatever the queue's.
+  if (o.retainMs != null) a.push('RETAIN', durationArg('retainMs', o.retainMs, 0));
   return a;
 }
 
@@ -181,13 +200,13 @@ function scheduleArgs(name, payload, o = {}) {
   return a;
 }
 
-/** DQ.CONFIG SET's pairs for { leaseMs, maxAttempts, backoff, rate, maxInflight }. */
-const CONFIG_SETTINGS = ['leaseMs', 'maxAttempts', 'backoff', 'rate', 'maxInflight'];
+/** DQ.CONFIG SET's pairs for { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax }. */
+const CONFIG_SETTINGS = ['leaseMs', 'maxAttempts', 'backoff', 'rate', 'maxInflight', 'retainMs', 'retainMax'];
 
 function configArgs(settings) {
   if (settings === null || typeof settings !== 'object') throw new TypeError('configSet takes an object such as { leaseMs: 60000 }');
   for (const k of Object.keys(settings)) if (!CONFIG_SETTINGS.includes(k)) throw new TypeError(`unknown setting '${k}' (${CONFIG_SETTINGS.join(', ')})`);
-  const { leaseMs, maxAttempts, backoff, rate, maxInflight } = settings;
+  const { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax } = settings;
   const a = [];
   if (leaseMs != null) a.push('LEASE', leaseMs === 'DEFAULT' ? leaseMs : durationArg('leaseMs', leaseMs, 1));
   if (maxAttempts != null) a.push('MAXATTEMPTS', maxAttempts === 'DEFAULT' ? maxAttempts : intArg('maxAttempts', maxAttempts, 1, 2 ** 31 - 1));
@@ -197,6 +216,9 @@ function configArgs(settings) {
     a.push('RATE', String(rate));
   }
   if (maxInflight != null) a.push('MAXINFLIGHT', maxInflight === 'DEFAULT' ? maxInflight : intArg('maxInflight', maxInflight, 0, 2 ** 32 - 1));
+  // RETAIN 0 keeps nothing whatever dq.retain-ms says; DEFAULT follows it.
+  if (retainMs != null) a.push('RETAIN', retainMs === 'DEFAULT' ? retainMs : durationArg('retainMs', retainMs, 0));
+  if (retainMax != null) a.push('RETAINMAX', retainMax === 'DEFAULT' ? retainMax : intArg('retainMax', retainMax, 0, MAX_TIME));
   if (a.length === 0) throw new TypeError(`configSet needs one of ${CONFIG_SETTINGS.join(', ')}`);
   return a;
 }
@@ -216,6 +238,53 @@ function splitRate(rate) {
   }
   const n = Number(m[1]);
   return n === 0 ? null : { n, per: m[2] };
+}
+
+/** DQ.TOUCH's arguments after the queue: id [LEASE ms] [ATTEMPT n] [PROGRESS value]. */
+function touchArgs(id, { leaseMs, attempt, progress } = {}) {
+  const a = [bytesArg('id', id)];
+  if (leaseMs != null) a.push('LEASE', durationArg('leaseMs', leaseMs, 1));
+  if (attempt != null) a.push('ATTEMPT', intArg('attempt', attempt, 1, 2 ** 32 - 1));
+  if (progress !== undefined) a.push('PROGRESS', valueArg('progress', progress, MAX_PROGRESS_BYTES));
+  return a;
+}
+
+/** DQ.DONE's arguments after the queue: id result pairs, from an iterable of [id, result]. */
+function doneArgs(results) {
+  if (results == null || typeof results[Symbol.iterator] !== 'function' || typeof results === 'string') {
+    throw new TypeError('done takes [id, result] pairs: an array of them, or a Map of id to result');
+  }
+  const a = [];
+  for (const pair of results) {
+    if (!Array.isArray(pair) || pair.length !== 2) throw new TypeError(`done takes [id, result] pairs, not ${JSON.stringify(pair)}`);
+    a.push(bytesArg('id', pair[0]), valueArg('result', pair[1], MAX_RESULT_BYTES));
+  }
+  if (a.length === 0) throw new TypeError('done needs at least one [id, result] pair');
+  return a;
+}
+
+/** DQ.WAIT's arguments after the queue: id, and BLOCK ms unless it only looks (no timeout, or 0). */
+function waitArgs(id, o = {}) {
+  if (o === null || typeof o !== 'object') throw new TypeError('wait takes { timeoutMs } or nothing');
+  for (const k of Object.keys(o)) if (k !== 'timeoutMs') throw new TypeError(`unknown wait option '${k}'`);
+  const a = [bytesArg('id', id)];
+  // BLOCK 0 would wait for ever: a timeout of 0 looks once, as no timeout does.
+  const ms = o.timeoutMs == null ? 0 : durationArg('timeoutMs', o.timeoutMs, 0);
+  if (ms > 0) a.push('BLOCK', ms);
+  return { args: a, ms };
+}
+
+/**
+ * DQ.WAIT's reply: null (no outcome yet), or { state, value }: 'done' and
+ * its result (a Buffer; null after a plain ACK), 'dead' and its last error
+ * (a Buffer; null when none), 'gone' and null.
+ */
+function outcome(reply) {
+  if (reply == null) return null;
+  if (!Array.isArray(reply) || reply.length !== 2) throw new DqError(`DQ.WAIT replied ${JSON.stringify(reply)}, not [state, value]`);
+  const state = str(reply[0]);
+  if (state !== 'done' && state !== 'dead' && state !== 'gone') throw new DqError(`DQ.WAIT replied an outcome '${state}' this library does not know`);
+  return { state, value: reply[1] == null ? null : Buffer.isBuffer(reply[1]) ? reply[1] : Buffer.from(String(reply[1])) };
 }
 
 function nackArgs(id, o = {}) {
@@ -243,13 +312,16 @@ function pairs(reply) {
   return out;
 }
 
-/** A record reply as an object keyed by the server's field names; `payload` stays a Buffer. */
+/** The fields that hold the user's own bytes, kept as Buffers: what was added, what a handler returned or reported. */
+const BYTES_FIELDS = new Set(['payload', 'result', 'progress']);
+
+/** A record reply as an object keyed by the server's field names; `payload`, `result` and `progress` stay Buffers. */
 function record(reply) {
   if (reply == null) return null;
   const out = {};
   for (const [k, v] of pairs(reply)) {
     const key = str(k);
-    out[key] = key === 'payload' ? v : str(v);
+    out[key] = BYTES_FIELDS.has(key) ? v : str(v);
   }
   return out;
 }
@@ -293,6 +365,10 @@ function entry(e) {
  */
 class Delivery {
   #abort = null;
+  // Where progress() goes: the client the delivery came from and the lease
+  // its POP took (null: the queue's), set by whoever popped it.
+  #client = null;
+  #leaseMs = null;
 
   constructor(id, payload, attempt, queue) {
     this.id = id;
@@ -310,6 +386,27 @@ class Delivery {
       if (this.lost) this.#abort.abort();
     }
     return this.#abort.signal;
+  }
+
+  _reporting(client, leaseMs) {
+    this.#client = client;
+    this.#leaseMs = leaseMs ?? null;
+    return this;
+  }
+
+  /**
+   * Reports how far the work got (a string or a Buffer, at most 64 KiB):
+   * one `DQ.TOUCH queue id [LEASE ms] ATTEMPT n PROGRESS value`, fenced by
+   * this delivery's attempt, and renewing its lease by the one its POP took
+   * (a Worker's `leaseMs`), so a report never shortens it. DQ.GET shows it
+   * as `progress` until the next delivery starts; a done message keeps the
+   * last. Resolves to the new lease deadline (Unix ms); rejects with
+   * StaleDelivery once the delivery is over (stop working).
+   */
+  async progress(value) {
+    if (this.#client === null) throw new TypeError('this delivery was not popped by this library: there is no connection to report its progress on');
+    const args = touchArgs(this.id, { leaseMs: this.#leaseMs, attempt: this.attempt, progress: value });
+    return Number(await send(this.#client, 'DQ.TOUCH', this.queue, args));
   }
 
   /**
@@ -342,9 +439,14 @@ function mpopArgs(queues, options) {
   return [queues.length, ...queues, ...popArgs(options)];
 }
 
-/** DQ.POP's reply (nil or entries) as the deliveries of `queue`. */
-function deliveries(reply, queue) {
-  return (reply || []).map((e) => delivery(e, queue));
+/**
+ * DQ.POP's reply (nil or entries) as the deliveries of `queue`; with
+ * `client`, each reports its progress there, with the POP's `leaseMs`.
+ */
+function deliveries(reply, queue, client = null, leaseMs = null) {
+  const out = (reply || []).map((e) => delivery(e, queue));
+  if (client !== null) for (const d of out) d._reporting(client, leaseMs);
+  return out;
 }
 
 /** DQ.MPOP's reply: { queue, deliveries }, queue null when nothing was taken. */
@@ -400,14 +502,17 @@ function commandClass(client) {
 /**
  * Sends `name queue ...args` on `client` (Redis or Cluster): replies keep
  * bulk strings as Buffers; on a cluster the command goes to the queue's
- * slot owner, as ioredis knows no key position for module commands.
+ * slot owner, as ioredis knows no key position for module commands. With
+ * `timeoutMs` the call fails ('Command timed out') when no reply came
+ * that long after it was sent.
  */
-async function send(client, name, queue, args = []) {
+async function send(client, name, queue, args = [], timeoutMs = 0) {
   const all = queue === undefined ? args : [queue, ...args];
   const Command = commandClass(client);
   try {
     const cmd = new Command(name, all, { replyEncoding: null });
     if (queue !== undefined) cmd.slot = keySlot(queue);
+    if (timeoutMs > 0) cmd.setTimeout(timeoutMs);
     client.sendCommand(cmd);
     return await cmd.promise;
   } catch (e) {
@@ -417,7 +522,8 @@ async function send(client, name, queue, args = []) {
 
 module.exports = {
   DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry,
-  MAX_ERROR_BYTES, MAX_TIME, mapError, intArg, durationArg, parseDuration, bytesArg, stateArg, enumArg, timeArg, truncateError,
-  addArgs, nackArgs, scheduleArgs, configArgs, splitRate, popArgs, mpopArgs, scanArgs, record, schedule, entry,
-  delivery, deliveries, mpopReply, scanPage, Delivery, str, send,
+  MAX_ERROR_BYTES, MAX_RESULT_BYTES, MAX_PROGRESS_BYTES, MAX_TIME,
+  mapError, intArg, durationArg, parseDuration, bytesArg, valueArg, stateArg, enumArg, timeArg, truncateError,
+  addArgs, nackArgs, touchArgs, doneArgs, waitArgs, outcome, scheduleArgs, configArgs, splitRate, popArgs, mpopArgs, scanArgs,
+  record, schedule, entry, delivery, deliveries, mpopReply, scanPage, Delivery, str, send,
 };

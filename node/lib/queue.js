@@ -4,6 +4,7 @@
 
 const crypto = require('node:crypto');
 const c = require('./commands');
+const blocking = require('./blocking');
 const { shardNames, shardOf } = require('./shard');
 
 class Queue {
@@ -25,15 +26,44 @@ class Queue {
     return c.str(await this._send('DQ.ADD', c.addArgs(payload, rest)));
   }
 
-  /** DQ.POP: the deliveries taken (an empty array when none). */
+  /**
+   * DQ.POP: the deliveries taken (an empty array when none); each reports
+   * its progress on this queue's client, with the lease this POP took.
+   */
   async pop(options = {}) {
-    return c.deliveries(await this._send('DQ.POP', c.popArgs(options)), this.name);
+    return c.deliveries(await this._send('DQ.POP', c.popArgs(options)), this.name, this.client, options.leaseMs);
   }
 
-  /** DQ.ACK: how many of the ids were in flight and are now gone. */
+  /** DQ.ACK: how many of the ids were in flight and are now finished (gone, or kept as done while a retention holds). */
   async ack(...ids) {
     if (ids.length === 0) throw new TypeError('ack needs at least one id');
     return Number(await this._send('DQ.ACK', ids.map((id) => c.bytesArg('id', id))));
+  }
+
+  /**
+   * DQ.DONE: as ack, and each message keeps its result (a string or a
+   * Buffer, empty included) while its retention lasts, for wait(), get()
+   * and the dashboard. `results`: [id, result] pairs, an array of them or a
+   * Map. How many of the ids were in flight and are now finished.
+   */
+  async done(results) {
+    return Number(await this._send('DQ.DONE', c.doneArgs(results)));
+  }
+
+  /**
+   * DQ.WAIT: the message's outcome, { state, value }: 'done' with its
+   * result (a Buffer; null after a plain ACK), 'dead' with its last error
+   * (a Buffer; null when none), 'gone' (never added, cancelled, purged, or
+   * finished with no retention to keep it); null when it has none after
+   * `timeoutMs` (a duration; none or 0 looks once). The server answers the
+   * moment the outcome exists (a retry or a replacement is no outcome). A
+   * wait blocks a connection of its own, kept for the next wait, never
+   * the client's shared one.
+   */
+  async wait(id, options = {}) {
+    const { args, ms } = c.waitArgs(id, options);
+    const reply = ms === 0 ? await this._send('DQ.WAIT', args) : await blocking.waitsOf(this.client).wait(this.name, args, ms);
+    return c.outcome(reply);
   }
 
   /** DQ.NACK: the new state ('delayed', 'ready' or 'dead'). */
@@ -43,14 +73,24 @@ class Queue {
     return c.str(state);
   }
 
-  /** DQ.TOUCH: the new lease deadline (Unix ms). */
-  async touch(id, { leaseMs, attempt } = {}) {
-    const a = [c.bytesArg('id', id)];
-    if (leaseMs != null) a.push('LEASE', c.durationArg('leaseMs', leaseMs, 1));
-    if (attempt != null) a.push('ATTEMPT', c.intArg('attempt', attempt, 1, 2 ** 32 - 1));
-    const deadline = await this._send('DQ.TOUCH', a);
+  /**
+   * DQ.TOUCH: the new lease deadline (Unix ms). `progress` (a string or a
+   * Buffer, at most 64 KiB) records how far the delivery got.
+   */
+  async touch(id, options = {}) {
+    const deadline = await this._send('DQ.TOUCH', c.touchArgs(id, options));
     if (deadline == null) throw new c.UnknownMessage(`message '${id}' is not in flight in queue '${this.name}'`);
     return Number(deadline);
+  }
+
+  /**
+   * DQ.TOUCH ... PROGRESS, for code that pops by itself (a delivery's own
+   * progress() does it for you): records `value` as the delivery's
+   * progress, renewing the lease (by `leaseMs`, else the queue's); fenced
+   * with `attempt`. The new lease deadline.
+   */
+  async progress(id, value, { leaseMs, attempt } = {}) {
+    return this.touch(id, { leaseMs, attempt, progress: c.valueArg('progress', value, c.MAX_PROGRESS_BYTES) });
   }
 
   /** DQ.STATS: counts and counters (numbers, or null). */
@@ -109,9 +149,11 @@ class Queue {
   }
 
   /**
-   * DQ.CONFIG SET: { leaseMs, maxAttempts, backoff, rate, maxInflight }
-   * ('DEFAULT' removes a value; rate 0 and maxInflight 0 remove a limit).
-   * The server checks every pair before it changes any.
+   * DQ.CONFIG SET: { leaseMs, maxAttempts, backoff, rate, maxInflight,
+   * retainMs, retainMax } ('DEFAULT' removes a value; rate 0 and
+   * maxInflight 0 remove a limit; retainMs 0 keeps no finished message,
+   * retainMax 0 caps none). The server checks every pair before it changes
+   * any.
    */
   async configSet(settings = {}) {
     await this._send('DQ.CONFIG', ['SET', ...c.configArgs(settings)]);
@@ -235,6 +277,19 @@ class ShardedQueue {
     return null;
   }
 
+  /**
+   * Queue.wait on the shard that holds `id`: the shard of `group` or
+   * `shardKey` when given (the basis it was added with), else of the id
+   * itself, where add() put a message added without either. A message on
+   * another shard is 'gone' there.
+   */
+  async wait(id, options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('wait takes { timeoutMs, group, shardKey } or nothing');
+    const { group, shardKey, ...rest } = options;
+    const basis = group != null ? c.bytesArg('group', group) : shardKey != null ? c.bytesArg('shardKey', shardKey) : c.bytesArg('id', id);
+    return this.shardFor(basis).wait(id, rest);
+  }
+
   /** DQ.CANCEL of one id where it is (see get). */
   async cancel(id, basis) {
     let n = 0;
@@ -269,21 +324,28 @@ class ShardedQueue {
   /**
    * Shard 0's settings (configSet keeps every shard alike), with the flow
    * fields of the whole queue: paused while any shard is, rate and
-   * max-inflight the shards' limits summed, throttled summed.
+   * max-inflight the shards' limits summed, throttled summed; and
+   * retain-max the shards' caps summed (null when no shard has one).
    */
   async config() {
     const all = await Promise.all(this.shards.map((s) => s.config()));
-    if (!('paused' in all[0])) return all[0];
-    return { ...all[0], ...mergeFlow(all), throttled: all.reduce((n, r) => n + (r.throttled || 0), 0) };
+    const whole = { ...all[0] };
+    if ('retain-max' in whole) {
+      const caps = all.map((r) => r['retain-max']).filter((n) => n != null);
+      whole['retain-max'] = caps.length > 0 ? caps.reduce((a, b) => a + b, 0) : null;
+    }
+    if (!('paused' in whole)) return whole;
+    return { ...whole, ...mergeFlow(all), throttled: all.reduce((n, r) => n + (r.throttled || 0), 0) };
   }
 
   /**
    * DQ.CONFIG SET on every shard. A limit of the whole queue is split so
    * that it still holds exactly: each of k shards gets floor(n / k) of
-   * `rate: 'n/d'` and of `maxInflight: n`, and n < k is refused (a shard
-   * would get 0, which removes its limit). Checked here before any shard
-   * is changed; shard 0 answers first, so a refusal by the server changes
-   * nothing either.
+   * `rate: 'n/d'`, of `maxInflight: n` and of `retainMax: n` (so all
+   * together never keep more than n done messages), and n < k is refused
+   * (a shard would get 0, which removes its limit). Checked here before any
+   * shard is changed; shard 0 answers first, so a refusal by the server
+   * changes nothing either.
    */
   async configSet(settings = {}) {
     c.configArgs(settings); // refuses what no shard would take
@@ -296,10 +358,11 @@ class ShardedQueue {
         shardSettings.rate = `${Math.floor(rate.n / k)}/${rate.per}`;
       }
     }
-    if (settings.maxInflight != null && settings.maxInflight !== 'DEFAULT') {
-      const n = settings.maxInflight;
-      if (n > 0 && n < k) throw new RangeError(`maxInflight ${n} cannot be split over ${k} shards: each gets floor(n / ${k}), so n must be at least ${k} (or 0 to remove it)`);
-      shardSettings.maxInflight = Math.floor(n / k);
+    for (const name of ['maxInflight', 'retainMax']) {
+      const n = settings[name];
+      if (n == null || n === 'DEFAULT') continue;
+      if (n > 0 && n < k) throw new RangeError(`${name} ${n} cannot be split over ${k} shards: each gets floor(n / ${k}), so n must be at least ${k} (or 0 to remove it)`);
+      shardSettings[name] = Math.floor(n / k);
     }
     const [first, ...rest] = this.shards;
     await first.configSet(shardSettings);

@@ -3,11 +3,13 @@
 // own, sharing `concurrency` permits first come, first served — or, for
 // several queues one DQ.MPOP can serve, one poller over all of them in
 // their order; a heartbeat TOUCH per running handler, which also learns
-// that a message was cancelled under it; the ACKs of the deliveries that
-// finished since the last round trip in one DQ.ACK per queue, a NACK per
-// failure; a stop that lets running handlers finish and settles them.
+// that a message was cancelled under it; the ends of the deliveries that
+// finished since the last round trip in one DQ.ACK per queue (one DQ.DONE
+// for those whose handler returned a result), a NACK per failure; a stop
+// that lets running handlers finish and settles them.
 
 const c = require('./commands');
+const blocking = require('./blocking');
 const { Queue, ShardedQueue } = require('./queue');
 const { keySlot } = require('./shard');
 
@@ -56,10 +58,13 @@ class Permits {
 }
 
 /**
- * One queue's ACKs: the deliveries that finished while an ACK was on its
- * way go out together in the next DQ.ACK, sent the moment the previous one
- * is answered (or at the end of the current turn of the event loop when
- * none is on its way), never held back by a timer.
+ * One queue's ends of work: the deliveries that finished while the last
+ * command was on its way go out together in the next, sent the moment the
+ * previous one is answered (or at the end of the current turn of the event
+ * loop when none is on its way), never held back by a timer. The plain
+ * ends go in one DQ.ACK, those with a result in one DQ.DONE of id result
+ * pairs, both at once when a batch holds both: a plain end keeps no result
+ * rather than an empty one.
  */
 class Acker {
   constructor(part, logger) {
@@ -69,9 +74,12 @@ class Acker {
     this.busy = false;
   }
 
-  /** Queues `d`'s ACK; `done(state, failure)` is told 'acked', 'acked-late' or 'unsettled'. */
-  add(d, done) {
-    this.pending.push({ d, done });
+  /**
+   * Queues `d`'s end, with its `result` (undefined: none); `done(state,
+   * failure)` is told 'acked', 'acked-late' or 'unsettled'.
+   */
+  add(d, result, done) {
+    this.pending.push({ d, result, done });
     if (!this.busy) {
       this.busy = true;
       setImmediate(() => this._flush());
@@ -82,23 +90,58 @@ class Acker {
     while (this.pending.length > 0) {
       const batch = this.pending;
       this.pending = [];
-      let state;
-      let failure;
-      try {
-        const n = Number(await c.send(this.part.client, 'DQ.ACK', this.part.name, batch.map((p) => p.d.id)));
-        // A count short of the batch: some message of it was no longer in
-        // flight (its lease ran out, or it was cancelled); which one the
-        // reply does not say, so each of the batch is told 'acked-late'.
-        state = n === batch.length ? 'acked' : 'acked-late';
-        if (state === 'acked-late') this.logger.warn(`dq: DQ.ACK of ${batch.length} id(s) in ${this.part.name} counted ${n}: the rest were no longer in flight`);
-      } catch (e) {
-        this.logger.error(`dq: DQ.ACK of ${batch.length} id(s) in ${this.part.name} failed: ${e.message}; they come back after their lease`);
-        state = 'unsettled';
-        failure = e;
-      }
-      for (const p of batch) p.done(state, failure);
+      const dones = batch.filter((p) => p.result !== undefined);
+      // Handlers that returned nothing: the batch is one DQ.ACK, as before results existed.
+      if (dones.length === 0) await this._send(batch, 'DQ.ACK');
+      else await Promise.all([this._send(batch.filter((p) => p.result === undefined), 'DQ.ACK'), this._send(dones, 'DQ.DONE')]);
     }
     this.busy = false;
+  }
+
+  async _send(batch, command) {
+    if (batch.length === 0) return;
+    const args = [];
+    for (const p of batch) {
+      args.push(p.d.id);
+      if (command === 'DQ.DONE') args.push(p.result);
+    }
+    let state;
+    let failure;
+    try {
+      const n = Number(await c.send(this.part.client, command, this.part.name, args));
+      // A count short of the batch: some message of it was no longer in
+      // flight (its lease ran out, or it was cancelled); which one the
+      // reply does not say, so each of the batch is told 'acked-late'.
+      state = n === batch.length ? 'acked' : 'acked-late';
+      if (state === 'acked-late') this.logger.warn(`dq: ${command} of ${batch.length} id(s) in ${this.part.name} counted ${n}: the rest were no longer in flight`);
+    } catch (e) {
+      this.logger.error(`dq: ${command} of ${batch.length} id(s) in ${this.part.name} failed: ${e.message}; they come back after their lease`);
+      state = 'unsettled';
+      failure = e;
+    }
+    for (const p of batch) p.done(state, failure);
+  }
+}
+
+/**
+ * What a handler's return value makes of a delivery that succeeded: its
+ * result (a string or a Buffer, sent with DQ.DONE), or undefined for a
+ * plain DQ.ACK — undefined or null returned, and any other value, which
+ * cannot be a result: a handler written before results existed may return
+ * one by accident (`async (d) => fetch(url)`), and its work is done all the
+ * same (`onWrongType` says so). A result over the server's limit makes a
+ * Permanent error: the server would refuse the whole DQ.DONE of the batch.
+ */
+function resultOf(value, onWrongType) {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' && !Buffer.isBuffer(value)) {
+    onWrongType(typeof value === 'object' ? (value.constructor && value.constructor.name) || 'an object' : `a ${typeof value}`);
+    return undefined;
+  }
+  try {
+    return c.valueArg('result', value, c.MAX_RESULT_BYTES);
+  } catch (e) {
+    return new c.Permanent(`the handler's ${e.message}`);
   }
 }
 
@@ -119,7 +162,9 @@ function oneMpop(list) {
 class Worker {
   /**
    * @param queues a Queue, a ShardedQueue, or an array of them
-   * @param handler async (delivery) => void; throw Permanent or Retry to choose the NACK
+   * @param handler async (delivery) => result; a string or a Buffer is kept
+   *   as the result (DQ.DONE), undefined is a plain DQ.ACK; throw Permanent
+   *   or Retry to choose the NACK
    */
   constructor(queues, handler, { concurrency = 1, leaseMs = 30000, blockMs = 1000, handleSignals = false, logger = SILENT, onSettled } = {}) {
     const list = Array.isArray(queues) ? queues : [queues];
@@ -159,6 +204,8 @@ class Worker {
     // a promise that resolves once it is marked lost or cancelled.
     this.asking = new Map();
     this.touchEvery = Math.max(1, Math.floor(this.leaseMs / 3));
+    // Told once: a handler that returns what cannot be a result.
+    this.toldWrongType = false;
   }
 
   /** Runs until stop(); resolves when every delivery taken was settled. */
@@ -196,28 +243,11 @@ class Worker {
   }
 
   /**
-   * A connection of the poller's own: a blocked POP serves nobody else. Its
-   * 'error' events are heard (else ioredis prints each failed reconnection
-   * as unhandled): a POP that fails is logged by the poller.
+   * A connection of the poller's own: a blocked POP serves nobody else (a
+   * POP that fails is logged by the poller).
    */
   async _connect(part, address) {
-    const conn = await this._open(part, address);
-    conn.on('error', () => {});
-    return conn;
-  }
-
-  async _open(part, address) {
-    const client = part.client;
-    if (!client.isCluster) return client.duplicate();
-    // The slot map and the nodes are known once the cluster is ready.
-    if (!address || client.nodes().length === 0) await client.ping();
-    if (!address) {
-      const owners = client.slots[keySlot(part.name)];
-      address = owners && owners[0];
-    }
-    const [host, port] = address ? [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))] : [];
-    // A Redis of the same ioredis as the cluster's own nodes (5 or 6).
-    return client.nodes()[0].duplicate({ ...client.options.redisOptions, host, port, maxRetriesPerRequest: null });
+    return blocking.open(part.client, await blocking.resolve(part.client, part.name, address));
   }
 
   /** DQ.POP of the poller's queue, or DQ.MPOP of its queues: the deliveries (all of one queue). */
@@ -351,6 +381,9 @@ class Worker {
    */
   _handle(part, d, permitted) {
     this.active++;
+    // Its progress goes on the shared connection (the poller's blocks in
+    // POP), renewing the lease by the worker's own.
+    d._reporting(part.client, this.leaseMs);
     this.beating.set(d, { part, due: Date.now() + this.touchEvery, touching: false });
     if (!permitted) {
       // Taken by a blocking POP without a permit: wait for one (0 once
@@ -362,24 +395,38 @@ class Worker {
   }
 
   _run(part, d, permitted) {
-    let result;
+    let returned;
     try {
-      result = this.handler(d);
+      returned = this.handler(d);
     } catch (e) {
       this._done(part, d, permitted, true, e);
       return;
     }
-    if (result && typeof result.then === 'function') {
-      result.then(
-        () => this._done(part, d, permitted, false, null),
+    if (returned && typeof returned.then === 'function') {
+      returned.then(
+        (value) => this._succeeded(part, d, permitted, value),
         (e) => this._done(part, d, permitted, true, e),
       );
     } else {
-      this._done(part, d, permitted, false, null);
+      this._succeeded(part, d, permitted, returned);
     }
   }
 
-  _done(part, d, permitted, failed, failure) {
+  _succeeded(part, d, permitted, value) {
+    const result = resultOf(value, this._wrongType);
+    if (result instanceof Error) this._done(part, d, permitted, true, result);
+    else this._done(part, d, permitted, false, null, result);
+  }
+
+  /** Says once that a handler's return value was no result (logger.error: printed by default). */
+  _wrongType = (what) => {
+    if (this.toldWrongType) return;
+    this.toldWrongType = true;
+    this.logger.error(`dq: a handler returned ${what}, which is no result: its messages are acknowledged without one (return a string or a Buffer to keep a result, JSON.stringify an object; undefined for none). Said once per worker.`);
+  };
+
+  /** `result`: what a handler that succeeded returned (undefined: none). */
+  _done(part, d, permitted, failed, failure, result) {
     this.beating.delete(d);
     // The handler is done: its permit goes to the next POP while the ACK
     // or NACK is on its way.
@@ -387,14 +434,15 @@ class Worker {
     if (this.asking.size > 0 && this.asking.has(d)) {
       // Settled once the worker knows whether it was cancelled (then
       // nothing is sent) or lost.
-      this.asking.get(d).then(() => this._settle(part, d, failed, failure)).then((outcome) => this._settled(d, outcome));
+      this.asking.get(d).then(() => this._settle(part, d, failed, failure, result)).then((outcome) => this._settled(d, outcome));
       return;
     }
     if (!failed && !d.lost) {
-      this.ackers.get(part).add(d, (state, e) => this._settled(d, e ? { action: 'ack', state, error: null, failure: e } : { action: 'ack', state, error: null }));
+      const action = result === undefined ? 'ack' : 'done';
+      this.ackers.get(part).add(d, result, (state, e) => this._settled(d, e ? { action, state, error: null, failure: e } : { action, state, error: null }));
       return;
     }
-    this._settle(part, d, failed, failure).then((outcome) => this._settled(d, outcome));
+    this._settle(part, d, failed, failure, result).then((outcome) => this._settled(d, outcome));
   }
 
   _settled(d, outcome) {
@@ -423,16 +471,16 @@ class Worker {
   }
 
   /**
-   * ACK (batched per queue), or the NACK the failure asks for; returns
-   * { action, state, error[, failure] }. action: 'ack', 'nack' or 'dead'
-   * (what the handler asked for); state: 'acked', 'acked-late', the NACK's
+   * ACK or DONE (batched per queue), or the NACK the failure asks for;
+   * returns { action, state, error[, failure] }. action: 'ack', 'done',
+   * 'nack' or 'dead' (what the handler asked for); state: 'acked', 'acked-late', the NACK's
    * new state ('delayed', 'ready', 'dead'), 'stale' (the delivery was over:
    * nothing changed), 'cancelled' (the message was cancelled or purged
    * while the handler ran: nothing is sent) or 'unsettled' (the call
    * failed; `failure` says why).
    */
-  async _settle(part, d, failed, failure) {
-    let action = 'ack';
+  async _settle(part, d, failed, failure, result) {
+    let action = failed || result === undefined ? 'ack' : 'done';
     let options = { attempt: d.attempt };
     if (failed && failure instanceof c.Permanent) {
       action = 'dead';
@@ -448,9 +496,10 @@ class Worker {
     const error = options.error ?? null;
     if (d.cancelled) return { action, state: 'cancelled', error };
     try {
-      // ACK is not fenced: a late one is proof the work was done. A
-      // delivery known to be lost goes alone, so its count is its own.
+      // ACK and DONE are not fenced: a late one is proof the work was
+      // done. A delivery known to be lost goes alone, so its count is its own.
       if (action === 'ack') return { action, state: (await part.ack(d.id)) > 0 ? 'acked' : 'acked-late', error };
+      if (action === 'done') return { action, state: (await part.done([[d.id, result]])) > 0 ? 'acked' : 'acked-late', error };
       // The lease was lost: another consumer may hold the message now.
       if (d.lost) return { action, state: 'stale', error };
       return { action, state: await part.nack(d.id, options), error };
@@ -465,4 +514,4 @@ class Worker {
   }
 }
 
-module.exports = { Worker, Permits, Acker };
+module.exports = { Worker, Permits, Acker, resultOf };

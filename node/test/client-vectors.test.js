@@ -27,7 +27,7 @@ const CLIENTS = [
 const CANNED = {
   'DQ.ADD': Buffer.from('id'), 'DQ.NACK': Buffer.from('ready'), 'DQ.TOUCH': 1, 'DQ.GET': null, 'DQ.PEEK': [],
   'DQ.SCAN': [Buffer.from('0'), []], 'DQ.STATS': [], 'DQ.CONFIG': Buffer.from('OK'), 'DQ.SCHEDULES': [],
-  'DQ.PAUSE': Buffer.from('OK'), 'DQ.QUEUES': [], 'DQ.POP': null, 'DQ.MPOP': null,
+  'DQ.PAUSE': Buffer.from('OK'), 'DQ.QUEUES': [], 'DQ.POP': null, 'DQ.MPOP': null, 'DQ.WAIT': null,
 };
 
 /** A command's argv as it goes on the wire: the RESP array toWritable() writes, read back. */
@@ -54,6 +54,8 @@ function fake(lib, mode, replies = []) {
   const Redis = require(lib);
   const DataHandler = require(path.join(path.dirname(require.resolve(lib)), 'DataHandler')).default;
   const client = new Redis({ lazyConnect: true, ...mode });
+  // A blocking wait's connection of its own is this same recording client.
+  client.duplicate = () => client;
   const sent = [];
   client.sendCommand = (cmd) => {
     sent.push(argv(cmd));
@@ -95,7 +97,8 @@ async function call(client, v) {
   switch (op) {
     case 'add': return q.add(payload, { id, ...rest });
     case 'ack': case 'cancel': return q[op](...ids);
-    case 'nack': case 'touch': return q[op](id, rest);
+    case 'nack': case 'touch': case 'wait': return q[op](id, rest);
+    case 'done': return q.done(rest.results);
     case 'get': return q.get(id);
     case 'pop': return q.pop({ count, ...rest });
     case 'peek': return count === undefined ? q.peek(state) : q.peek(state, count);
@@ -210,7 +213,7 @@ for (const { lib, modes } of CLIENTS) {
 
 test('the vectors cover every operation, and every record in its four forms', () => {
   const ops = new Set(COMMANDS.map((v) => v.op));
-  for (const op of ['add', 'pop', 'mpop', 'ack', 'nack', 'touch', 'cancel', 'get', 'peek', 'scan', 'redrive', 'purge',
+  for (const op of ['add', 'pop', 'mpop', 'ack', 'done', 'wait', 'nack', 'touch', 'cancel', 'get', 'peek', 'scan', 'redrive', 'purge',
     'stats', 'config', 'config_set', 'schedule', 'unschedule', 'schedules', 'pause', 'resume', 'queues']) {
     assert.ok(ops.has(op), op);
   }

@@ -68,6 +68,29 @@ async function main(): Promise<void> {
   const retry = new dq.Retry('30s');
   const retryMs: number | null = retry.delayMs;
   const timed = new dq.Worker(q, async () => {}, { leaseMs: '30s', blockMs: 500 });
-  void [id, names, n, payload, all, next, removed, nextRun, home, wasPaused, limits, polled, retryMs, timed];
+  // Outcomes: a handler's result, waiting for it, progress, retention.
+  await q.add('x', { id: 'r', retainMs: '1h' });
+  const resulting = new dq.Worker(q, async (d) => {
+    const deadline: number = await d.progress('40%');
+    void deadline;
+    return JSON.stringify({ charged: true });
+  }, { onSettled: (_d, o) => {
+    if (o.action === 'done') return;
+  } });
+  const outcome: dq.JobOutcome | null = await q.wait('r', { timeoutMs: '5s' });
+  const result: Buffer | null = outcome && outcome.state === 'done' ? outcome.value : null;
+  const shardOutcome: dq.JobOutcome | null = await sharded.wait('r', { timeoutMs: 1000, shardKey: 'user:1' });
+  const finished: number = await q.done([['a', 'result'], ['b', Buffer.from('')]]) + await q.done(new Map([['c', 'r']]));
+  await q.progress('a', 'half', { attempt: 1, leaseMs: '1m' });
+  await q.touch('a', { attempt: 1, progress: Buffer.from('x') });
+  await q.configSet({ retainMs: '7d', retainMax: 1000 });
+  await sharded.configSet({ retainMs: 'DEFAULT', retainMax: 'DEFAULT' });
+  const kept: [number, string, number | null, number, number] = [cfg['retain-ms'], cfg['retain-ms-from'], cfg['retain-max'], stats.done, stats.dropped];
+  const shown: [Buffer | null, number | null, number | null, Buffer | null] = message
+    ? [message.result, message['finished-at'], message['retained-until'], message.progress] : [null, null, null, null];
+  const doneOnes: dq.Entry[] = await q.peek('done', 5);
+  await q.purge('DONE');
+  void [id, names, n, payload, all, next, removed, nextRun, home, wasPaused, limits, polled, retryMs, timed,
+    resulting, result, shardOutcome, finished, kept, shown, doneOnes, dq.MAX_RESULT_BYTES, dq.MAX_PROGRESS_BYTES];
 }
 void main;
