@@ -512,7 +512,9 @@ async function send(client, name, queue, args = [], timeoutMs = 0) {
   try {
     const cmd = new Command(name, all, { replyEncoding: null });
     if (queue !== undefined) cmd.slot = keySlot(queue);
-    if (timeoutMs > 0) cmd.setTimeout(timeoutMs);
+    // Node's timers take at most 2^31 - 1 ms (a longer one fires at once):
+    // a call allowed longer than that (24.8 days) is not timed here.
+    if (timeoutMs > 0 && timeoutMs <= 2 ** 31 - 1) cmd.setTimeout(timeoutMs);
     client.sendCommand(cmd);
     return await cmd.promise;
   } catch (e) {

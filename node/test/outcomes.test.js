@@ -111,6 +111,13 @@ test('wait: null when no outcome came within its timeout, or at once without one
     assert.strictEqual(await q.wait('later', { timeoutMs: 300 }), null);
     // The server held it for its BLOCK: the call did wait.
     assert.ok(Date.now() - started >= 290, `${Date.now() - started} ms`);
+    // A wait longer than a Node timer can time (2^31 - 1 ms) still waits for its outcome.
+    await q.configSet({ retainMs: '1h' });
+    await q.add('now', { id: 'now' });
+    const long = q.wait('now', { timeoutMs: '30d' });
+    const [d] = await q.pop();
+    await q.done([[d.id, 'r']]);
+    assert.deepStrictEqual(await long, { state: 'done', value: Buffer.from('r') });
   } finally {
     client.disconnect();
   }
