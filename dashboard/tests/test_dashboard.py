@@ -254,7 +254,7 @@ def test_unknown_things_and_bad_parameters_get_clear_errors(r, dashboard):
         (f"/q/{q('10.9.9.9:1')}/orders", 404, "Unknown server"),
         (f"/q/{server}/orders?cursor=-1", 400, "Bad cursor"),
         (f"/q/{server}/orders?cursor=abc", 400, "Bad cursor"),
-        (f"/q/{server}/orders?state=done", 400, "Bad state"),
+        (f"/q/{server}/orders?state=archived", 400, "Bad state"),
         (f"/q/{server}/orders?order=next", 400, "Bad order"),
         (f"/q/{server}/orders?state=dead&order=random", 400, "Bad order"),
         ("/nothing/here", 404, "Not found"),
