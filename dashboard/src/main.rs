@@ -13,6 +13,7 @@ mod discovery;
 mod http;
 mod list;
 mod metrics;
+mod newest;
 mod ops;
 mod pages;
 mod render;

@@ -8,6 +8,7 @@ use maud::{html, Markup, DOCTYPE};
 use crate::backend::{rates, recent_rate, Point};
 use crate::charts::{chart, spark, Series};
 use crate::list::{page_links, Has, ListQuery, Sort, MAX_PER_PAGE, PER_PAGE};
+use crate::newest::Bound;
 use crate::render::{self, count, label, lossy, relative, time, url_part, when, when_at, Payload};
 
 /// What every page needs to know about the request and the dashboard.
@@ -396,11 +397,38 @@ pub struct QueuePage<'a> {
     pub state: Option<State>,
     pub cursor: u64,
     pub next_cursor: u64,
-    /// The entries are DQ.PEEK's: the first of the state, in the order
-    /// they will leave it (no paging).
-    pub next_order: bool,
+    /// How the tab lists its messages.
+    pub order: Order,
+    /// The done tab's page newest first ([`Order::Newest`]).
+    pub done: Option<DoneView>,
     pub entries: &'a [Listed],
     pub window: &'a str,
+}
+
+/// How a queue page's tab lists its messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// DQ.SCAN: storage order, paged with its cursor.
+    Storage,
+    /// DQ.PEEK: the first of the state, in the order they will leave it
+    /// (no paging).
+    Next,
+    /// The done tab's default: newest finished first, paged (newest.rs).
+    Newest,
+}
+
+/// Where the done tab's newest first page lies among the done messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DoneView {
+    /// The first row's number, from 1 (newest).
+    pub first: usize,
+    /// Done messages read for the page.
+    pub total: usize,
+    /// The pages above and below, if any.
+    pub newer: Option<Bound>,
+    pub older: Option<Bound>,
+    /// DQ.SCAN STATE DONE calls that read them; None: one DQ.PEEK DONE.
+    pub scans: Option<usize>,
 }
 
 /// A message of a queue page's list, with its state.
@@ -416,6 +444,9 @@ pub struct Listed {
     /// Its DQ.GET's `progress`, on the tabs that ask each message's DQ.GET
     /// ("all", inflight); None there too when nothing was reported.
     pub progress: Option<Vec<u8>>,
+    /// Its DQ.GET's `result`, on the done tab: what DQ.DONE kept; None
+    /// after a plain DQ.ACK.
+    pub result: Option<Vec<u8>>,
 }
 
 impl Listed {
@@ -425,6 +456,7 @@ impl Listed {
             entry,
             state: Some(state.as_str().to_string()),
             progress: None,
+            result: None,
         }
     }
 
@@ -437,6 +469,7 @@ impl Listed {
                 entry,
                 state: None,
                 progress: None,
+                result: None,
             };
         };
         let time = match m.state() {
@@ -456,6 +489,7 @@ impl Listed {
             },
             state: Some(m.state),
             progress: m.progress,
+            result: m.result,
         }
     }
 }
@@ -860,18 +894,26 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
             nav.tabs {
                 a.active[p.state.is_none()] href=(tab(None)) { "all" }
                 @for st in State::ALL {
-                    a.active[p.state == Some(st)] href=(tab(Some(st))) { (st.as_str()) " " span.n { (count(p.stats.count(st))) } }
+                    a.active[p.state == Some(st)] id=(format!("tab-{}", st.as_str())) href=(tab(Some(st))) { (st.as_str()) " " span.n { (count(p.stats.count(st))) } }
                 }
             }
             @if let Some(st) = p.state {
                 nav.order {
                     span.muted { "order: " }
-                    a.active[!p.next_order] href=(tab(Some(st))) { "storage (all, paged)" }
-                    a.active[p.next_order] href=(format!("{}&order=next", tab(Some(st)))) { "next to leave (first 50)" }
+                    @if st == State::Done {
+                        a.active[p.order == Order::Newest] id="order-newest" href=(tab(Some(st))) { "newest first (paged)" }
+                        a.active[p.order == Order::Storage] id="order-storage" href=(format!("{}&order=storage", tab(Some(st)))) { "storage (all, paged)" }
+                        a.active[p.order == Order::Next] id="order-next" href=(format!("{}&order=next", tab(Some(st)))) { "next to be dropped (first 50)" }
+                    } @else {
+                        a.active[p.order == Order::Storage] href=(tab(Some(st))) { "storage (all, paged)" }
+                        a.active[p.order == Order::Next] href=(format!("{}&order=next", tab(Some(st)))) { "next to leave (first 50)" }
+                    }
                 }
             }
             @if p.entries.is_empty() {
                 p.muted { "No messages on this page." }
+            } @else if p.state == Some(State::Done) {
+                (done_table(p, ctx.now))
             } @else {
                 table.messages id="messages" {
                     thead { tr {
@@ -906,30 +948,114 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                     }
                 }
             }
-            @if p.next_order {
-                nav.pager { span.muted.hint { "the first " (PEEK_SHOWN) " in the order they will leave this state (DQ.PEEK)" } }
-            } @else {
-            nav.pager {
-                @if p.cursor != 0 {
-                    a href=(tab(p.state)) { "« first page" }
-                }
-                @if p.next_cursor != 0 {
-                    @let sep = if p.state.is_some() { "&" } else { "?" };
-                    a.next href=(format!("{}{sep}cursor={}", tab(p.state), p.next_cursor)) { "next page »" }
-                } @else {
-                    span.muted { "end of the queue" }
-                }
-                span.muted.hint { "paged with DQ.SCAN, in storage order" }
-            }
+            @match (p.order, &p.done) {
+                (Order::Next, _) => {
+                    nav.pager { span.muted.hint {
+                        "the first " (PEEK_SHOWN)
+                        (if p.state == Some(State::Done) { " in the order they will be dropped, the earliest finished first (DQ.PEEK)" } else { " in the order they will leave this state (DQ.PEEK)" })
+                    } }
+                },
+                (Order::Newest, Some(d)) => { (done_pager(p, d)) },
+                _ => {
+                    @let storage = if p.state == Some(State::Done) { format!("{}&order=storage", tab(p.state)) } else { tab(p.state) };
+                    nav.pager {
+                        @if p.cursor != 0 {
+                            a href=(storage) { "« first page" }
+                        }
+                        @if p.next_cursor != 0 {
+                            @let sep = if p.state.is_some() { "&" } else { "?" };
+                            a.next href=(format!("{storage}{sep}cursor={}", p.next_cursor)) { "next page »" }
+                        } @else {
+                            span.muted { "end of the queue" }
+                        }
+                        span.muted.hint { "paged with DQ.SCAN, in storage order" }
+                    }
+                },
             }
         }
     };
+    // A done tab read with DQ.SCAN read every done message: not again
+    // every 5 s.
+    let refresh = p.done.as_ref().is_none_or(|d| d.scans.is_none());
     layout(
         &title,
         &[(queue_url(p.server, p.name), title.clone())],
-        true,
+        refresh,
         body,
     )
+}
+
+/// A done message's result, short: the text, `(empty)`, or none after a
+/// plain ACK; a message no longer done since it was listed (cancelled,
+/// dropped, added again) says where it is.
+fn result_cell(l: &Listed) -> Markup {
+    html! {
+        @match (l.state.as_deref(), &l.result) {
+            (None, _) => span.badge title="dropped, cancelled or purged since this page listed it" { "gone" },
+            (Some("done"), None) => span.muted title="finished by a plain DQ.ACK: no result" { "none (ACK)" },
+            (Some("done"), Some(r)) if r.is_empty() => span.muted title="DQ.DONE kept an empty result" { "(empty)" },
+            (Some("done"), Some(r)) => code title=(label(r, 1000)) { (label(r, 90)) },
+            (Some(other), _) => (state_badge(other)),
+        }
+    }
+}
+
+/// The done tab's table: each finished message's result, attempts and
+/// when it finished.
+fn done_table(p: &QueuePage, now: u64) -> Markup {
+    html! {
+        table.messages.done-list id="messages" {
+            thead { tr {
+                th { "id" } th { "result" } th.num title="the attempt that finished it" { "attempts" } th { "finished" } th { "payload" }
+            } }
+            tbody {
+                @for l in p.entries {
+                    @let e = &l.entry;
+                    tr {
+                        td.id { a href=(message_url(p.server, p.name, &e.id)) { (label(&e.id, 60)) } }
+                        td.outcome { (result_cell(l)) }
+                        td.num.attempts { (e.attempt) }
+                        (when_cell(l, now))
+                        td.payload { code { (label(&e.payload, 60)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The done tab's links to the newer and older pages, and where this one
+/// lies.
+fn done_pager(p: &QueuePage, d: &DoneView) -> Markup {
+    let at = |b: &Bound| {
+        let base = format!("{}?state=done", queue_url(p.server, p.name));
+        match b.to_query() {
+            Some((field, value)) => format!("{base}&{field}={}", url_part(&value)),
+            None => base,
+        }
+    };
+    let last = d.first + p.entries.len() - 1;
+    html! {
+        nav.pager.done-pager id="done-pager" {
+            @if let Some(b) = &d.newer {
+                a.prev href=(at(b)) rel="prev" { "‹ newer" }
+            }
+            span id="done-showing" {
+                @if p.entries.is_empty() {
+                    @if d.total > 0 { "none here now; " } (count(d.total as u64)) " done"
+                } @else { (count(d.first as u64)) "–" (count(last as u64)) " of " (count(d.total as u64)) " done, newest first" }
+            }
+            @if let Some(b) = &d.older {
+                a.next href=(at(b)) rel="next" { "older ›" }
+            }
+            span.muted.hint id="done-read" {
+                @match d.scans {
+                    None => "read with one DQ.PEEK DONE",
+                    Some(n) => { "read with " (count(n as u64)) " DQ.SCAN STATE DONE " (if n == 1 { "call" } else { "calls" }) " (not reloaded every 5 s)" },
+                }
+            }
+        }
+    }
 }
 
 fn opt_time(t: Option<u64>, now: u64) -> Markup {
@@ -1117,6 +1243,7 @@ pub fn done_page(server: &str, queue: &[u8], what: &str, back: &str) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::newest::Key;
 
     fn ctx() -> Ctx {
         Ctx {
@@ -1253,16 +1380,19 @@ mod tests {
                 entry: entry(b"odd"),
                 state: Some("<b>new</b>".into()),
                 progress: None,
+                result: None,
             },
             Listed {
                 entry: entry(b"g"),
                 state: None,
                 progress: None,
+                result: None,
             },
             Listed {
                 entry: entry(b"running"),
                 state: Some("inflight".into()),
                 progress: Some(b"<i>40%</i>".to_vec()),
+                result: None,
             },
         ];
         let mut page = QueuePage {
@@ -1276,7 +1406,8 @@ mod tests {
             state: None,
             cursor: 0,
             next_cursor: 0,
-            next_order: false,
+            order: Order::Storage,
+            done: None,
             entries: &entries,
             window: "10m",
         };
@@ -1383,7 +1514,8 @@ mod tests {
                 state: None,
                 cursor: 0,
                 next_cursor: 0,
-                next_order: false,
+                order: Order::Storage,
+                done: None,
                 entries: &[],
                 window: "10m",
             };
@@ -1419,6 +1551,124 @@ mod tests {
         };
         let page = html(&config, Some(&sharding));
         assert!(page.contains(r#"<dd id="retain-max">at most 10,000 done <span class="from">this shard's</span></dd>"#), "{page}");
+    }
+
+    #[test]
+    fn the_done_tab_shows_results_and_links_to_the_pages_around_it() {
+        let stats = Stats {
+            done: 120,
+            ..Stats::default()
+        };
+        let config = QueueConfig::default();
+        let done = |id: &[u8], result: Option<&[u8]>| Listed {
+            entry: Entry {
+                id: id.to_vec(),
+                payload: b"p".to_vec(),
+                attempt: 2,
+                time: 60_000,
+                ..Entry::default()
+            },
+            state: Some("done".into()),
+            progress: None,
+            result: result.map(<[u8]>::to_vec),
+        };
+        let entries = vec![
+            done(b"with", Some(b"<b>charged</b>")),
+            done(b"acked", None),
+            done(b"empty", Some(b"")),
+            Listed {
+                state: None,
+                ..done(b"dropped", None)
+            },
+            Listed {
+                state: Some("ready".into()),
+                ..done(b"again", None)
+            },
+        ];
+        let key = |id: &[u8]| Key {
+            finished: 60_000,
+            id: id.to_vec(),
+        };
+        let mut page = QueuePage {
+            server: "h:1",
+            name: b"q",
+            stats: &stats,
+            schedules: &[],
+            sharding: None,
+            config: &config,
+            history: Vec::new(),
+            state: Some(State::Done),
+            cursor: 0,
+            next_cursor: 0,
+            order: Order::Newest,
+            done: Some(DoneView {
+                first: 51,
+                total: 120,
+                newer: Some(Bound::Newer(key(b"with"))),
+                older: Some(Bound::Older(key(b"a:b&c"))),
+                scans: None,
+            }),
+            entries: &entries,
+            window: "10m",
+        };
+        let ctx = Ctx {
+            now: 120_000,
+            ..ctx()
+        };
+        let html = queue_page(&ctx, &page).into_string();
+        assert!(html.contains("<th>result</th>") && html.contains("<th>finished</th>"));
+        assert!(html.contains(
+            r#"<code title="&lt;b&gt;charged&lt;/b&gt;">&lt;b&gt;charged&lt;/b&gt;</code>"#
+        ));
+        assert!(!html.contains("<b>charged"));
+        assert!(html.contains(">none (ACK)<") && html.contains(">(empty)<"));
+        assert!(
+            html.contains(">gone<")
+                && html.contains(r#"<span class="badge st-ready">ready</span>"#)
+        );
+        assert!(html.contains(r#"<td class="num attempts">2</td>"#));
+        assert!(html.contains(r#"<td class="time" title="finished at 1970-01-01 00:01:00 UTC">finished 1m 0s ago</td>"#));
+        // The keys travel percent-encoded, whatever the id holds.
+        assert!(
+            html.contains(r#"href="/q/h%3A1/q?state=done&amp;newer=60000%3Awith""#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"href="/q/h%3A1/q?state=done&amp;older=60000%3Aa%3Ab%26c""#),
+            "{html}"
+        );
+        assert!(html.contains(r#"<span id="done-showing">51–55 of 120 done, newest first</span>"#));
+        assert!(
+            html.contains("read with one DQ.PEEK DONE") && html.contains(r#"data-refresh="5""#)
+        );
+        assert!(html.contains(r#"<a class="active" id="order-newest""#));
+        // Read with DQ.SCAN: said, and the page does not reload itself.
+        page.done = Some(DoneView {
+            newer: Some(Bound::Newest),
+            older: None,
+            scans: Some(3),
+            ..page.done.clone().unwrap()
+        });
+        let html = queue_page(&ctx, &page).into_string();
+        assert!(
+            html.contains("read with 3 DQ.SCAN STATE DONE calls")
+                && html.contains(r#"data-refresh="""#)
+        );
+        assert!(
+            html.contains(r#"<a class="prev" href="/q/h%3A1/q?state=done" rel="prev">"#),
+            "{html}"
+        );
+        assert!(!html.contains("older ›"));
+        // The done tab in storage order pages on with the order in its links.
+        page.order = Order::Storage;
+        page.done = None;
+        page.next_cursor = 17;
+        let html = queue_page(&ctx, &page).into_string();
+        assert!(
+            html.contains(r#"href="/q/h%3A1/q?state=done&amp;order=storage&amp;cursor=17""#),
+            "{html}"
+        );
+        assert!(html.contains("<th>result</th>"));
     }
 
     #[test]

@@ -13,7 +13,8 @@ use crate::backend::{Backend, Server};
 use crate::discovery::{find_shards, ShardSet};
 use crate::http::{check_id, fail, html, plain, redis_fail, refused, utf8, Fail, Resp};
 use crate::list::{self, ListQuery};
-use crate::pages::{self, Ctx};
+use crate::newest::{Bound, Pick};
+use crate::pages::{self, Ctx, Order};
 use crate::render::form_value;
 
 /// Messages a queue page shows at most.
@@ -147,62 +148,71 @@ pub async fn queue_page(
             )
         })?,
     };
-    let next_order =
-        match form_value(query, "order") {
-            None | Some(b"storage") => false,
-            Some(b"next") if state.is_some() => true,
-            Some(b"next") => return Err(fail(
-                StatusCode::BAD_REQUEST,
-                "Bad order",
-                "order=next (DQ.PEEK) needs a state: add state=delayed, ready, inflight or dead",
-            )),
-            Some(_) => {
-                return Err(fail(
-                    StatusCode::BAD_REQUEST,
-                    "Bad order",
-                    "order must be storage (DQ.SCAN, paged) or next (DQ.PEEK, the first 50)",
-                ))
-            }
-        };
+    let order = order_of(form_value(query, "order"), state)?;
+    let bound = Bound::from_query(form_value(query, "older"), form_value(query, "newer"))
+        .map_err(|e| fail(StatusCode::BAD_REQUEST, "Bad page", e))?;
+    if order != Order::Newest && bound != Bound::Newest {
+        return Err(fail(
+            StatusCode::BAD_REQUEST,
+            "Bad page",
+            "older and newer page the done tab's newest first order (state=done)",
+        ));
+    }
+    if order == Order::Newest && cursor != 0 {
+        return Err(fail(
+            StatusCode::BAD_REQUEST,
+            "Bad page",
+            "cursor pages storage order (order=storage); the done tab's newest first pages \
+             go by older and newer",
+        ));
+    }
     app.existing_queue(&server, queue).await?;
     let mut con = server.con.clone();
     let stats = admin::stats(&mut con, queue).await.map_err(redis_fail)?;
     let config = admin::config(&mut con, queue).await.map_err(redis_fail)?;
     let shards = find_shards(app, &server, queue).await;
     let schedules = schedules_of(&server, queue, &stats, shards.as_ref()).await?;
-    // A SCAN reply may hold fewer entries than asked, even none, before
-    // the end: a few calls fill the page.
     let mut entries = Vec::new();
     let mut next = cursor;
-    if let (true, Some(st)) = (next_order, state) {
-        entries = admin::peek(&mut con, queue, st, PAGE)
-            .await
-            .map_err(redis_fail)?;
-        next = 0;
-    }
-    for _ in 0..8 {
-        if next_order {
-            break;
+    let mut done = None;
+    match (order, state) {
+        (Order::Newest, _) => {
+            let (rows, view) = newest_done(&mut con, queue, bound, stats.done).await?;
+            (entries, next, done) = (rows, 0, Some(view));
         }
-        let (c, mut got) = admin::scan_page(&mut con, queue, state, next, PAGE - entries.len())
-            .await
-            .map_err(|e| {
-                if refused(&e) {
-                    fail(StatusCode::BAD_REQUEST, "Bad cursor", e.to_string())
-                } else {
-                    redis_fail(e)
+        (Order::Next, Some(st)) => {
+            entries = admin::peek(&mut con, queue, st, PAGE)
+                .await
+                .map_err(redis_fail)?;
+            next = 0;
+        }
+        _ => {
+            // A SCAN reply may hold fewer entries than asked, even none,
+            // before the end: a few calls fill the page.
+            for _ in 0..8 {
+                let (c, mut got) =
+                    admin::scan_page(&mut con, queue, state, next, PAGE - entries.len())
+                        .await
+                        .map_err(|e| {
+                            if refused(&e) {
+                                fail(StatusCode::BAD_REQUEST, "Bad cursor", e.to_string())
+                            } else {
+                                redis_fail(e)
+                            }
+                        })?;
+                entries.append(&mut got);
+                next = c;
+                if next == 0 || entries.len() >= PAGE {
+                    break;
                 }
-            })?;
-        entries.append(&mut got);
-        next = c;
-        if next == 0 || entries.len() >= PAGE {
-            break;
+            }
         }
     }
     // The "all" tab asks each message's DQ.GET for its state, the inflight
-    // tab for its progress: neither is in SCAN's or PEEK's entries.
+    // tab for its progress, the done tab for its result: none is in SCAN's
+    // or PEEK's entries.
     let entries = match state {
-        Some(State::Inflight) | None => with_states(&server, queue, entries).await?,
+        Some(State::Inflight | State::Done) | None => with_states(&server, queue, entries).await?,
         Some(st) => entries
             .into_iter()
             .map(|e| pages::Listed::in_state(e, st))
@@ -233,18 +243,103 @@ pub async fn queue_page(
         state,
         cursor,
         next_cursor: next,
-        next_order,
+        order,
+        done,
         entries: &entries,
         window: &app.window,
     };
     Ok(html(StatusCode::OK, pages::queue_page(ctx, &page)))
 }
 
+/// A tab's order: `storage` (DQ.SCAN, paged by cursor) or `next` (DQ.PEEK:
+/// the first 50 to leave the state); the done tab's default is `newest`
+/// (newest finished first, paged), which only it has.
+fn order_of(order: Option<&[u8]>, state: Option<State>) -> Result<Order, Fail> {
+    let bad = |detail: &str| Err(fail(StatusCode::BAD_REQUEST, "Bad order", detail));
+    match (order, state) {
+        (None | Some(b"newest"), Some(State::Done)) => Ok(Order::Newest),
+        (None | Some(b"storage"), _) => Ok(Order::Storage),
+        (Some(b"next"), Some(_)) => Ok(Order::Next),
+        (Some(b"next"), None) => bad(
+            "order=next (DQ.PEEK) needs a state: add state=delayed, ready, inflight, dead or done",
+        ),
+        (Some(b"newest"), _) => bad("order=newest is the done tab's: add state=done"),
+        _ => bad(
+            "order must be storage (DQ.SCAN, paged), next (DQ.PEEK, the first 50) or, on the \
+             done tab, newest (newest finished first, paged)",
+        ),
+    }
+}
+
+/// Done messages one read brings at most: the done tab reads a queue
+/// holding fewer with one DQ.PEEK DONE, and a larger one with DQ.SCAN
+/// STATE DONE calls of this COUNT (each looks at about ten times as many
+/// places of the queue's storage).
+const DONE_READ: usize = 1000;
+
+/// The done tab's page `bound`, newest finished first (newest.rs), from
+/// every done message read once. While the queue holds fewer than
+/// [`DONE_READ`], that is one DQ.PEEK DONE; beyond, the newest are not
+/// among the first any PEEK gives (earliest finished first), so DQ.SCAN
+/// STATE DONE from its first cursor to its last, [`DONE_READ`] a call.
+/// Either way only the page's rows are kept.
+async fn newest_done(
+    con: &mut redis::aio::ConnectionManager,
+    queue: &[u8],
+    bound: Bound,
+    done_now: u64,
+) -> Result<(Vec<Entry>, pages::DoneView), Fail> {
+    let mut pick = Pick::new(bound, PAGE);
+    let peeked = if done_now < DONE_READ as u64 {
+        Some(
+            admin::peek(con, queue, State::Done, DONE_READ)
+                .await
+                .map_err(redis_fail)?,
+        )
+    } else {
+        None
+    };
+    let scans = match peeked {
+        // Fewer than asked: every done message (more finished meanwhile
+        // would have filled it).
+        Some(all) if all.len() < DONE_READ => {
+            all.into_iter().for_each(|e| pick.offer(e));
+            None
+        }
+        _ => {
+            let (mut cursor, mut calls) = (0, 0);
+            loop {
+                let (next, got) =
+                    admin::scan_page(con, queue, Some(State::Done), cursor, DONE_READ)
+                        .await
+                        .map_err(redis_fail)?;
+                calls += 1;
+                got.into_iter().for_each(|e| pick.offer(e));
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+            Some(calls)
+        }
+    };
+    let page = pick.finish();
+    let view = pages::DoneView {
+        first: page.newer + 1,
+        total: page.total,
+        newer: page.newer_page,
+        older: page.older_page,
+        scans,
+    };
+    Ok((page.rows, view))
+}
+
 /// The entries as each one's DQ.GET finds them: the "all" tab's states
 /// (DQ.SCAN without STATE does not say an entry's state) and progress,
-/// the inflight tab's progress. A page's worth (50) at most, sent at once
-/// on the server's multiplexed connection — one round trip's wait, not
-/// 50. (A state in SCAN's entries would spare the "all" tab's.)
+/// the inflight tab's progress, the done tab's results. A page's worth
+/// (50) at most, sent at once on the server's multiplexed connection —
+/// one round trip's wait, not 50. (A state in SCAN's entries would spare
+/// the "all" tab's.)
 async fn with_states(
     server: &Arc<Server>,
     queue: &[u8],
