@@ -67,7 +67,7 @@ pub fn layout(title: &str, crumbs: &[(String, String)], refresh: bool, body: Mar
                     }
                 }
                 main { (body) }
-                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, CONFIG, SCHEDULES · " a href="/metrics" { "/metrics" } }
+                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, PEEK, CONFIG, SCHEDULES · " a href="/metrics" { "/metrics" } }
             }
         }
     }
