@@ -17,17 +17,6 @@ fn pop_in_background(server: &Server, line: &str) -> thread::JoinHandle<(Value, 
     })
 }
 
-/// Whether `n` clients are blocked on the server.
-fn blocked(c: &mut redis::Connection, n: usize) -> bool {
-    let info = text(&cmd(c, "INFO clients"));
-    info.contains(&format!("blocked_clients:{n}\r\n"))
-}
-
-/// Waits until `n` clients are blocked on the server.
-fn wait_blocked(c: &mut redis::Connection, n: usize) {
-    assert!(wait_until(LONG, || blocked(c, n)), "no blocked client");
-}
-
 #[test]
 fn add_wakes_a_blocked_consumer() {
     let server = Server::start();
@@ -70,7 +59,8 @@ fn lease_expiry_wakes_a_blocked_consumer() {
         cmd(&mut c, &format!("DQ.POP {q} LEASE {ms}"));
         let block = ms + LONG.as_millis() as u64;
         let waiter = pop_in_background(&server, &format!("DQ.POP {q} BLOCK {block}"));
-        assert!(wait_until(LONG, || blocked(&mut c, 1) || waiter.is_finished()));
+        assert!(wait_until(LONG, || blocked_clients(&mut c) == 1
+            || waiter.is_finished()));
         let in_time = now_ms() < before + ms;
         let (reply, _) = waiter.join().unwrap();
         in_time.then_some(reply)
@@ -99,7 +89,7 @@ fn one_message_wakes_one_of_two_consumers() {
         let first = pop_in_background(&server, &line);
         let second = pop_in_background(&server, &line);
         assert!(wait_until(LONG, || {
-            blocked(&mut c, 2) || now_ms() >= before + ms
+            blocked_clients(&mut c) == 2 || now_ms() >= before + ms
         }));
         cmd(&mut c, &format!("DQ.ADD q{ms} only-one"));
         let in_time = now_ms() < before + ms;

@@ -19,25 +19,6 @@ fn add(c: &mut redis::Connection, queue: &str, n: usize) {
     pipe.query::<()>(c).unwrap();
 }
 
-/// A DQ.POP (or any blocking command) sent on its own connection: its
-/// reply, once it comes.
-fn blocked(server: &Server, line: &str) -> std::thread::JoinHandle<Value> {
-    let mut c = server.conn();
-    let line = line.to_string();
-    std::thread::spawn(move || cmd(&mut c, &line))
-}
-
-/// Waits until the server has `n` blocked clients.
-fn wait_blocked(c: &mut redis::Connection, n: i64) {
-    assert!(wait_until(LONG, || {
-        text(&cmd(c, "INFO clients"))
-            .lines()
-            .find_map(|l| l.strip_prefix("blocked_clients:"))
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            == Some(n)
-    }));
-}
-
 fn stat(c: &mut redis::Connection, queue: &str, name: &str) -> Value {
     field(&cmd(c, &format!("DQ.STATS {queue}")), name)
 }
@@ -55,7 +36,7 @@ fn pause_stops_pop_and_resume_serves_blocked_consumers() {
     // ADD and the timer go on: a delayed message still becomes ready.
     cmd(&mut c, "DQ.ADD q late DELAY 50 ID late");
     assert!(wait_until(LONG, || int(&stat(&mut c, "q", "ready")) == 4));
-    let waiter = blocked(&server, "DQ.POP q COUNT 10 BLOCK 0");
+    let waiter = server.in_background("DQ.POP q COUNT 10 BLOCK 0");
     wait_blocked(&mut c, 1);
     assert_eq!(int(&cmd(&mut c, "DQ.RESUME q")), 1);
     assert_eq!(entries(&waiter.join().unwrap()).len(), 4);
@@ -73,7 +54,7 @@ fn a_pause_for_a_time_ends_by_itself_and_wakes_its_waiters() {
     cmd(&mut c, "DQ.PAUSE q FOR 400");
     let until = int(&stat(&mut c, "q", "paused-until")) as u64;
     assert!((before + 400..=now_ms() + 400).contains(&until));
-    let waiter = blocked(&server, "DQ.POP q BLOCK 0");
+    let waiter = server.in_background("DQ.POP q BLOCK 0");
     // Nobody else talks to the server: the timer wakes for the pause's end.
     let got = entries(&waiter.join().unwrap());
     assert_eq!(got.len(), 1);
@@ -94,7 +75,7 @@ fn rate_delivers_what_the_window_allows_and_wakes_waiters_when_it_moves_on() {
     assert_eq!(int(&stat(&mut c, "q", "throttled")), 2);
     assert_eq!(text(&stat(&mut c, "q", "rate")), "3/2s");
     // A blocked POP is served when the window moves on, by the timer.
-    let waiter = blocked(&server, "DQ.POP q COUNT 10 BLOCK 0");
+    let waiter = server.in_background("DQ.POP q COUNT 10 BLOCK 0");
     let got = entries(&waiter.join().unwrap());
     assert_eq!(got.len(), 3);
     assert!(first.elapsed() >= Duration::from_millis(1900));
@@ -113,14 +94,14 @@ fn maxinflight_caps_leases_and_an_ack_lets_a_waiter_through() {
     let taken = entries(&cmd(&mut c, "DQ.POP q COUNT 5"));
     assert_eq!(taken.len(), 2);
     assert_eq!(cmd(&mut c, "DQ.POP q"), Value::Nil);
-    let waiter = blocked(&server, "DQ.POP q COUNT 5 BLOCK 0");
+    let waiter = server.in_background("DQ.POP q COUNT 5 BLOCK 0");
     wait_blocked(&mut c, 1);
     cmd(&mut c, &format!("DQ.ACK q {}", taken[0].0));
     assert_eq!(entries(&waiter.join().unwrap()).len(), 1);
     assert_eq!(int(&stat(&mut c, "q", "inflight")), 2);
     assert_eq!(int(&field(&cmd(&mut c, "DQ.CONFIG q"), "max-inflight")), 2);
     // A NACK frees a slot too.
-    let waiter = blocked(&server, "DQ.POP q BLOCK 0");
+    let waiter = server.in_background("DQ.POP q BLOCK 0");
     wait_blocked(&mut c, 1);
     cmd(&mut c, &format!("DQ.NACK q {} DELAY 600000", taken[1].0));
     assert_eq!(entries(&waiter.join().unwrap()).len(), 1);
@@ -152,7 +133,7 @@ fn mpop_takes_from_the_first_queue_that_can_deliver() {
     );
     assert_eq!(cmd(&mut c, "DQ.MPOP 3 {j}a {j}b {j}c"), Value::Nil);
     // BLOCK waits on every queue at once.
-    let waiter = blocked(&server, "DQ.MPOP 2 {j}a {j}c BLOCK 0");
+    let waiter = server.in_background("DQ.MPOP 2 {j}a {j}c BLOCK 0");
     wait_blocked(&mut c, 1);
     cmd(&mut c, "DQ.ADD {j}c late ID late");
     let reply = list(&waiter.join().unwrap());

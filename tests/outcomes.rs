@@ -19,25 +19,6 @@ fn state(c: &mut redis::Connection, q: &str, id: &str) -> String {
     text(&field(&cmd(c, &format!("DQ.GET {q} {id}")), "state"))
 }
 
-/// Runs `line` (a blocking DQ.WAIT) on its own connection.
-fn in_background(server: &Server, line: &str) -> thread::JoinHandle<Value> {
-    let mut c = server.conn();
-    let line = line.to_string();
-    thread::spawn(move || cmd(&mut c, &line))
-}
-
-/// Waits until `n` clients are blocked on the server.
-fn wait_blocked(c: &mut redis::Connection, n: usize) {
-    let mut info = String::new();
-    assert!(
-        wait_until(LONG, || {
-            info = text(&cmd(c, "INFO clients")) + &text(&cmd(c, "CLIENT LIST"));
-            info.contains(&format!("blocked_clients:{n}\r\n"))
-        }),
-        "not {n} blocked clients: {info}"
-    );
-}
-
 /// Starts a WAIT for `id` and returns once it blocks.
 fn waiter(
     server: &Server,
@@ -45,7 +26,7 @@ fn waiter(
     q: &str,
     id: &str,
 ) -> thread::JoinHandle<Value> {
-    let w = in_background(server, &format!("DQ.WAIT {q} {id} BLOCK 0"));
+    let w = server.in_background(&format!("DQ.WAIT {q} {id} BLOCK 0"));
     wait_blocked(c, 1);
     w
 }
@@ -340,7 +321,7 @@ fn wait_is_woken_by_each_death() {
     // The lease running out on the last attempt.
     cmd(&mut c, "DQ.ADD q x ID leased MAXATTEMPTS 1");
     cmd(&mut c, "DQ.POP q LEASE 300");
-    let w = in_background(&server, "DQ.WAIT q leased BLOCK 0");
+    let w = server.in_background("DQ.WAIT q leased BLOCK 0");
     let got = w.join().unwrap();
     assert_eq!(got, outcome("dead", None));
     assert_eq!(
@@ -349,7 +330,7 @@ fn wait_is_woken_by_each_death() {
     );
     // TTL.
     cmd(&mut c, "DQ.ADD q x ID ttl TTL 300 DELAY 1h");
-    let w = in_background(&server, "DQ.WAIT q ttl BLOCK 0");
+    let w = server.in_background("DQ.WAIT q ttl BLOCK 0");
     assert_eq!(w.join().unwrap(), outcome("dead", None));
     assert_eq!(
         text(&field(&cmd(&mut c, "DQ.GET q ttl"), "dead-reason")),
@@ -415,9 +396,9 @@ fn a_waiter_is_woken_once_among_many_and_each_gets_its_own_answer() {
     cmd(&mut c, "DQ.CONFIG q SET RETAIN 1h");
     in_flight(&mut c, "q", "a");
     in_flight(&mut c, "q", "b");
-    let wa1 = in_background(&server, "DQ.WAIT q a BLOCK 0");
-    let wa2 = in_background(&server, "DQ.WAIT q a BLOCK 0");
-    let wb = in_background(&server, "DQ.WAIT q b BLOCK 0");
+    let wa1 = server.in_background("DQ.WAIT q a BLOCK 0");
+    let wa2 = server.in_background("DQ.WAIT q a BLOCK 0");
+    let wb = server.in_background("DQ.WAIT q b BLOCK 0");
     wait_blocked(&mut c, 3);
     cmd(&mut c, "DQ.DONE q a ra");
     assert_eq!(wa1.join().unwrap(), outcome("done", Some("ra")));
@@ -658,7 +639,7 @@ fn a_replica_agrees_serves_wait_and_keeps_its_waiters_when_promoted() {
     };
     replicated(&mut m);
     // A waiter on the replica is woken by what the master replicates.
-    let on_replica = in_background(&replica, "DQ.WAIT q retained BLOCK 0");
+    let on_replica = replica.in_background("DQ.WAIT q retained BLOCK 0");
     wait_blocked(&mut r, 1);
     cmd(
         &mut m,
@@ -681,7 +662,7 @@ fn a_replica_agrees_serves_wait_and_keeps_its_waiters_when_promoted() {
         "replica digest differs from the master's"
     );
     // A waiter on the replica survives its promotion.
-    let on_replica = in_background(&replica, "DQ.WAIT q promoted BLOCK 0");
+    let on_replica = replica.in_background("DQ.WAIT q promoted BLOCK 0");
     wait_blocked(&mut r, 1);
     cmd(&mut r, "REPLICAOF NO ONE");
     assert_eq!(int(&cmd(&mut r, "DQ.DONE q promoted after-failover")), 1);

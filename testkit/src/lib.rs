@@ -43,8 +43,9 @@ pub use process::{command_without_env, Process};
 pub use receiver::{Received, Receiver, Reply};
 pub use redis::Value;
 pub use resp::{
-    add_due_at, cmd, cmd_err, digest, dq_get, dq_get_field, entries, field, field_names,
-    info_field, int, list, migrate, record, run, text, used_memory, STATS_COUNTERS,
+    add_due_at, blocked_clients, cmd, cmd_err, digest, dq_get, dq_get_field, entries, field,
+    field_names, info_field, int, list, migrate, record, run, text, used_memory, wait_blocked,
+    STATS_COUNTERS,
 };
 pub use server::{Server, ServerBuilder};
 

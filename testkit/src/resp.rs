@@ -217,3 +217,24 @@ pub fn add_due_at(con: &mut redis::Connection, queue: &str, n: i64, at: u64) {
     pipe.query::<()>(con)
         .unwrap_or_else(|e| panic!("DQ.ADD {n} messages to {queue}: {e}"));
 }
+
+/// How many clients the server has blocked (INFO clients).
+pub fn blocked_clients(c: &mut redis::Connection) -> usize {
+    text(&cmd(c, "INFO clients"))
+        .lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO clients has no blocked_clients"))
+}
+
+/// Waits until the server has exactly `n` blocked clients.
+pub fn wait_blocked(c: &mut redis::Connection, n: usize) {
+    let mut seen = 0;
+    assert!(
+        crate::wait_until(crate::LONG, || {
+            seen = blocked_clients(c);
+            seen == n
+        }),
+        "{seen} blocked clients, not {n}"
+    );
+}

@@ -385,6 +385,15 @@ impl Server {
             .expect("connect")
     }
 
+    /// Sends `line` (a blocking command: DQ.POP, DQ.WAIT, DQ.EVENTS ...
+    /// BLOCK) on a connection of its own; the thread returns its reply
+    /// once it comes. Pair with [`crate::wait_blocked`] to know it waits.
+    pub fn in_background(&self, line: &str) -> std::thread::JoinHandle<crate::Value> {
+        let mut c = self.conn();
+        let line = line.to_string();
+        std::thread::spawn(move || crate::cmd(&mut c, &line))
+    }
+
     /// A connection speaking RESP3.
     pub fn conn_resp3(&self) -> redis::Connection {
         redis::Client::open(format!("{}?protocol=resp3", self.url()))
