@@ -41,8 +41,10 @@
 use super::dq::commands::{add, apply, config, nack, peek, pop, purge, redrive, touch, ALL};
 use super::dq::core::backoff::{parse_duration, Backoff};
 use super::dq::core::error::{DqError, Result};
-use super::dq::core::limits::{MAX_COUNT, MAX_ERROR_LEN, MAX_ID_LEN, MAX_STEPS, MAX_TIME_MS};
-use super::dq::core::policy::Policy;
+use super::dq::core::limits::{
+    MAX_COUNT, MAX_ERROR_LEN, MAX_EVENTS, MAX_ID_LEN, MAX_STEPS, MAX_TIME_MS,
+};
+use super::dq::core::policy::{Policy, QueueConfig};
 use super::dq::core::queue::codec;
 use super::dq::core::queue::{AddMode, AddRequest, NackAction, Queue, Redrive};
 use super::dq::grammar::args::parse_queue_and_ids;
@@ -124,6 +126,9 @@ pub fn args(data: &[u8]) {
                     config::Change::MaxInflight(n) => assert!(n.is_none_or(|n| n >= 1)),
                     config::Change::Retain(ms) => assert!(ms.is_none_or(|ms| ms <= MAX_TIME_MS)),
                     config::Change::RetainMax(n) => assert!(n.is_none_or(|n| n >= 1)),
+                    config::Change::Events(n) => {
+                        assert!(n.is_none_or(|n| (1..=MAX_EVENTS).contains(&n)))
+                    }
                 }
             }
         }),
@@ -243,6 +248,14 @@ fn split(bytes: &[u8]) -> Vec<&[u8]> {
 /// dead.
 fn sample_queue(now: u64) -> Queue {
     let mut queue = Queue::new();
+    // A short event log, so that replays write events and trim them too.
+    queue.set_config(
+        now,
+        QueueConfig {
+            events: Some(8),
+            ..QueueConfig::default()
+        },
+    );
     for (id, delay, group) in [
         ("r1", 0, None),
         ("r2", 0, None),

@@ -74,7 +74,7 @@ impl ServerVersion {
 }
 
 /// The standard categories docs/commands.md promises for each command.
-const EXPECTED: [(&str, &[&str]); 21] = [
+const EXPECTED: [(&str, &[&str]); 24] = [
     ("dq.add", &["@write", "@fast"]),
     ("dq.pop", &["@write", "@slow", "@blocking"]),
     ("dq.ack", &["@write", "@slow"]),
@@ -96,10 +96,13 @@ const EXPECTED: [(&str, &[&str]); 21] = [
     ("dq.schedules", &["@read", "@slow"]),
     ("dq.pause", &["@write", "@fast"]),
     ("dq.resume", &["@write", "@fast"]),
+    ("dq.done", &["@write", "@slow"]),
+    ("dq.wait", &["@read", "@slow", "@blocking"]),
+    ("dq.events", &["@read", "@slow", "@blocking"]),
 ];
 
 /// One call of each command on queue `q` (filled by `fill`), by name.
-const CALLS: [(&str, &str); 21] = [
+const CALLS: [(&str, &str); 24] = [
     ("dq.add", "DQ.ADD q x ID new"),
     ("dq.pop", "DQ.POP q"),
     ("dq.ack", "DQ.ACK q inflight"),
@@ -122,6 +125,9 @@ const CALLS: [(&str, &str); 21] = [
     ("dq.schedules", "DQ.SCHEDULES q"),
     ("dq.pause", "DQ.PAUSE q"),
     ("dq.resume", "DQ.RESUME q"),
+    ("dq.done", "DQ.DONE q inflight result"),
+    ("dq.wait", "DQ.WAIT q dead"),
+    ("dq.events", "DQ.EVENTS q"),
 ];
 
 fn strings(v: &Value) -> Vec<String> {
@@ -359,12 +365,14 @@ fn read_grants_the_reads_and_write_the_writes() {
     assert_eq!(
         reads,
         [
+            "dq.events",
             "dq.get",
             "dq.peek",
             "dq.queues",
             "dq.scan",
             "dq.schedules",
-            "dq.stats"
+            "dq.stats",
+            "dq.wait"
         ]
     );
     assert_eq!(allowed(&mut reader), reads);

@@ -25,6 +25,7 @@ fn every_command_has_docs_with_the_queue_as_its_key() {
             "dq.cancel",
             "dq.config",
             "dq.done",
+            "dq.events",
             "dq.get",
             "dq.mpop",
             "dq.nack",

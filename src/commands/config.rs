@@ -11,16 +11,21 @@
 //! stays as `done`; `0` keeps none; `DEFAULT` follows `dq.retain-ms`) and
 //! `RETAINMAX n` (at most n done messages, the earliest finished dropped
 //! first; `0` or `DEFAULT`: no cap; lowering it drops the excess at once).
+//! And its event log: `EVENTS n` (keep the last n events, DQ.EVENTS; `0`
+//! or `DEFAULT`: none; lowering it drops the oldest at once).
 //!
 //! Without SET: a record of the values in force and where each comes from:
 //! `lease-ms`, `lease-ms-from`, `max-attempts`, `max-attempts-from`,
 //! `backoff`, `backoff-from`, `retain-ms`, `retain-ms-from`, `retain-max`
-//! (nil when none), with `-from` being `queue` or `module`; then
+//! (nil when none), `events` (0 when none), with `-from` being `queue` or
+//! `module`; then
 //! `rate` (`100/1s`, nil when none), `max-inflight` (nil when none),
 //! `paused` (0 or 1), `paused-until` (Unix ms; nil when not paused or
 //! paused until DQ.RESUME) and `throttled` (POPs the limits held back).
 //! With SET: `OK`, after checking every pair (one bad pair changes nothing).
-//! It is a write command: on a replica Redis answers READONLY.
+//! It is a write command: on a replica Redis answers READONLY. It is
+//! propagated with the master's clock (`CONFIG field value...`): the
+//! messages a lower RETAINMAX drops are written in the event log with it.
 
 use redis_module::{Context, RedisString, RedisValue};
 
@@ -28,7 +33,7 @@ use crate::commands::bytes;
 use crate::core::backoff::Backoff;
 use crate::core::error::{DqError, Result};
 use crate::core::flow::Rate;
-use crate::core::limits::MAX_RETAIN_MAX;
+use crate::core::limits::{MAX_EVENTS, MAX_RETAIN_MAX};
 use crate::core::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
 use crate::core::queue::Queue;
 use crate::grammar::args::{
@@ -37,8 +42,9 @@ use crate::grammar::args::{
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::clock::now_ms;
-use crate::server::command::Command;
+use crate::server::command::{Command, Replayed};
 use crate::server::key::{open_read, read, QueueKey};
+use crate::server::replication::Apply;
 use crate::server::reply::Fields;
 use crate::server::reply::{int, reply_record, word};
 use crate::server::settings;
@@ -46,7 +52,7 @@ use crate::server::settings;
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
         name: "dq.config",
-        summary: "Reads or sets a queue's settings: LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX",
+        summary: "Reads or sets a queue's settings: LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX, EVENTS",
         complexity: "O(1)",
         arity: -2,
         key: Some(KeyUse::Settings),
@@ -68,6 +74,7 @@ pub const COMMAND: Command = Command {
                                 Arg::pure_token("maxinflight", "MAXINFLIGHT"),
                                 Arg::pure_token("retain", "RETAIN"),
                                 Arg::pure_token("retainmax", "RETAINMAX"),
+                                Arg::pure_token("events", "EVENTS"),
                             ],
                         ),
                         Arg::string("value"),
@@ -83,7 +90,7 @@ pub const COMMAND: Command = Command {
     acl: "",
     handler: config,
     grammar: |args| parse(args).map(drop),
-    replay: None,
+    replay: Some(("CONFIG", replay)),
 };
 
 /// One `field value` pair of SET; `None` means DEFAULT.
@@ -96,6 +103,7 @@ pub enum Change {
     MaxInflight(Option<u32>),
     Retain(Option<u64>),
     RetainMax(Option<u64>),
+    Events(Option<u64>),
 }
 
 impl Change {
@@ -108,6 +116,7 @@ impl Change {
             Change::MaxInflight(v) => config.max_inflight = v,
             Change::Retain(v) => config.retain_ms = v,
             Change::RetainMax(v) => config.retain_max = v,
+            Change::Events(v) => config.events = v,
         }
     }
 }
@@ -189,6 +198,20 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
                 )? as u64
             };
             Change::RetainMax((n > 0).then_some(n))
+        } else if is_keyword(field, "EVENTS") {
+            seen.mark("EVENTS")?;
+            let n = if default {
+                0
+            } else {
+                parse_in_range(
+                    "EVENTS",
+                    "an integer from 0 to 100000000 (0 keeps none)",
+                    value,
+                    0,
+                    MAX_EVENTS as i64,
+                )? as u64
+            };
+            Change::Events((n > 0).then_some(n))
         } else {
             return Err(DqError::UnknownField(crate::core::error::printable(field)));
         };
@@ -221,21 +244,38 @@ fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
                 "retain-max",
                 queue_config.retain_max.map_or(RedisValue::Null, int),
             ),
+            ("events", int(queue_config.events.unwrap_or(0))),
         ];
         fields.extend(flow_fields(queue, now_ms()));
         return Ok(reply_record(ctx, fields));
     }
     let mut key = QueueKey::open(ctx, &args[1])?;
     let queue = key.queue_or_create()?;
+    let now = now_ms();
+    let due_before = queue.next_due();
+    set(queue, now, changes);
+    Apply::new(ctx, &args[1], now, settings::max_attempts(), "CONFIG")
+        .args(&args[2..])
+        .send();
+    key.announce(due_before);
+    key.changed();
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+fn set(queue: &mut Queue, now: u64, changes: Vec<Change>) {
     let mut config = queue.config().clone();
     for change in changes {
         change.apply(&mut config);
     }
-    queue.set_config(config);
-    // No clock, no setting: a replica runs the command as it is.
-    ctx.replicate_verbatim();
-    key.changed();
-    Ok(RedisValue::SimpleStringStatic("OK"))
+    queue.set_config(now, config);
+}
+
+/// Replays `CONFIG SET field value...` at the master's clock.
+pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
+    let words = r.with_name();
+    let (_, changes) = parse(&words)?;
+    set(queue, r.now, changes);
+    Ok(())
 }
 
 /// The flow-control fields DQ.CONFIG and DQ.STATS both show: `rate`,
@@ -308,7 +348,7 @@ mod tests {
         assert_eq!(err(&["q", "GET"]), "ERR unknown option 'GET'");
         assert_eq!(
             err(&["q", "SET", "COLOR", "red"]),
-            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN or RETAINMAX"
+            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX or EVENTS"
         );
         assert_eq!(
             err(&["q", "SET", "LEASE", "0"]),

@@ -9,6 +9,7 @@ pub mod apply;
 pub mod cancel;
 pub mod config;
 pub mod done;
+pub mod events;
 pub mod get;
 pub mod mpop;
 pub mod nack;
@@ -68,6 +69,7 @@ pub const ALL: &[&Command] = &[
     // command by its place in this list.
     &done::COMMAND,
     &wait::COMMAND,
+    &events::COMMAND,
 ];
 
 /// The raw bytes of every argument.

@@ -65,7 +65,7 @@ fn pause(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let mut key = QueueKey::open(ctx, &args[1])?;
     let queue = key.queue_or_create()?;
     let due_before = queue.next_due();
-    queue.pause(until);
+    queue.pause(now, until);
     // Replayed at the master's `now`, so FOR ends at the same time there.
     Apply::new(ctx, &args[1], now, settings::max_attempts(), "PAUSE")
         .args(&args[2..])
@@ -79,7 +79,7 @@ pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
     let words = r.with_name();
     let (now, args) = (r.now, &words[..]);
     let (_, length) = parse(args)?;
-    queue.pause(until(now, length)?);
+    queue.pause(now, until(now, length)?);
     Ok(())
 }
 

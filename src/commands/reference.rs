@@ -270,10 +270,11 @@ fn variant(e: &DqError) -> usize {
         OutOfOrder { .. } => 22,
         Internal => 23,
         Damaged(_) => 24,
+        Gap(_) => 25,
     }
 }
 
-const VARIANTS: usize = 25;
+const VARIANTS: usize = 26;
 
 #[test]
 fn every_error_dq_replies_is_in_the_commands_reference() {
@@ -336,6 +337,7 @@ fn every_error_dq_replies_is_in_the_commands_reference() {
         },
         DqError::Internal,
         DqError::Damaged("q".into()),
+        DqError::Gap(42),
     ];
     let mut listed: Vec<usize> = every.iter().map(variant).collect();
     listed.sort_unstable();

@@ -107,7 +107,7 @@ fn touch(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
         return Ok(RedisValue::Null);
     };
     if let Some(progress) = t.progress {
-        queue.set_progress(t.id, progress);
+        queue.set_progress(now, t.id, progress);
     }
     // The lease's length, resolved: the replica's settings may differ.
     let mut apply = Apply::new(ctx, &args[1], now, settings::max_attempts(), "TOUCH");
@@ -136,7 +136,7 @@ pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
     let deadline = parse_deadline(deadline)?;
     if queue.touch(id, deadline, None)?.is_some() {
         if let Some(progress) = progress {
-            queue.set_progress(id, progress);
+            queue.set_progress(r.now, id, progress);
         }
     }
     Ok(())

@@ -82,8 +82,8 @@ struct WaitFor {
 }
 
 impl Watch for WaitFor {
-    fn answer(&self, queue: Option<&Queue>) -> Option<RedisValue> {
-        reply(queue.map_or(Outcome::Gone, |q| q.outcome(&self.id)))
+    fn answer(&self, queue: Option<&Queue>) -> Option<Result<RedisValue>> {
+        reply(queue.map_or(Outcome::Gone, |q| q.outcome(&self.id))).map(Ok)
     }
 }
 

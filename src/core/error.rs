@@ -53,7 +53,7 @@ pub enum DqError {
     #[error("ERR the queue setting '{0}' holds an unreadable value; set it again with DQ.CONFIG")]
     BadQueueSetting(&'static str),
 
-    #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN or RETAINMAX")]
+    #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX or EVENTS")]
     UnknownField(String),
 
     #[error("WRONGTYPE key '{0}' holds the wrong kind of value: not a dq queue")]
@@ -94,6 +94,11 @@ pub enum DqError {
         earlier: &'static str,
         later: &'static str,
     },
+
+    /// DQ.EVENTS AFTER a seq the queue no longer keeps: the reader missed
+    /// events, and is told so rather than given what follows.
+    #[error("GAP the oldest event kept is {0}")]
+    Gap(u64),
 
     /// A panic caught at an entry point (see `guard.rs`).
     #[error("ERR dq internal error: the command stopped; see the server log")]

@@ -48,3 +48,10 @@ pub const MAX_RESULT_LEN: usize = MAX_PAYLOAD;
 
 /// RETAINMAX: done messages a queue keeps at most (0: no cap).
 pub const MAX_RETAIN_MAX: u64 = MAX_TIME_MS;
+
+/// The most events a queue keeps (DQ.CONFIG SET EVENTS): about 5 GB of
+/// events of a short id.
+pub const MAX_EVENTS: u64 = 100_000_000;
+
+/// The most events one DQ.EVENTS returns.
+pub const MAX_EVENTS_COUNT: usize = 10_000;

@@ -44,6 +44,8 @@ pub struct QueueConfig {
     pub retain_ms: Option<u64>,
     /// RETAINMAX: at most so many done messages; the earliest finished go.
     pub retain_max: Option<u64>,
+    /// EVENTS: how many events the queue keeps (none when unset).
+    pub events: Option<u64>,
 }
 
 /// Field names in the config hash, in DQ.CONFIG replies and (with `dq.`)
@@ -62,6 +64,7 @@ impl QueueConfig {
         max_inflight: None,
         retain_ms: None,
         retain_max: None,
+        events: None,
     };
 
     /// The hash fields to write: `None` removes the field.
@@ -101,6 +104,7 @@ impl QueueConfig {
             max_inflight: None,
             retain_ms: None,
             retain_max: None,
+            events: None,
         })
     }
 

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use hashbrown::HashMap;
 use redis_module::{raw, Context, RedisString, RedisValue};
 
+use crate::core::error::Result;
 use crate::core::queue::Queue;
 use crate::core::registry::QueueRef;
 use crate::server::guard;
@@ -25,10 +26,15 @@ use crate::server::keyspace::selected_db;
 
 /// What a watcher waits for.
 pub trait Watch: 'static {
-    /// The reply, when the queue (`None`: the key is gone, or holds no
-    /// queue) gives one now; `None` keeps the client waiting.
-    fn answer(&self, queue: Option<&Queue>) -> Option<RedisValue>;
+    /// The reply (a value or an error), when the queue (`None`: the key is
+    /// gone, or holds no queue) gives one now; `None` keeps the client
+    /// waiting.
+    fn answer(&self, queue: Option<&Queue>) -> Option<Result<RedisValue>>;
 }
+
+/// A reply handed from `settle` to `on_reply`: the error as its text, which
+/// can be cloned into the reply.
+type Answer = std::result::Result<RedisValue, String>;
 
 struct Watcher {
     client: *mut raw::RedisModuleBlockedClient,
@@ -94,7 +100,7 @@ pub fn settle(db: i32, name: &[u8], queue: Option<&Queue>) {
         return;
     }
     let key = (db, name.to_vec());
-    let answered: Vec<(*mut raw::RedisModuleBlockedClient, RedisValue)> = WATCHERS.with(|w| {
+    let answered: Vec<(*mut raw::RedisModuleBlockedClient, Answer)> = WATCHERS.with(|w| {
         let mut w = w.borrow_mut();
         let Some(list) = w.get_mut(&key) else {
             return Vec::new();
@@ -102,7 +108,7 @@ pub fn settle(db: i32, name: &[u8], queue: Option<&Queue>) {
         let mut answered = Vec::new();
         list.retain(|watcher| match watcher.watch.answer(queue) {
             Some(value) => {
-                answered.push((watcher.client, value));
+                answered.push((watcher.client, value.map_err(|e| e.to_string())));
                 false
             }
             None => true,
@@ -199,9 +205,13 @@ extern "C" fn on_reply(
     // SAFETY: the reply `settle` handed to UnblockClient, alive until
     // `free_reply` runs after this callback.
     let reply = unsafe { raw::RedisModule_GetBlockedClientPrivateData.unwrap()(ctx.ctx) };
-    let value = (!reply.is_null()).then(|| unsafe { &*(reply as *const RedisValue) });
+    let value = (!reply.is_null()).then(|| unsafe { &*(reply as *const Answer) });
     if guard::catch("wait reply", || {
-        ctx.reply(Ok(value.cloned().unwrap_or(RedisValue::Null)))
+        ctx.reply(match value {
+            Some(Ok(value)) => Ok(value.clone()),
+            Some(Err(error)) => Err(redis_module::RedisError::String(error.clone())),
+            None => Ok(RedisValue::Null),
+        })
     })
     .is_none()
     {
@@ -243,6 +253,6 @@ extern "C" fn on_disconnect(
 extern "C" fn free_reply(_ctx: *mut raw::RedisModuleCtx, reply: *mut c_void) {
     if !reply.is_null() {
         // SAFETY: made by Box::into_raw in `settle`; the server frees it once.
-        drop(unsafe { Box::from_raw(reply.cast::<RedisValue>()) });
+        drop(unsafe { Box::from_raw(reply.cast::<Answer>()) });
     }
 }

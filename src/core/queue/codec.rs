@@ -21,19 +21,24 @@
 //!   versions; a queue using none of it is written as version 1 wrote it,
 //!   but for its counters.
 //! - 3: the header's 0x20 bit says a second mask follows (a varint) for
-//!   round 4's settings: RETAIN (bit 0) and RETAINMAX (bit 1); records may
+//!   round 4's settings: RETAIN (bit 0), RETAINMAX (bit 1), EVENTS (bit 2)
+//!   and the event log (bit 3: its last seq and how many events follow the
+//!   records, in chunks of their own); records may
 //!   be `done` (state 5: finished at their lease field, dropped at their
 //!   due time), with a result (record bit 0x10) and a PROGRESS (0x08), and
 //!   a message's own RETAIN (options bit 0x10). Again a value using none
 //!   of it is written as version 2 wrote it.
 
+use std::collections::VecDeque;
+
+use super::journal::{Entry, Journal, Kind};
 use super::{
     Counter, Death, DeathReason, Flow, Options, Queue, Rare, Record, State, Terms, Version,
 };
 use crate::core::backoff::Backoff;
 use crate::core::flow::{DeliveryLog, Rate};
 use crate::core::limits::{
-    MAX_CRON_LEN, MAX_ID_LEN, MAX_PAYLOAD, MAX_PROGRESS_LEN, MAX_RATE, MAX_RETAIN_MAX,
+    MAX_CRON_LEN, MAX_EVENTS, MAX_ID_LEN, MAX_PAYLOAD, MAX_PROGRESS_LEN, MAX_RATE, MAX_RETAIN_MAX,
     MAX_SCHEDULE_NAME_LEN, MAX_STEPS, MAX_TIME_MS, MIN_EVERY_MS,
 };
 use crate::core::policy::QueueConfig;
@@ -56,7 +61,9 @@ const HAS_SCHEDULES: u8 = 0x80;
 /// Second-mask bits (version 3).
 const MORE_RETAIN: u64 = 0x01;
 const MORE_RETAIN_MAX: u64 = 0x02;
-const MORE_KNOWN: u64 = MORE_RETAIN | MORE_RETAIN_MAX;
+const MORE_EVENTS: u64 = 0x04;
+const MORE_JOURNAL: u64 = 0x08;
+const MORE_KNOWN: u64 = MORE_RETAIN | MORE_RETAIN_MAX | MORE_EVENTS | MORE_JOURNAL;
 
 /// Record bits beyond a death, an error and a replacement (version 3).
 const RECORD_PROGRESS: u8 = 0x08;
@@ -126,8 +133,11 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     let has_flow = !flow.is_empty();
     let bit = |present: bool, bit: u8| if present { bit } else { 0 };
     let more_bit = |present: bool, bit: u64| if present { bit } else { 0 };
+    let journal = queue.journal();
     let more = more_bit(config.retain_ms.is_some(), MORE_RETAIN)
-        | more_bit(config.retain_max.is_some(), MORE_RETAIN_MAX);
+        | more_bit(config.retain_max.is_some(), MORE_RETAIN_MAX)
+        | more_bit(config.events.is_some(), MORE_EVENTS)
+        | more_bit(!journal.is_empty(), MORE_JOURNAL);
     let mask = u8::from(config.lease_ms.is_some())
         | u8::from(config.max_attempts.is_some()) << 1
         | u8::from(config.backoff.is_some()) << 2
@@ -155,8 +165,15 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     }
     if more != 0 {
         put_uint(&mut out, more);
-        for v in [config.retain_ms, config.retain_max].into_iter().flatten() {
+        for v in [config.retain_ms, config.retain_max, config.events]
+            .into_iter()
+            .flatten()
+        {
             put_uint(&mut out, v);
+        }
+        if !journal.is_empty() {
+            put_uint(&mut out, journal.last_seq());
+            put_uint(&mut out, journal.len() as u64);
         }
     }
     put_uint(&mut out, Counter::ALL.len() as u64);
@@ -344,18 +361,40 @@ pub fn put_record(out: &mut Vec<u8>, r: &Record) {
     }
 }
 
-/// Calls `emit` with each chunk of records, in slot order.
+/// Calls `emit` with each chunk of records, in slot order, and then of
+/// the events kept, oldest first.
 pub fn record_chunks(queue: &Queue, mut emit: impl FnMut(&[u8])) {
     let mut chunk = Vec::with_capacity(CHUNK_BYTES + 256);
-    for (_, record) in queue.messages.iter() {
-        put_record(&mut chunk, record);
-        if chunk.len() >= CHUNK_BYTES {
-            emit(&chunk);
+    let mut flush = |chunk: &mut Vec<u8>, last: bool| {
+        if chunk.len() >= CHUNK_BYTES || (last && !chunk.is_empty()) {
+            emit(chunk);
             chunk.clear();
         }
+    };
+    for (_, record) in queue.messages.iter() {
+        put_record(&mut chunk, record);
+        flush(&mut chunk, false);
     }
-    if !chunk.is_empty() {
-        emit(&chunk);
+    for entry in queue.journal().entries() {
+        put_entry(&mut chunk, entry);
+        flush(&mut chunk, false);
+    }
+    flush(&mut chunk, true);
+}
+
+/// One event: its kind, time, attempt, id (empty for a queue-wide one) and
+/// detail (a 0 or 1 flag, then the bytes).
+fn put_entry(out: &mut Vec<u8>, e: &Entry) {
+    out.push(e.kind.code());
+    put_uint(out, e.at);
+    put_uint(out, e.attempt.into());
+    put_bytes(out, e.id().unwrap_or_default());
+    match e.detail() {
+        Some(detail) => {
+            out.push(1);
+            put_bytes(out, detail);
+        }
+        None => out.push(0),
     }
 }
 
@@ -566,6 +605,25 @@ impl<'a> Reader<'a> {
         Ok((name.into(), schedule))
     }
 
+    fn entry(&mut self) -> Decoded<Entry> {
+        let code = self.byte("event type")?;
+        let kind =
+            Kind::from_code(code).ok_or_else(|| bad(format!("unknown event type {code}")))?;
+        let at = self.time("event time")?;
+        let attempt = self.u32("event attempt")?;
+        let id = self.bytes("event id", MAX_ID_LEN)?;
+        let queue_wide = matches!(kind, Kind::Purged | Kind::Paused | Kind::Resumed);
+        if id.is_empty() != queue_wide {
+            return Err(bad(format!("a {} event with a wrong id", kind.name())));
+        }
+        let detail = match self.byte("event detail flag")? {
+            0 => None,
+            1 => Some(self.bytes("event detail", MAX_PROGRESS_LEN)?),
+            _ => return Err(bad("bad event detail flag")),
+        };
+        Ok(Entry::new(at, kind, id, attempt, detail))
+    }
+
     fn record(&mut self) -> Decoded<Record> {
         let state = self.byte("state")?;
         let state = State::from_u8(state).ok_or_else(|| bad(format!("unknown state {state}")))?;
@@ -640,6 +698,10 @@ impl<'a> Reader<'a> {
 pub struct Loader {
     queue: Queue,
     expected: u64,
+    /// The event log's last seq, and the events still to come.
+    last_seq: u64,
+    events_expected: u64,
+    events: VecDeque<Entry>,
 }
 
 impl Loader {
@@ -672,7 +734,8 @@ impl Loader {
             return Err(bad("MAXINFLIGHT is 0"));
         }
         let max_inflight = max_inflight.map(|n| n as u32);
-        let (mut retain_ms, mut retain_max) = (None, None);
+        let (mut retain_ms, mut retain_max, mut events) = (None, None, None);
+        let (mut last_seq, mut events_expected) = (0, 0);
         if mask & HAS_MORE != 0 {
             let more = r.uint("more settings")?;
             if more == 0 || more & !MORE_KNOWN != 0 {
@@ -683,6 +746,16 @@ impl Loader {
             }
             if more & MORE_RETAIN_MAX != 0 {
                 retain_max = Some(r.bounded("RETAINMAX", MAX_RETAIN_MAX)?);
+            }
+            if more & MORE_EVENTS != 0 {
+                events = Some(r.bounded("EVENTS", MAX_EVENTS)?);
+            }
+            if more & MORE_JOURNAL != 0 {
+                last_seq = r.uint("last event seq")?;
+                events_expected = r.bounded("event count", last_seq.min(MAX_EVENTS))?;
+                if last_seq == 0 && events.unwrap_or(0) == 0 {
+                    return Err(bad("an empty event log"));
+                }
             }
         }
         // Older encodings have fewer counters: the rest start at 0.
@@ -730,27 +803,41 @@ impl Loader {
         if !r.is_empty() {
             return Err(bad("trailing bytes after the header"));
         }
-        queue.set_config(QueueConfig {
-            lease_ms,
-            max_attempts,
-            backoff,
-            rate,
-            max_inflight,
-            retain_ms,
-            retain_max,
-        });
+        queue.set_config(
+            0,
+            QueueConfig {
+                lease_ms,
+                max_attempts,
+                backoff,
+                rate,
+                max_inflight,
+                retain_ms,
+                retain_max,
+                events,
+            },
+        );
         queue.restore_flow(flow);
         for (name, schedule) in schedules {
             if !queue.restore_schedule(name, schedule) {
                 return Err(bad("a schedule name appears twice"));
             }
         }
-        Ok(Loader { queue, expected })
+        Ok(Loader {
+            queue,
+            expected,
+            last_seq,
+            events_expected,
+            events: VecDeque::new(),
+        })
     }
 
-    /// How many records are still to come.
-    pub fn remaining(&self) -> u64 {
+    fn records_remaining(&self) -> u64 {
         self.expected.saturating_sub(self.queue.len() as u64)
+    }
+
+    /// How many records and events are still to come.
+    pub fn remaining(&self) -> u64 {
+        self.records_remaining() + (self.events_expected - self.events.len() as u64)
     }
 
     pub fn add_chunk(&mut self, chunk: &[u8]) -> Decoded<()> {
@@ -759,14 +846,17 @@ impl Loader {
             return Err(bad("an empty chunk"));
         }
         while !r.is_empty() {
-            if self.remaining() == 0 {
-                return Err(bad("more messages than the header says"));
+            if self.records_remaining() > 0 {
+                let record = r.record()?;
+                if self.queue.messages.find(record.id()).is_some() {
+                    return Err(bad("an id appears twice"));
+                }
+                self.queue.messages.insert(record);
+            } else if self.remaining() > 0 {
+                self.events.push_back(r.entry()?);
+            } else {
+                return Err(bad("more messages or events than the header says"));
             }
-            let record = r.record()?;
-            if self.queue.messages.find(record.id()).is_some() {
-                return Err(bad("an id appears twice"));
-            }
-            self.queue.messages.insert(record);
         }
         Ok(())
     }
@@ -774,9 +864,14 @@ impl Loader {
     /// Indexes every record and checks the whole value.
     pub fn finish(mut self) -> Decoded<Queue> {
         if self.remaining() != 0 {
-            return Err(bad("fewer messages than the header says"));
+            return Err(bad("fewer messages or events than the header says"));
         }
         let q = &mut self.queue;
+        let max = q.config().events.unwrap_or(0);
+        let events = std::mem::take(&mut self.events);
+        let journal = Journal::restore(self.last_seq, max, events)
+            .ok_or_else(|| bad("more events than EVENTS keeps"))?;
+        Rare::make(&mut q.rare).journal = journal;
         let slots: Vec<_> = q.messages.iter().map(|(slot, _)| slot).collect();
         for slot in slots {
             let record = q.messages.at(slot);
@@ -810,10 +905,13 @@ pub fn assemble(
         counters,
         ..Queue::default()
     };
-    queue.set_config(config);
+    queue.set_config(0, config);
     let mut loader = Loader {
         queue,
         expected: records.len() as u64,
+        last_seq: 0,
+        events_expected: 0,
+        events: VecDeque::new(),
     };
     for record in records {
         if loader.queue.messages.find(record.id()).is_some() {
@@ -834,14 +932,22 @@ pub fn load<'a>(header: &[u8], chunks: impl IntoIterator<Item = &'a [u8]>) -> De
 }
 
 /// The value as one sequence of byte strings whose combination does not
-/// depend on slot order: the header, then one encoded record each. Fed
-/// to DEBUG DIGEST, one sequence per item.
+/// depend on slot order: the header, then one encoded record each, then
+/// each event kept with its seq. Fed to DEBUG DIGEST, one sequence per
+/// item.
 pub fn digest_items(queue: &Queue, mut item: impl FnMut(&[u8])) {
     item(&header(queue));
     let mut buf = Vec::new();
     for (_, record) in queue.messages.iter() {
         buf.clear();
         put_record(&mut buf, record);
+        item(&buf);
+    }
+    let journal = queue.journal();
+    for (i, entry) in journal.entries().enumerate() {
+        buf.clear();
+        put_uint(&mut buf, journal.oldest() + i as u64);
+        put_entry(&mut buf, entry);
         item(&buf);
     }
 }

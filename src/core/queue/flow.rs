@@ -7,7 +7,7 @@
 //! and by their replay at the master's time; RATE and MAXINFLIGHT are its
 //! settings (`QueueConfig`).
 
-use super::{Counter, Event, Queue, Rare};
+use super::{Counter, Event, Kind, Queue, Rare};
 use crate::core::flow::DeliveryLog;
 
 /// `paused_until` of a queue paused until DQ.RESUME.
@@ -50,8 +50,9 @@ impl Queue {
     }
 
     /// Pauses POP until `until` (`FOREVER` for until DQ.RESUME).
-    pub fn pause(&mut self, until: u64) {
+    pub fn pause(&mut self, now: u64, until: u64) {
         Rare::make(&mut self.rare).flow.paused_until = Some(until);
+        self.note_queue(now, Kind::Paused, None);
         self.events.add(Event::Pause);
     }
 
@@ -66,6 +67,7 @@ impl Queue {
             .is_some();
         Rare::tidy(&mut self.rare);
         if was {
+            self.note_queue(now, Kind::Resumed, None);
             self.events.add(Event::Resume);
         }
         (was, changed)

@@ -33,6 +33,7 @@ pub mod codec;
 mod events;
 mod flow;
 mod index;
+pub mod journal;
 mod messages;
 mod record;
 mod schedules;
@@ -55,6 +56,7 @@ pub use crate::core::heap::alloc_size;
 pub use events::{Counter, Counters, Event, Events};
 pub use flow::{Flow, FOREVER};
 use index::SortedIndex;
+use journal::{Entry, Journal, Kind};
 use messages::Messages;
 pub use messages::Slot;
 pub use record::{Death, DeathReason, Extra, Options, Record, State, Terms, Version};
@@ -247,6 +249,8 @@ struct Rare {
     config: QueueConfig,
     schedules: Schedules,
     flow: Flow,
+    /// The event log (DQ.CONFIG SET EVENTS), with its seq.
+    journal: Journal,
     /// A panic stopped a change half-way and the queue failed its check
     /// (see [`Queue::mark_damaged`]). Not saved: a reload rebuilds the
     /// indexes from the records and checks them again.
@@ -263,6 +267,7 @@ static NO_RARE: Rare = Rare {
     config: QueueConfig::NONE,
     schedules: Schedules::new(),
     flow: Flow::new(),
+    journal: Journal::new(),
     damaged: false,
 };
 
@@ -287,6 +292,7 @@ impl Rare {
                 && r.config == QueueConfig::NONE
                 && r.schedules.is_empty()
                 && r.flow.is_empty()
+                && r.journal.is_empty()
                 && !r.damaged
         }) {
             *rare = None;
@@ -359,11 +365,14 @@ impl Queue {
         &Rare::of(&self.rare).config
     }
 
-    /// A lower RETAINMAX drops the excess done messages at once.
-    pub fn set_config(&mut self, config: QueueConfig) {
-        Rare::make(&mut self.rare).config = config;
+    /// A lower RETAINMAX drops the excess done messages at once, a lower
+    /// EVENTS the oldest events.
+    pub fn set_config(&mut self, now: u64, config: QueueConfig) {
+        let rare = Rare::make(&mut self.rare);
+        rare.journal.set_max(config.events.unwrap_or(0));
+        rare.config = config;
         self.fit_log_to_rate();
-        self.trim_done();
+        self.trim_done(now);
         Rare::tidy(&mut self.rare);
     }
 
@@ -396,6 +405,29 @@ impl Queue {
             Rare::of(&self.rare).dead.len() as u64,
             Rare::of(&self.rare).done.len() as u64,
         ]
+    }
+
+    /// The event log.
+    pub fn journal(&self) -> &Journal {
+        &Rare::of(&self.rare).journal
+    }
+
+    /// Writes an event about the message at `slot`, when the queue keeps
+    /// events; costs one test when it does not.
+    #[inline]
+    fn note(&mut self, now: u64, kind: Kind, slot: Slot, detail: Option<&[u8]>) {
+        if let Some(rare) = self.rare.as_deref_mut().filter(|r| r.journal.is_on()) {
+            let record = self.messages.at(slot);
+            let entry = Entry::new(now, kind, record.id(), record.attempt, detail);
+            rare.journal.push(entry);
+        }
+    }
+
+    /// Writes a queue-wide event (no id), when the queue keeps events.
+    fn note_queue(&mut self, now: u64, kind: Kind, detail: Option<&[u8]>) {
+        if let Some(rare) = self.rare.as_deref_mut().filter(|r| r.journal.is_on()) {
+            rare.journal.push(Entry::new(now, kind, b"", 0, detail));
+        }
     }
 
     /// Adds or replaces a message. Returns its id, or `None` when the mode
@@ -442,6 +474,7 @@ impl Queue {
                 self.messages
                     .at_mut(slot)
                     .update_extra(|e| e.replacement = Some(newer));
+                self.note(now, Kind::Replaced, slot, None);
             }
             Some(slot) => {
                 self.unindex(slot);
@@ -450,6 +483,7 @@ impl Queue {
                 // due of the new version and the group's waiting messages.
                 let freed = self.free_group(slot);
                 self.install(slot, now, req.payload, terms);
+                self.note(now, Kind::Replaced, slot, None);
                 if let Some(group) = freed {
                     self.hand_on(&group, now);
                 }
@@ -457,6 +491,7 @@ impl Queue {
             None => {
                 let slot = self.messages.insert(Record::new(&id, req.payload, terms));
                 fault::point("add:record");
+                self.note(now, Kind::Added, slot, None);
                 self.place(slot, now);
             }
         }
@@ -477,7 +512,7 @@ impl Queue {
             let Some(&(.., slot)) = self.ready.first() else {
                 break;
             };
-            taken.push(self.lease(slot, lease_deadline));
+            taken.push(self.lease(now, slot, lease_deadline));
             fault::point("pop:batch");
         }
         self.note_throttle(count, taken.len(), ready);
@@ -498,7 +533,7 @@ impl Queue {
         for id in distinct(ids) {
             if let Some(slot) = self.messages.find(id) {
                 if self.messages.at(slot).state == State::Ready {
-                    taken.push(self.lease(slot, lease_deadline));
+                    taken.push(self.lease(now, slot, lease_deadline));
                 }
             }
         }
@@ -509,7 +544,7 @@ impl Queue {
         taken
     }
 
-    fn lease(&mut self, slot: Slot, lease_deadline: u64) -> Delivery {
+    fn lease(&mut self, now: u64, slot: Slot, lease_deadline: u64) -> Delivery {
         self.unindex(slot);
         let record = self.messages.at_mut(slot);
         // A new delivery starts: the last one's PROGRESS no longer says
@@ -526,6 +561,7 @@ impl Queue {
             attempt: record.attempt,
         };
         self.index(slot);
+        self.note(now, Kind::Delivered, slot, None);
         delivery
     }
 
@@ -581,6 +617,7 @@ impl Queue {
                 continue;
             }
             count += 1;
+            self.note(now, Kind::Done, slot, None);
             self.unindex(slot);
             fault::point("ack:batch");
             self.release_group(slot, now);
@@ -602,7 +639,7 @@ impl Queue {
         }
         if count > 0 {
             self.counters.bump(Counter::Acked, count);
-            self.trim_done();
+            self.trim_done(now);
         }
         count
     }
@@ -618,7 +655,7 @@ impl Queue {
     }
 
     /// Drops the earliest finished done messages beyond RETAINMAX.
-    fn trim_done(&mut self) {
+    fn trim_done(&mut self, now: u64) {
         let Some(max) = self.config().retain_max else {
             return;
         };
@@ -627,6 +664,7 @@ impl Queue {
             let Some(&(.., slot)) = Rare::of(&self.rare).done.first() else {
                 break;
             };
+            self.note(now, Kind::Dropped, slot, None);
             self.unindex(slot);
             self.messages.remove(slot);
             dropped += 1;
@@ -655,7 +693,7 @@ impl Queue {
     /// Records PROGRESS on an in-flight message (its delivery already
     /// checked by TOUCH): kept until its next delivery starts. Returns
     /// whether the message was in flight.
-    pub fn set_progress(&mut self, id: &[u8], value: &[u8]) -> bool {
+    pub fn set_progress(&mut self, now: u64, id: &[u8], value: &[u8]) -> bool {
         let Some(slot) = self.messages.find(id) else {
             return false;
         };
@@ -665,6 +703,7 @@ impl Queue {
         self.messages
             .at_mut(slot)
             .update_extra(|e| e.progress = Some(value.into()));
+        self.note(now, Kind::Progress, slot, Some(value));
         self.events.add(Event::Touch);
         true
     }
@@ -675,6 +714,9 @@ impl Queue {
             .into_iter()
             .filter_map(|id| self.messages.find(id))
             .collect();
+        for &slot in &found {
+            self.note(now, Kind::Cancelled, slot, None);
+        }
         self.delete(&found, now);
         let count = found.len() as u64;
         if count > 0 {
@@ -768,7 +810,14 @@ impl Queue {
         retry_at: Option<u64>,
         policy: &Policy,
     ) -> Placed {
+        let why = match reason {
+            DeathReason::LeaseExpired => "lease-expired",
+            _ => "nack",
+        };
         if let Some(newer) = self.take_replacement(slot) {
+            // The newer version is what is delivered next: this delivery
+            // ends without a retry of its own.
+            self.note(now, Kind::Replaced, slot, Some(why.as_bytes()));
             self.release_group(slot, now);
             return self.install(slot, now, &newer.payload, newer.terms);
         }
@@ -776,6 +825,7 @@ impl Queue {
         let (max_attempts, _) = policy.max_attempts_or(record.max_attempts());
         match retry_at {
             Some(at) if record.attempts_used() < max_attempts => {
+                self.note(now, Kind::Retry, slot, Some(why.as_bytes()));
                 // It keeps its group: the retry goes before the group's
                 // next message.
                 self.messages.at_mut(slot).due_at = at;
@@ -790,6 +840,7 @@ impl Queue {
     /// Makes a message, already out of its state's index, dead, freeing
     /// its group.
     fn bury(&mut self, slot: Slot, now: u64, reason: DeathReason) -> Placed {
+        self.note(now, Kind::Dead, slot, Some(reason.name().as_bytes()));
         let record = self.messages.at_mut(slot);
         record.state = State::Dead;
         record.lease_deadline = 0;
@@ -850,6 +901,7 @@ impl Queue {
                 e.death = None;
                 e.options.expire_at = None;
             });
+            self.note(now, Kind::Redriven, slot, None);
             self.place(slot, now);
         }
         let count = slots.len() as u64;
@@ -875,15 +927,17 @@ impl Queue {
                 let rare = Rare::make(&mut self.rare);
                 let schedules = std::mem::take(&mut rare.schedules);
                 let flow = std::mem::take(&mut rare.flow);
+                let journal = std::mem::take(&mut rare.journal);
                 *self = Queue {
                     counters: self.counters,
                     events: self.events,
                     ..Queue::default()
                 };
-                self.set_config(config);
+                self.set_config(now, config);
                 let rare = Rare::make(&mut self.rare);
                 rare.schedules = schedules;
                 rare.flow = flow;
+                rare.journal = journal;
                 Rare::tidy(&mut self.rare);
                 count
             }
@@ -895,6 +949,7 @@ impl Queue {
         };
         if count > 0 {
             self.counters.bump(Counter::Purged, count);
+            self.note_queue(now, Kind::Purged, Some(count.to_string().as_bytes()));
             self.events.add(Event::Purge);
         }
         count
@@ -970,7 +1025,9 @@ impl Queue {
                 let seq = self.messages.at(slot).seq;
                 Rare::make(&mut self.rare).expiry.remove(&(at, seq, slot));
             }
-            self.place(slot, now);
+            if self.place(slot, now).state == State::Ready {
+                self.note(now, Kind::Ready, slot, None);
+            }
             moved += 1;
             fault::point("tick:promote");
         }
@@ -1017,6 +1074,7 @@ impl Queue {
             self.unindex(slot);
             if self.messages.at(slot).state == State::Done {
                 // Its retention ran out.
+                self.note(now, Kind::Dropped, slot, None);
                 self.messages.remove(slot);
                 self.count_dropped(1);
                 ended += 1;
@@ -1024,6 +1082,8 @@ impl Queue {
             }
             match self.take_replacement(slot) {
                 Some(newer) => {
+                    // Its TTL ran out: the newer version takes its place.
+                    self.note(now, Kind::Replaced, slot, Some(b"expired"));
                     self.release_group(slot, now);
                     self.install(slot, now, &newer.payload, newer.terms);
                 }
@@ -1216,7 +1276,9 @@ impl Queue {
         self.messages.at_mut(next).holds_group = true;
         // It was due when it began to wait, whatever the clock says now (a
         // promoted replica's clock may be behind).
-        self.place(next, now.max(due_at));
+        if self.place(next, now.max(due_at)).state == State::Ready {
+            self.note(now, Kind::Ready, next, None);
+        }
     }
 
     fn take_replacement(&mut self, slot: Slot) -> Option<Version> {
@@ -1350,7 +1412,7 @@ impl Queue {
         .sum::<usize>()
             + self.ready.heap_bytes()
             + self.rare.as_ref().map_or(0, |r| {
-                alloc_size(size_of::<Rare>()) + r.schedules.heap_bytes()
+                alloc_size(size_of::<Rare>()) + r.schedules.heap_bytes() + r.journal.mem_usage()
             })
             + btree::<TimeKey>(Rare::of(&self.rare).waiting_len)
             + Rare::of(&self.rare)

@@ -14,6 +14,12 @@
 //!   the delay a NACK chose, the lease a TOUCH gave, a tick's counts, ...)
 //!   and must reach the master's exact state; every so often it is saved
 //!   and loaded back, as a replica's full sync or a restart does.
+//! - **The event log** (seeds that keep events from the start): every
+//!   step's events are at the step's time, numbered on from the last; a
+//!   POP's are its deliveries, in order, with their attempts; the lifetime
+//!   counters of DQ.STATS follow from the events alone; the replica and a
+//!   saved-and-loaded copy hold the same log. Other seeds turn EVENTS on,
+//!   off and small, and a read behind what is kept is a gap.
 //! - The invariants: the indexes agree with the records, nothing is in
 //!   flight twice, an id's attempt numbers only grow, MAXATTEMPTS counts
 //!   from the last ADD, replacement or REDRIVE, a message leaves only by
@@ -101,6 +107,9 @@ struct Model {
     module_retain: u64,
     /// Each done message's outcome, as ACK (None) or DONE left it.
     results: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The counters as `main`'s events tell them, while it has kept
+    /// every event since it was made (`None` once it may not have).
+    from_events: Option<Counters>,
 }
 
 impl Model {
@@ -245,7 +254,38 @@ impl Side {
         let allowed = self.allowance(now);
         let expected: Vec<Vec<u8>> = ready.iter().take(count.min(allowed)).cloned().collect();
         let throttles = self.q.counters().get(Counter::Throttled);
+        let seq_before = self.q.journal().last_seq();
         let taken = self.q.pop(now, count, deadline);
+        // A POP's events are the promotions it made first, then its
+        // deliveries, in order, with their attempts; a small log keeps the
+        // last of them.
+        if self.q.journal().is_on() {
+            let journal = self.q.journal();
+            let from = seq_before.max(journal.oldest() - 1);
+            let logged: Vec<(Kind, Vec<u8>, u32)> = match journal.read(from, usize::MAX) {
+                Ok(new) => new
+                    .map(|(_, e)| (e.kind, e.id().unwrap_or_default().to_vec(), e.attempt))
+                    .collect(),
+                Err(gap) => panic!("{at}: reading from {from} gives {gap:?}"),
+            };
+            let written = (journal.last_seq() - seq_before) as usize;
+            assert_eq!(
+                logged.len(),
+                written.min(journal.len()),
+                "{at}: POP's events kept"
+            );
+            let promoted = logged.iter().take_while(|e| e.0 == Kind::Ready).count();
+            let delivered: Vec<(Kind, Vec<u8>, u32)> = taken
+                .iter()
+                .map(|d| (Kind::Delivered, d.id.clone(), d.attempt))
+                .collect();
+            let kept = logged.len() - promoted;
+            assert_eq!(
+                logged[promoted..],
+                delivered[delivered.len() - kept..],
+                "{at}: POP's events"
+            );
+        }
         let got: Vec<Vec<u8>> = taken.iter().map(|d| d.id.clone()).collect();
         assert_eq!(
             got,
@@ -328,7 +368,18 @@ fn run(seed: u64, steps: usize) -> usize {
             100 + seed * 37 % 2_000
         },
         results: HashMap::new(),
+        from_events: None,
     };
+    if seed % 4 == 1 {
+        // Room for every event of a step: the whole history is read.
+        let config = QueueConfig {
+            events: Some(1_000),
+            ..QueueConfig::NONE
+        };
+        m.main.q.set_config(m.now, config.clone());
+        m.main.shadow.set_config(m.now, config);
+        m.from_events = Some(Counters::default());
+    }
     for step in 0..steps {
         m.step = step;
         // The clock: mostly on, sometimes still, now and then a leap (so
@@ -351,6 +402,7 @@ fn run(seed: u64, steps: usize) -> usize {
         // finish or a config change), CANCEL, PURGE or a new version.
         let mut may_leave_done: HashSet<Vec<u8>> = HashSet::new();
         let done_before = done_ids(&m.main.q);
+        let seq_before = m.main.q.journal().last_seq();
         let mut runs: Vec<Runs> = Vec::new();
         let p = policy_of(&m.main.q);
         let op = next(21);
@@ -476,8 +528,8 @@ fn run(seed: u64, steps: usize) -> usize {
                 if let Some(deadline) = given {
                     assert_eq!(m.main.shadow.touch(&id, deadline, None), Ok(Some(deadline)));
                     if let Some(p) = &progress {
-                        assert!(m.main.q.set_progress(&id, p), "{}", m.at());
-                        assert!(m.main.shadow.set_progress(&id, p));
+                        assert!(m.main.q.set_progress(now, &id, p), "{}", m.at());
+                        assert!(m.main.shadow.set_progress(now, &id, p));
                         assert_eq!(m.main.q.get(&id).and_then(|r| r.progress()), Some(&p[..]));
                     }
                 }
@@ -522,8 +574,11 @@ fn run(seed: u64, steps: usize) -> usize {
                         })
                     }
                     1 => config.max_inflight = (next(3) > 0).then(|| 1 + next(4) as u32),
-                    2 => match next(3) {
+                    2 => match next(4) {
                         0 => config.backoff = (next(2) == 0).then(|| Backoff::Fixed(next(300))),
+                        3 if m.from_events.is_none() => {
+                            config.events = [None, Some(1), Some(3), Some(50)][next(4) as usize]
+                        }
                         1 => {
                             config.retain_ms =
                                 [None, Some(0), Some(1 + next(2_000))][next(3) as usize]
@@ -540,8 +595,8 @@ fn run(seed: u64, steps: usize) -> usize {
                         } else {
                             now + next(300)
                         };
-                        m.main.q.pause(until);
-                        m.main.shadow.pause(until);
+                        m.main.q.pause(now, until);
+                        m.main.shadow.pause(now, until);
                         m.main.paused_until = Some(until);
                     }
                     _ => {
@@ -556,8 +611,8 @@ fn run(seed: u64, steps: usize) -> usize {
                     if config.rate.is_none() {
                         m.main.deliveries.clear();
                     }
-                    m.main.q.set_config(config.clone());
-                    m.main.shadow.set_config(config);
+                    m.main.q.set_config(now, config.clone());
+                    m.main.shadow.set_config(now, config);
                 }
             }
             12 => {
@@ -654,8 +709,8 @@ fn run(seed: u64, steps: usize) -> usize {
                     }
                     3 => {
                         let until = now + next(200);
-                        o.q.pause(until);
-                        o.shadow.pause(until);
+                        o.q.pause(now, until);
+                        o.shadow.pause(now, until);
                         o.paused_until = Some(until);
                     }
                     4 => {
@@ -668,8 +723,8 @@ fn run(seed: u64, steps: usize) -> usize {
                         if config.rate.is_none() {
                             o.deliveries.clear();
                         }
-                        o.q.set_config(config.clone());
-                        o.shadow.set_config(config);
+                        o.q.set_config(now, config.clone());
+                        o.shadow.set_config(now, config);
                     }
                     _ => {
                         may_leave.insert(oid.clone());
@@ -696,6 +751,7 @@ fn run(seed: u64, steps: usize) -> usize {
         }
         check(&mut m, &before, &may_leave, &runs);
         check_outcomes(&mut m, &done_before, &may_leave_done);
+        check_events(&mut m, seq_before);
     }
     m.made.len()
 }
@@ -815,4 +871,96 @@ fn check_outcomes(
     if let Some(max) = m.main.q.config().retain_max {
         assert!(done_now.len() as u64 <= max, "{}: RETAINMAX {max}", m.at());
     }
+}
+
+/// The step's events (see the module's doc), and the counters they add up to.
+fn check_events(m: &mut Model, seq_before: u64) {
+    let (q, shadow) = (&m.main.q, &m.main.shadow);
+    assert_eq!(
+        shadow.journal(),
+        q.journal(),
+        "{}: the replica's events",
+        m.at()
+    );
+    let journal = q.journal();
+    assert!(journal.len() as u64 <= journal.max(), "{}", m.at());
+    // A read behind what is kept is a gap, never a silent skip.
+    let oldest = journal.oldest();
+    match journal.read(0, 1) {
+        Err(gap) => assert!(oldest > 1 && gap.oldest == oldest, "{}", m.at()),
+        Ok(_) => assert_eq!(oldest, 1, "{}", m.at()),
+    }
+    let Some(mut counters) = m.from_events else {
+        return;
+    };
+    let new: Vec<(u64, &Entry)> = journal
+        .read(seq_before, usize::MAX)
+        .unwrap_or_else(|gap| panic!("{}: events lost ({gap:?})", m.at()))
+        .collect();
+    assert_eq!(
+        new.len() as u64,
+        journal.last_seq() - seq_before,
+        "{}: every event of the step is kept",
+        m.at()
+    );
+    for (i, (seq, e)) in new.iter().enumerate() {
+        assert_eq!(*seq, seq_before + 1 + i as u64, "{}", m.at());
+        assert_eq!(e.at, m.now, "{}: {e:?}", m.at());
+        let detail = e.detail().unwrap_or_default();
+        let bump = |c: &mut Counters, counter: Counter, n: u64| {
+            c.bump(counter, n);
+        };
+        match e.kind {
+            Kind::Added => bump(&mut counters, Counter::Added, 1),
+            Kind::Replaced => match detail {
+                b"" if e.detail().is_none() => bump(&mut counters, Counter::Added, 1),
+                b"nack" => bump(&mut counters, Counter::Nacked, 1),
+                b"lease-expired" => bump(&mut counters, Counter::LeaseExpired, 1),
+                b"expired" => {}
+                other => panic!("{}: replaced {other:?}", m.at()),
+            },
+            Kind::Delivered => bump(&mut counters, Counter::Delivered, 1),
+            Kind::Done => bump(&mut counters, Counter::Acked, 1),
+            Kind::Retry => {
+                bump(&mut counters, Counter::Retried, 1);
+                match detail {
+                    b"nack" => bump(&mut counters, Counter::Nacked, 1),
+                    b"lease-expired" => bump(&mut counters, Counter::LeaseExpired, 1),
+                    other => panic!("{}: retry {other:?}", m.at()),
+                }
+            }
+            Kind::Dead => {
+                bump(&mut counters, Counter::DeadLettered, 1);
+                match detail {
+                    b"nack" | b"permanent" => bump(&mut counters, Counter::Nacked, 1),
+                    b"lease-expired" => bump(&mut counters, Counter::LeaseExpired, 1),
+                    b"expired" => bump(&mut counters, Counter::Expired, 1),
+                    other => panic!("{}: dead {other:?}", m.at()),
+                }
+            }
+            Kind::Cancelled => bump(&mut counters, Counter::Cancelled, 1),
+            Kind::Redriven => bump(&mut counters, Counter::Redriven, 1),
+            Kind::Dropped => bump(&mut counters, Counter::Dropped, 1),
+            Kind::Purged => {
+                let n = std::str::from_utf8(detail)
+                    .ok()
+                    .and_then(|d| d.parse().ok());
+                bump(&mut counters, Counter::Purged, n.expect("a purged count"));
+            }
+            Kind::Ready | Kind::Progress | Kind::Paused | Kind::Resumed => {}
+        }
+        assert_eq!(
+            e.id().is_none(),
+            matches!(e.kind, Kind::Purged | Kind::Paused | Kind::Resumed)
+        );
+    }
+    // Throttles are no change of a message: not an event.
+    counters.0[Counter::Throttled as usize] = q.counters().get(Counter::Throttled);
+    assert_eq!(
+        &counters,
+        q.counters(),
+        "{}: the counters the events tell",
+        m.at()
+    );
+    m.from_events = Some(counters);
 }

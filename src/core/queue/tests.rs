@@ -497,7 +497,34 @@ pub(crate) fn sample_queues() -> Vec<(&'static str, Queue)> {
         ("groups", groups),
         ("every-state", busy_queue()),
         ("schedules", scheduled_queue()),
+        ("events", logged_queue()),
     ]
+}
+
+/// A queue keeping its last 6 events, after more than 6 of every shape
+/// (per message with and without attempt and detail, and per queue).
+fn logged_queue() -> Queue {
+    let mut q = Queue::new();
+    q.set_config(
+        0,
+        QueueConfig {
+            events: Some(6),
+            ..QueueConfig::default()
+        },
+    );
+    let p = q.config().resolve(&Settings::default());
+    add(&mut q, 0, "a", 0);
+    add(&mut q, 0, "b", 0);
+    add(&mut q, 0, "later", 1_000);
+    q.pop(1, 2, 70_000);
+    assert!(q.set_progress(2, b"a", b"half"));
+    q.nack(3, b"b", NackAction::Dead, None, Some(b"boom"), &p)
+        .unwrap();
+    q.pause(4, crate::core::queue::FOREVER);
+    q.tick(1_000, 100, &p);
+    q.check().unwrap();
+    assert!(q.journal().last_seq() > 6, "some events were trimmed");
+    q
 }
 
 /// A schedule of `spec` from `start`, every option at its default.
@@ -693,12 +720,15 @@ fn purge_keeps_schedules_and_their_runs_come_back() {
 /// A queue with a message in every state and every option.
 fn busy_queue() -> Queue {
     let mut q = Queue::new();
-    q.set_config(QueueConfig {
-        lease_ms: Some(5_000),
-        max_attempts: Some(3),
-        backoff: Some(Backoff::parse(b"15s,3m").unwrap()),
-        ..QueueConfig::default()
-    });
+    q.set_config(
+        0,
+        QueueConfig {
+            lease_ms: Some(5_000),
+            max_attempts: Some(3),
+            backoff: Some(Backoff::parse(b"15s,3m").unwrap()),
+            ..QueueConfig::default()
+        },
+    );
     let p = q.config().resolve(&Settings::default());
     add(&mut q, 0, "delayed", 1_000);
     add(&mut q, 0, "ready", 0);
@@ -759,17 +789,20 @@ pub(super) fn fenced(
 #[test]
 fn purge_keeps_the_pause_and_the_rate_log() {
     let mut q = Queue::new();
-    q.set_config(QueueConfig {
-        rate: Some(crate::core::flow::Rate {
-            limit: 1,
-            window_ms: 1_000,
-        }),
-        ..QueueConfig::default()
-    });
+    q.set_config(
+        0,
+        QueueConfig {
+            rate: Some(crate::core::flow::Rate {
+                limit: 1,
+                window_ms: 1_000,
+            }),
+            ..QueueConfig::default()
+        },
+    );
     let t = 10_000;
     add(&mut q, t, "a", t);
     assert_eq!(q.pop(t, 1, t + LEASE).len(), 1);
-    q.pause(FOREVER);
+    q.pause(0, FOREVER);
     q.purge(t + 10, None);
     add(&mut q, t + 10, "b", t + 10);
     assert!(q.paused_at(t + 20));
@@ -788,13 +821,16 @@ fn purge_keeps_the_pause_and_the_rate_log() {
 #[test]
 fn a_clock_that_steps_back_keeps_the_rate_log_in_order() {
     let mut q = Queue::new();
-    q.set_config(QueueConfig {
-        rate: Some(crate::core::flow::Rate {
-            limit: 5,
-            window_ms: 1_000,
-        }),
-        ..QueueConfig::default()
-    });
+    q.set_config(
+        0,
+        QueueConfig {
+            rate: Some(crate::core::flow::Rate {
+                limit: 5,
+                window_ms: 1_000,
+            }),
+            ..QueueConfig::default()
+        },
+    );
     for id in ["a", "b"] {
         add(&mut q, 0, id, 0);
     }
