@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use redis::{Cmd, Value};
 
-use crate::outcome::{NackState, Outcome};
 use crate::error::Error;
+use crate::outcome::{NackState, Outcome};
 
 /// The longest `ERROR` text DQ.NACK accepts.
 pub const MAX_ERROR_BYTES: usize = 4096;

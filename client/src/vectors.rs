@@ -13,8 +13,8 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use serde_json::{json, Map, Value as Json};
 
 use crate::admin::{self, Entry, Message, QueueConfig, State, Stats};
-use crate::outcome::{NackState, Outcome};
 use crate::error::Error;
+use crate::outcome::{NackState, Outcome};
 use crate::queue::{self, AddOptions, NackOptions};
 use crate::reply::query;
 use crate::schedule::{Missed, Overlap, Schedule, ScheduleInfo};
