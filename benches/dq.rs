@@ -13,7 +13,7 @@
 //! (default redis-server), `DQ_BENCH_QUICK=1` (small counts, under a
 //! minute), `DQ_BENCH_OUT` (default target/bench), `DQ_BENCH_ONLY`
 //! (comma-separated scenarios: add, lifecycle, lateness, burst, idle,
-//! memory, queues, lines, schedules, flow, outcomes, backlog, unlink). Writes
+//! memory, queues, lines, schedules, flow, outcomes, events, backlog, unlink). Writes
 //! `results.md` and `lateness.svg` there. The `lines` scenario runs on each server line it
 //! finds: `redis-server`, `DQ_VALKEY` (default valkey-server) and the
 //! redis-server and valkey-server of `DQ_DEBIAN13` (default
@@ -47,8 +47,8 @@ use dq_testkit::Build;
 use harness::{Config, Scale};
 use report::{machine, markdown, Report};
 use scenarios::{
-    add_throughput, backlog, burst, flow, idle, lateness, lifecycle, many_queues, memory, outcomes,
-    schedules, server_lines, unlink,
+    add_throughput, backlog, burst, events, flow, idle, lateness, lifecycle, many_queues, memory,
+    outcomes, schedules, server_lines, unlink,
 };
 use svg::lateness_svg;
 
@@ -81,7 +81,7 @@ fn main() {
         println!("{k}: {v}");
     }
     let mut report = Report::default();
-    let scenarios: [(&str, Scenario); 13] = [
+    let scenarios: [(&str, Scenario); 14] = [
         ("add", add_throughput),
         ("lifecycle", lifecycle),
         ("lateness", lateness),
@@ -93,6 +93,7 @@ fn main() {
         ("schedules", schedules),
         ("flow", flow),
         ("outcomes", outcomes),
+        ("events", events),
         // Before the backlog: tearing down its 10M-message servers
         // disturbed the UNLINK pause measured right after them.
         ("unlink", unlink),

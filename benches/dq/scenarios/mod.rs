@@ -6,6 +6,7 @@
 mod add;
 mod backlog;
 mod burst;
+mod events;
 mod flow;
 mod idle;
 mod lateness;
@@ -23,6 +24,7 @@ mod unlink;
 pub use add::add_throughput;
 pub use backlog::backlog;
 pub use burst::burst;
+pub use events::events;
 pub use flow::flow;
 pub use idle::idle;
 pub use lateness::lateness;

@@ -199,58 +199,33 @@ fn drops(cfg: &Config, s: &Scale, report: &mut Report) {
 fn wait_latency(cfg: &Config, s: &Scale, report: &mut Report) {
     let rounds = if s.burst_n > 200_000 { 5_000 } else { 1_000 };
     let server = Server::with_module(cfg);
-    let mut c = server.conn();
     let _: () = redis::cmd("DQ.CONFIG")
         .arg(&["q", "SET", "RETAIN", "1h"])
-        .query(&mut c)
+        .query(&mut server.conn())
         .expect("DQ.CONFIG SET RETAIN");
-    let (ask, asked) = mpsc::channel::<String>();
-    let (tell, told) = mpsc::channel::<Instant>();
-    let mut waiter = server.conn();
-    let mut latencies_us = Vec::with_capacity(rounds);
-    thread::scope(|sc| {
-        sc.spawn(move || {
-            for id in asked {
-                let reply: Value = redis::cmd("DQ.WAIT")
-                    .arg("q")
-                    .arg(&id)
-                    .arg("BLOCK")
-                    .arg(0)
-                    .query(&mut waiter)
-                    .expect("DQ.WAIT");
-                let at = Instant::now();
-                assert!(matches!(reply, Value::Array(_)), "{reply:?}");
-                tell.send(at).expect("the main thread listens");
-            }
-        });
-        for round in 0..rounds {
+    let latencies_us = wake_latency(
+        &server,
+        rounds,
+        |c, round| {
             let id = format!("w{round}");
             let _: Value = redis::cmd("DQ.ADD")
                 .arg(&["q", "x", "ID", &id])
-                .query(&mut c)
+                .query(c)
                 .expect("DQ.ADD");
-            let _: Value = redis::cmd("DQ.POP").arg("q").query(&mut c).expect("DQ.POP");
-            ask.send(id.clone()).expect("the waiter listens");
-            wait_blocked(&mut c);
+            let _: Value = redis::cmd("DQ.POP").arg("q").query(c).expect("DQ.POP");
+            let mut wait = redis::cmd("DQ.WAIT");
+            wait.arg(&["q", &id, "BLOCK", "0"]);
+            wait
+        },
+        |c, round| {
             let _: usize = redis::cmd("DQ.DONE")
                 .arg("q")
-                .arg(&id)
+                .arg(format!("w{round}"))
                 .arg(RESULT)
-                .query(&mut c)
+                .query(c)
                 .expect("DQ.DONE");
-            let done_at = Instant::now();
-            let woke_at = told.recv().expect("the waiter answers");
-            // Negative when WAIT's reply was read first: both replies are
-            // written in the same turn of the server's event loop.
-            let after = match woke_at.checked_duration_since(done_at) {
-                Some(d) => d.as_micros() as i64,
-                None => -(done_at.duration_since(woke_at).as_micros() as i64),
-            };
-            latencies_us.push(after);
-        }
-        drop(ask);
-    });
-    latencies_us.sort_unstable();
+        },
+    );
     let p50 = percentile(&latencies_us, 0.5);
     let p99 = percentile(&latencies_us, 0.99);
     let scenario = "13 outcomes";
@@ -267,6 +242,52 @@ fn wait_latency(cfg: &Config, s: &Scale, report: &mut Report) {
          server's event loop), {:.0} µs at most",
         percentile(&latencies_us, 1.0)
     ));
+}
+
+/// How soon a blocked client hears of a write, `rounds` times on an idle
+/// server: `prepare(c, round)` sets the round up and gives the blocking
+/// command, which a thread sends on its own connection; once it blocks,
+/// `trigger(c, round)` writes. Returns the µs from the trigger's reply to
+/// the blocked command's in each round (negative: it came first), sorted.
+pub fn wake_latency(
+    server: &Server,
+    rounds: usize,
+    prepare: impl Fn(&mut Connection, usize) -> redis::Cmd,
+    trigger: impl Fn(&mut Connection, usize),
+) -> Vec<i64> {
+    let mut c = server.conn();
+    let (ask, asked) = mpsc::channel::<redis::Cmd>();
+    let (tell, told) = mpsc::channel::<Instant>();
+    let mut blocked = server.conn();
+    let mut latencies_us = Vec::with_capacity(rounds);
+    thread::scope(|sc| {
+        sc.spawn(move || {
+            for command in asked {
+                let reply: Value = command.query(&mut blocked).expect("the blocking command");
+                let at = Instant::now();
+                assert!(matches!(reply, Value::Array(_)), "{reply:?}");
+                tell.send(at).expect("the main thread listens");
+            }
+        });
+        for round in 0..rounds {
+            ask.send(prepare(&mut c, round))
+                .expect("the blocked thread listens");
+            wait_blocked(&mut c);
+            trigger(&mut c, round);
+            let triggered_at = Instant::now();
+            let woke_at = told.recv().expect("the blocked command answers");
+            // Negative when the blocked reply was read first: both replies
+            // are written in the same turn of the server's event loop.
+            let after = match woke_at.checked_duration_since(triggered_at) {
+                Some(d) => d.as_micros() as i64,
+                None => -(triggered_at.duration_since(woke_at).as_micros() as i64),
+            };
+            latencies_us.push(after);
+        }
+        drop(ask);
+    });
+    latencies_us.sort_unstable();
+    latencies_us
 }
 
 /// Takes the `n` messages of queue `q` and finishes each with DONE and the
@@ -287,7 +308,7 @@ fn finish_all(c: &mut Connection, n: usize) {
     }
 }
 
-/// Waits until one client is blocked (the waiter, in DQ.WAIT).
+/// Waits until one client is blocked (the waiter).
 fn wait_blocked(c: &mut Connection) {
     let give_up = Instant::now() + GIVE_UP;
     while info_u64(c, "clients", "blocked_clients") != 1 {
