@@ -17,6 +17,8 @@ module.exports = {
   UnknownMessage: commands.UnknownMessage,
   WrongType: commands.WrongType,
   OutOfMemory: commands.OutOfMemory,
+  EventGapError: commands.EventGapError,
+  EventLogRestarted: commands.EventLogRestarted,
   Permanent: commands.Permanent,
   Retry: commands.Retry,
   truncateError: commands.truncateError,

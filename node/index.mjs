@@ -14,6 +14,8 @@ export const {
   UnknownMessage,
   WrongType,
   OutOfMemory,
+  EventGapError,
+  EventLogRestarted,
   Permanent,
   Retry,
   truncateError,

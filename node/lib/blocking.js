@@ -1,8 +1,9 @@
 'use strict';
 // Connections of their own for commands that block the server-side client:
-// a Worker poller's DQ.POP ... BLOCK and Queue.wait's DQ.WAIT ... BLOCK. A
-// blocked command on the caller's shared connection would hold up every
-// other command queued behind it (ioredis pipelines one socket).
+// a Worker poller's DQ.POP ... BLOCK, Queue.wait's DQ.WAIT ... BLOCK and an
+// event reader's DQ.EVENTS ... BLOCK. A blocked command on the caller's
+// shared connection would hold up every other command queued behind it
+// (ioredis pipelines one socket).
 
 const c = require('./commands');
 const { keySlot } = require('./shard');
@@ -48,8 +49,8 @@ const GRACE_MS = 10000;
 const MAX_REDIRECTS = 16;
 
 /**
- * The waits of one client (a Redis or a Cluster): each blocking DQ.WAIT on a
- * connection of its own, taken from the idle ones to its node or opened,
+ * The waits of one client (a Redis or a Cluster): each blocking command
+ * (DQ.WAIT, DQ.EVENTS) on a connection of its own, taken from the idle ones to its node or opened,
  * and kept for the next wait afterwards (the next of 500 waits in a row
  * pays no connect). All are closed when the client ends (quit() or
  * disconnect()), so they never keep the process alive after it.
@@ -83,11 +84,23 @@ class Waits {
   }
 
   /** `DQ.WAIT queue ...args` (args holding BLOCK ms), MOVED and ASK followed: the raw reply. */
-  async wait(queue, args, ms) {
+  wait(queue, args, ms) {
+    return this.call('DQ.WAIT', queue, args, ms + GRACE_MS);
+  }
+
+  /**
+   * `command queue ...args`, a command that blocks, on a connection of its
+   * own, MOVED and ASK followed: the raw reply. It fails when no reply came
+   * `timeoutMs` after it was sent (0: never), and when `signal` aborts: the
+   * connection it is blocked on is closed, which is the only way to end a
+   * blocked command early without a second connection for CLIENT UNBLOCK.
+   */
+  async call(command, queue, args, timeoutMs, signal = null) {
     const slot = keySlot(queue);
     let address = this.client.isCluster ? this.homes.get(slot) || null : null;
     let asking = false;
     for (let i = 0; i < MAX_REDIRECTS; i++) {
+      if (signal && signal.aborted) throw abortError(signal);
       let conn;
       try {
         address = await resolve(this.client, queue, address);
@@ -98,15 +111,30 @@ class Waits {
         throw e;
       }
       this.busy.add(conn);
+      // An abort closes the connection: it is not kept for the next call,
+      // even when the reply came just before.
+      let aborted = false;
+      const abort = () => {
+        aborted = true;
+        this._drop(conn);
+      };
+      if (signal) {
+        if (signal.aborted) {
+          this._keep(address, conn);
+          throw abortError(signal);
+        }
+        signal.addEventListener('abort', abort, { once: true });
+      }
       try {
         // ASKING lets the next command into a slot that is moving to this node.
         const [, reply] = await Promise.all([
           asking ? c.send(conn, 'ASKING') : null,
-          c.send(conn, 'DQ.WAIT', queue, args, ms + GRACE_MS),
+          c.send(conn, command, queue, args, timeoutMs),
         ]);
-        this._keep(address, conn);
+        if (!aborted) this._keep(address, conn);
         return reply;
       } catch (e) {
+        if (aborted) throw abortError(signal);
         const moved = /^(MOVED|ASK) \d+ (\S+)/.exec((e && e.message) || '');
         if (moved) {
           this._keep(address, conn);
@@ -120,9 +148,11 @@ class Waits {
         if (e instanceof c.DqError) this._keep(address, conn);
         else this._drop(conn);
         throw e;
+      } finally {
+        if (signal) signal.removeEventListener('abort', abort);
       }
     }
-    throw new c.DqError(`DQ.WAIT on queue '${queue}' was redirected ${MAX_REDIRECTS} times: the cluster is changing; try again`);
+    throw new c.DqError(`${command} on queue '${queue}' was redirected ${MAX_REDIRECTS} times: the cluster is changing; try again`);
   }
 
   close() {
@@ -131,6 +161,14 @@ class Waits {
     this.busy.clear();
     this.idle.clear();
   }
+}
+
+/** Why a call ended by its signal: the signal's reason, or an AbortError. */
+function abortError(signal) {
+  if (signal.reason instanceof Error) return signal.reason;
+  const e = new Error('the call was aborted');
+  e.name = 'AbortError';
+  return e;
 }
 
 const waits = new WeakMap();

@@ -27,6 +27,36 @@ class UnknownMessage extends DqError {}
 class WrongType extends DqError {}
 /** OOM, or the eviction guard's refusal of DQ.ADD. */
 class OutOfMemory extends DqError {}
+/**
+ * GAP: a reader asked for events after a seq the queue no longer keeps (the
+ * log keeps its last n, DQ.CONFIG SET EVENTS). `oldest` is the oldest seq
+ * still kept: reading on after `oldest - 1` skips what was trimmed, knowingly.
+ * An event reader sets `queue` and `after` (and `shard` on a sharded queue).
+ */
+class EventGapError extends DqError {
+  constructor(message, oldest) {
+    super(message);
+    this.oldest = oldest;
+    this.queue = null;
+    this.after = null;
+    this.shard = null;
+  }
+}
+/**
+ * The queue's last seq is below the seq a reader follows from: the log it
+ * followed is gone (the queue was deleted and made again, or replaced by
+ * RESTORE), and the new one numbers from 1 again. Read on after 0 for every
+ * event of the new log. `lastSeq`: the new log's last seq.
+ */
+class EventLogRestarted extends DqError {
+  constructor(queue, after, lastSeq, shard = null) {
+    super(`the event log of queue '${queue}' restarted: its last seq is ${lastSeq}, below ${after} (the queue was deleted or replaced); read on after 0`);
+    this.queue = queue;
+    this.after = after;
+    this.lastSeq = lastSeq;
+    this.shard = shard;
+  }
+}
 /** Thrown by a handler: the failure is permanent, the message is dead now. */
 class Permanent extends Error {
   constructor(message) {
@@ -51,6 +81,8 @@ function mapError(e) {
   const text = (e && e.message) || String(e);
   if (!(e && e.name === 'ReplyError')) return e;
   if (text.startsWith('STALE')) return new StaleDelivery(text);
+  const gap = /^GAP the oldest event kept is (\d+)/.exec(text);
+  if (gap) return new EventGapError(text, Number(gap[1]));
   if (text.startsWith('WRONGTYPE')) return new WrongType(text);
   if (text.startsWith('OOM') || text.startsWith('ERR maxmemory-policy is')) return new OutOfMemory(text);
   return new DqError(text);
@@ -200,13 +232,15 @@ function scheduleArgs(name, payload, o = {}) {
   return a;
 }
 
-/** DQ.CONFIG SET's pairs for { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax }. */
-const CONFIG_SETTINGS = ['leaseMs', 'maxAttempts', 'backoff', 'rate', 'maxInflight', 'retainMs', 'retainMax'];
+/** DQ.CONFIG SET's pairs for { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax, events }. */
+const CONFIG_SETTINGS = ['leaseMs', 'maxAttempts', 'backoff', 'rate', 'maxInflight', 'retainMs', 'retainMax', 'events'];
+/** The most events DQ.CONFIG SET EVENTS keeps per queue. */
+const MAX_EVENTS = 100000000;
 
 function configArgs(settings) {
   if (settings === null || typeof settings !== 'object') throw new TypeError('configSet takes an object such as { leaseMs: 60000 }');
   for (const k of Object.keys(settings)) if (!CONFIG_SETTINGS.includes(k)) throw new TypeError(`unknown setting '${k}' (${CONFIG_SETTINGS.join(', ')})`);
-  const { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax } = settings;
+  const { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax, events } = settings;
   const a = [];
   if (leaseMs != null) a.push('LEASE', leaseMs === 'DEFAULT' ? leaseMs : durationArg('leaseMs', leaseMs, 1));
   if (maxAttempts != null) a.push('MAXATTEMPTS', maxAttempts === 'DEFAULT' ? maxAttempts : intArg('maxAttempts', maxAttempts, 1, 2 ** 31 - 1));
@@ -219,6 +253,7 @@ function configArgs(settings) {
   // RETAIN 0 keeps nothing whatever dq.retain-ms says; DEFAULT follows it.
   if (retainMs != null) a.push('RETAIN', retainMs === 'DEFAULT' ? retainMs : durationArg('retainMs', retainMs, 0));
   if (retainMax != null) a.push('RETAINMAX', retainMax === 'DEFAULT' ? retainMax : intArg('retainMax', retainMax, 0, MAX_TIME));
+  if (events != null) a.push('EVENTS', events === 'DEFAULT' ? events : intArg('events', events, 0, MAX_EVENTS));
   if (a.length === 0) throw new TypeError(`configSet needs one of ${CONFIG_SETTINGS.join(', ')}`);
   return a;
 }
@@ -523,8 +558,8 @@ async function send(client, name, queue, args = [], timeoutMs = 0) {
 }
 
 module.exports = {
-  DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry,
-  MAX_ERROR_BYTES, MAX_RESULT_BYTES, MAX_PROGRESS_BYTES, MAX_TIME,
+  DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry, EventGapError, EventLogRestarted,
+  MAX_ERROR_BYTES, MAX_RESULT_BYTES, MAX_PROGRESS_BYTES, MAX_TIME, MAX_EVENTS,
   mapError, intArg, durationArg, parseDuration, bytesArg, valueArg, stateArg, enumArg, timeArg, truncateError,
   addArgs, nackArgs, touchArgs, doneArgs, waitArgs, outcome, scheduleArgs, configArgs, splitRate, popArgs, mpopArgs, scanArgs,
   record, schedule, entry, delivery, deliveries, mpopReply, scanPage, Delivery, str, send,

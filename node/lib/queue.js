@@ -5,6 +5,7 @@
 const crypto = require('node:crypto');
 const c = require('./commands');
 const blocking = require('./blocking');
+const ev = require('./events');
 const { shardNames, shardOf } = require('./shard');
 
 class Queue {
@@ -150,10 +151,10 @@ class Queue {
 
   /**
    * DQ.CONFIG SET: { leaseMs, maxAttempts, backoff, rate, maxInflight,
-   * retainMs, retainMax } ('DEFAULT' removes a value; rate 0 and
+   * retainMs, retainMax, events } ('DEFAULT' removes a value; rate 0 and
    * maxInflight 0 remove a limit; retainMs 0 keeps no finished message,
-   * retainMax 0 caps none). The server checks every pair before it changes
-   * any.
+   * retainMax 0 caps none; events n keeps the last n events, 0 none).
+   * The server checks every pair before it changes any.
    */
   async configSet(settings = {}) {
     await this._send('DQ.CONFIG', ['SET', ...c.configArgs(settings)]);
@@ -192,6 +193,23 @@ class Queue {
   /** DQ.RESUME: whether the queue was paused. */
   async resume() {
     return Number(await this._send('DQ.RESUME')) === 1;
+  }
+
+  /**
+   * The queue's events (DQ.EVENTS), kept once `configSet({ events: n })`
+   * asked for them: an async iterator, after the seq `after` (none: from
+   * the oldest kept), for ever, each DQ.EVENTS ... BLOCK on a connection of
+   * its own. It throws EventGapError when `after` was trimmed and
+   * EventLogRestarted when the queue was deleted or replaced (see
+   * lib/events.js); `break`, close() or `signal` end it.
+   */
+  events(options = {}) {
+    return new ev.EventReader(this, ev.readOptions(options, 'events'));
+  }
+
+  /** An EventEmitter of the queue's events ('done', 'dead', ..., 'gap', 'error'), as BullMQ's QueueEvents; close() ends it. */
+  listen(options = {}) {
+    return new ev.QueueEventsListener(this, options);
   }
 }
 
@@ -325,7 +343,8 @@ class ShardedQueue {
    * Shard 0's settings (configSet keeps every shard alike), with the flow
    * fields of the whole queue: paused while any shard is, rate and
    * max-inflight the shards' limits summed, throttled summed; and
-   * retain-max the shards' caps summed (null when no shard has one).
+   * retain-max the shards' caps summed (null when no shard has one); and
+   * events the shards' summed.
    */
   async config() {
     const all = await Promise.all(this.shards.map((s) => s.config()));
@@ -334,6 +353,7 @@ class ShardedQueue {
       const caps = all.map((r) => r['retain-max']).filter((n) => n != null);
       whole['retain-max'] = caps.length > 0 ? caps.reduce((a, b) => a + b, 0) : null;
     }
+    if ('events' in whole) whole.events = all.reduce((n, r) => n + (r.events || 0), 0);
     if (!('paused' in whole)) return whole;
     return { ...whole, ...mergeFlow(all), throttled: all.reduce((n, r) => n + (r.throttled || 0), 0) };
   }
@@ -341,8 +361,9 @@ class ShardedQueue {
   /**
    * DQ.CONFIG SET on every shard. A limit of the whole queue is split so
    * that it still holds exactly: each of k shards gets floor(n / k) of
-   * `rate: 'n/d'`, of `maxInflight: n` and of `retainMax: n` (so all
-   * together never keep more than n done messages), and n < k is refused
+   * `rate: 'n/d'`, of `maxInflight: n`, of `retainMax: n` (so all
+   * together never keep more than n done messages) and of `events: n` (the
+   * shards keep n events in all, each the last of its own), and n < k is refused
    * (a shard would get 0, which removes its limit). Checked here before any
    * shard is changed; shard 0 answers first, so a refusal by the server
    * changes nothing either.
@@ -358,7 +379,7 @@ class ShardedQueue {
         shardSettings.rate = `${Math.floor(rate.n / k)}/${rate.per}`;
       }
     }
-    for (const name of ['maxInflight', 'retainMax']) {
+    for (const name of ['maxInflight', 'retainMax', 'events']) {
       const n = settings[name];
       if (n == null || n === 'DEFAULT') continue;
       if (n > 0 && n < k) throw new RangeError(`${name} ${n} cannot be split over ${k} shards: each gets floor(n / ${k}), so n must be at least ${k} (or 0 to remove it)`);
@@ -408,6 +429,20 @@ class ShardedQueue {
   /** DQ.RESUME on every shard: whether any was paused. */
   async resume() {
     return (await Promise.all(this.shards.map((s) => s.resume()))).some(Boolean);
+  }
+
+  /**
+   * Every shard's events, merged: one reader per shard, each with its own
+   * seq. `after` and `position` are objects of seqs by shard name; each
+   * event carries `shard`.
+   */
+  events(options = {}) {
+    return new ev.MergedEventReader(this, ev.readOptions(options, 'events', this.shardNames));
+  }
+
+  /** Queue.listen over every shard; `position` is an object of seqs by shard name. */
+  listen(options = {}) {
+    return new ev.QueueEventsListener(this, options);
   }
 }
 
