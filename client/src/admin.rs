@@ -1,7 +1,8 @@
 //! Typed admin calls: the read and maintenance commands an operator's tool
 //! (the dashboard, a script) sends — DQ.QUEUES, STATS, GET, PEEK, SCAN,
 //! CONFIG, REDRIVE, CANCEL, PURGE, PAUSE, RESUME, SCHEDULE, UNSCHEDULE,
-//! SCHEDULES — and `INFO dq`; and the outcome calls DQ.DONE and DQ.WAIT.
+//! SCHEDULES — and `INFO dq`; the outcome calls DQ.DONE and DQ.WAIT; and
+//! one read of a queue's event log, DQ.EVENTS.
 //!
 //! Every function takes any async connection (`redis::aio::ConnectionLike`:
 //! a multiplexed connection, a `ConnectionManager`, a cluster connection)
@@ -19,6 +20,7 @@ use redis::Value;
 
 use crate::args::{check_count, check_id, ms, require};
 use crate::error::Error;
+use crate::events::EventPage;
 use crate::reply::{
     array, bad, bytes, cmd, field_name, fields, int, ok, opt_bytes, opt_text, opt_uint, pairs,
     query, text, uint,
@@ -356,6 +358,9 @@ pub struct QueueConfig {
     /// RETAINMAX: at most this many done messages, the earliest finished
     /// dropped first; `None`: no cap.
     pub retain_max: Option<u64>,
+    /// EVENTS: how many of its last events the queue keeps for DQ.EVENTS
+    /// (0: none, the default); set with `config_set(&[("EVENTS", "10000")])`.
+    pub events: u64,
 }
 
 impl QueueConfig {
@@ -517,6 +522,26 @@ pub(crate) fn wait_cmd(queue: &[u8], id: &[u8], timeout: Duration) -> Result<red
     Ok(c)
 }
 
+/// DQ.EVENTS, one read without BLOCK: up to `count` (1 to 10000) of the
+/// queue's events after seq `after`, oldest first (`None`: from the
+/// oldest it keeps), and the newest seq it has written (`last_seq`; 0
+/// for a queue that never wrote one or does not exist). Read on with
+/// `after` = the last event's seq. [`Error::Gap`] when events after
+/// `after` were trimmed; [`Error::EventLogRestarted`] when `last_seq` is
+/// below `after` (the log started over). To wait for events, use
+/// [`Queue::events`], which blocks on a connection of its own.
+/// [`Error::Config`], with nothing sent, for a count of 0 or over 10000.
+///
+/// [`Queue::events`]: crate::Queue::events
+pub async fn events<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    after: Option<u64>,
+    count: usize,
+) -> Result<EventPage, Error> {
+    crate::events::read(con, queue, after, count).await
+}
+
 /// DQ.DONE: as DQ.ACK, and each message keeps its result (any bytes,
 /// empty included, at most [`MAX_RESULT_BYTES`]) while its retention
 /// lasts. Replies how many of the ids were in flight and are now finished.
@@ -632,7 +657,9 @@ pub async fn redrive_all<C: ConnectionLike + ?Sized>(
 /// (`100/1s`) and `MAXINFLIGHT` (`0` or `DEFAULT` removes either), and
 /// what it keeps of finished messages: `RETAIN` (a duration, `1h`; `0`
 /// keeps none, `DEFAULT` follows the module's `dq.retain-ms`) and
-/// `RETAINMAX` (a count; `0` or `DEFAULT`: no cap); all pairs or none.
+/// `RETAINMAX` (a count; `0` or `DEFAULT`: no cap); its event log:
+/// `EVENTS` (keep the last n events; `0` or `DEFAULT`: none); all pairs or
+/// none.
 pub async fn config_set<C: ConnectionLike + ?Sized>(
     con: &mut C,
     queue: &[u8],
@@ -949,6 +976,7 @@ pub(crate) fn parse_config(v: Value) -> Result<QueueConfig, Error> {
             b"retain-ms" => c.retain_ms = opt_uint(C, &value)?.unwrap_or(0),
             b"retain-ms-from" => c.retain_ms_from = opt_text(C, value)?.unwrap_or_default(),
             b"retain-max" => c.retain_max = opt_uint(C, &value)?.filter(|&n| n > 0),
+            b"events" => c.events = opt_uint(C, &value)?.unwrap_or(0),
             _ => {}
         }
     }
@@ -1428,8 +1456,10 @@ mod tests {
             (simple("retain-ms"), Value::Int(3_600_000)),
             (simple("retain-ms-from"), simple("queue")),
             (simple("retain-max"), Value::Nil),
+            (simple("events"), Value::Int(10_000)),
         ]);
         let c = parse_config(config).unwrap();
+        assert_eq!(c.events, 10_000);
         assert_eq!(
             (c.retain_ms, c.retain_ms_from.as_str()),
             (3_600_000, "queue")

@@ -27,6 +27,25 @@ pub enum Error {
         command: &'static str,
         detail: String,
     },
+    /// `GAP`: DQ.EVENTS was asked for the events after a seq the queue
+    /// no longer keeps (its log keeps the last n, `DQ.CONFIG queue SET
+    /// EVENTS n`). `oldest` is the oldest seq it still keeps: read on
+    /// after `oldest - 1` (the events between are gone), or rebuild what
+    /// you keep from DQ.SCAN. Never a silent skip.
+    #[error("events of queue '{queue}' were trimmed: the oldest event kept is {oldest}")]
+    Gap { queue: String, oldest: u64 },
+    /// DQ.EVENTS replied a last seq below the one the reader read after:
+    /// the log it followed is gone (the queue was deleted, or replaced by
+    /// RESTORE) and the queue's log started over. Read again from 0 (or
+    /// from the oldest kept) for the new log's events.
+    #[error(
+        "the event log of queue '{queue}' started over: its last seq is {last_seq}, below {after}"
+    )]
+    EventLogRestarted {
+        queue: String,
+        after: u64,
+        last_seq: u64,
+    },
     /// Refused before anything was sent: a configuration that cannot work
     /// (a Consumer's, a sharded queue's), or a call the server would refuse
     /// for its arguments' shape — an empty id, a count or lease of 0,

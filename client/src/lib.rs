@@ -55,6 +55,7 @@ mod commands;
 mod consumer;
 mod delivery;
 mod error;
+mod events;
 mod outcome;
 mod queue;
 mod reply;
@@ -75,7 +76,11 @@ pub type Worker = Consumer;
 pub type WorkerConfig = ConsumerConfig;
 pub use delivery::{Delivery, Handler, LostReason, NackState, Outcome, Settlement};
 pub use error::Error;
-pub use queue::{AddOptions, NackOptions, Queue, ShardedQueue};
+pub use events::{Event, EventKind, EventPage, EventsOptions, MAX_EVENTS_COUNT};
+// The trait of `Queue::events` and its combinators (`next`, `filter`,
+// ...), so users need not name futures-util.
+pub use futures_util::{Stream, StreamExt};
+pub use queue::{AddOptions, NackOptions, Queue, ShardEvent, ShardSeqs, ShardedQueue};
 pub use schedule::{Missed, Overlap, Schedule, ScheduleInfo};
 pub use server::{node_info, Connection, Server};
 pub use shard::{hash_slot, key_slot, random_id, shard_of, Shards, MAX_SHARDS};

@@ -1,9 +1,11 @@
 //! Handles on a queue and on a sharded queue: DQ.ADD with every option,
 //! the settling calls (ACK, DONE, NACK, TOUCH with its PROGRESS) for code
-//! that pops by itself, and DQ.WAIT for a message's outcome.
+//! that pops by itself, DQ.WAIT for a message's outcome, and the event
+//! reader (DQ.EVENTS) of a queue and of a sharded queue.
 
 use std::time::Duration;
 
+use futures_util::{Stream, StreamExt};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Value};
 
@@ -11,6 +13,7 @@ use crate::admin::{self, Entry, JobOutcome, Message, QueueConfig, State, Stats};
 use crate::args::{check_attempt, check_id, message_options, ms, require};
 use crate::commands::{self, MAX_ERROR_BYTES};
 use crate::error::Error;
+use crate::events::{self, Event, EventsOptions};
 use crate::outcome::NackState;
 use crate::reply::{opt_bytes, query, uint};
 use crate::schedule::{Schedule, ScheduleInfo};
@@ -162,6 +165,74 @@ impl Queue {
     /// results back. [`Error::Config`], with nothing sent, for an empty id.
     pub async fn wait(&self, id: &[u8], timeout: Duration) -> Result<Option<JobOutcome>, Error> {
         wait(&self.con, &self.name, id, timeout).await
+    }
+
+    /// The queue's events after seq `after` (`None`: from the oldest it
+    /// keeps, or when it keeps none from the next one written), oldest
+    /// first, for ever: a `Stream` that reads them with DQ.EVENTS ...
+    /// BLOCK on a connection of its own (opened from the queue's, as
+    /// [`Queue::wait`]'s), sent again and again, so each event comes the
+    /// moment it is written and the queue's shared connection never waits
+    /// behind it. Keep the `seq` of the last event you handled and pass
+    /// it here to resume after a restart of your program.
+    ///
+    /// The queue keeps its last n events only when asked
+    /// (`config_set(&[("EVENTS", "10000")])`): with none kept, the stream
+    /// waits for events that never come. Nothing is skipped silently; the
+    /// stream's last item is an error, and it ends after it:
+    /// - [`Error::Gap`]`{ oldest, .. }`: the events after your seq were
+    ///   trimmed before you read them (size EVENTS for the longest you
+    ///   may fall behind). Resume with `Some(oldest - 1)` to go on with
+    ///   what is kept, or rebuild your view from DQ.SCAN.
+    /// - [`Error::EventLogRestarted`]: the queue's last seq is below yours —
+    ///   the queue was deleted (or replaced by RESTORE) and its log
+    ///   started over; resume with `Some(0)` for the new log's events.
+    /// - a connection error ([`Error::is_transient`]): resume from your
+    ///   last seq when the server is back.
+    ///
+    /// Dropping the stream closes its connection, which ends the blocked
+    /// read on the server too. COUNT 100 a read, each read blocking at
+    /// most 10 s before it is sent again: [`Queue::events_with`] changes
+    /// either.
+    ///
+    /// ```no_run
+    /// # async fn demo(queue: dq_client::Queue) -> Result<(), dq_client::Error> {
+    /// use dq_client::{EventKind, StreamExt};
+    /// let mut events = std::pin::pin!(queue.events(None));
+    /// while let Some(event) = events.next().await {
+    ///     let event = event?;
+    ///     if event.kind == EventKind::Dead {
+    ///         println!("{:?} died: {:?}", event.id_lossy(), event.detail_lossy());
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn events(
+        &self,
+        after: Option<u64>,
+    ) -> impl Stream<Item = Result<Event, Error>> + Send + 'static {
+        let options = EventsOptions::default();
+        // The default options are valid: the reader cannot be refused.
+        events::stream(self.con.clone(), self.name.clone(), after, options)
+            .expect("the default COUNT is valid")
+    }
+
+    /// [`Queue::events`] with its COUNT and BLOCK of each read;
+    /// [`Error::Config`] for a count of 0 or over 10000, nothing sent.
+    pub fn events_with(
+        &self,
+        after: Option<u64>,
+        options: EventsOptions,
+    ) -> Result<impl Stream<Item = Result<Event, Error>> + Send + 'static, Error> {
+        events::stream(self.con.clone(), self.name.clone(), after, options)
+    }
+
+    /// The newest seq the queue has written (0 for a queue that never
+    /// wrote one): `queue.events(Some(queue.last_event_seq().await?))`
+    /// reads the events written from now on.
+    pub async fn last_event_seq(&self) -> Result<u64, Error> {
+        let page = admin::events(&mut self.con.clone(), self.name.as_bytes(), None, 1).await?;
+        Ok(page.last_seq)
     }
 
     /// DQ.NACK: the message's new state. [`Error::Config`], with nothing
@@ -364,6 +435,111 @@ impl ShardedQueue {
     }
 }
 
+/// An event of a sharded queue: which shard wrote it (its index in
+/// [`Shards::names`]) and the event, whose `seq` is that shard's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardEvent {
+    pub shard: usize,
+    pub event: Event,
+}
+
+/// Where a reader of a sharded queue is: one seq per shard, since each
+/// shard is a queue of its own that numbers its events from 1 (seqs of
+/// two shards say nothing about which event came first). `None` for a
+/// shard: from the oldest event it keeps. Keep it up to date with
+/// [`ShardSeqs::seen`] for each event handled, store
+/// [`ShardSeqs::seqs`], and resume with [`ShardSeqs::from_seqs`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSeqs {
+    seqs: Vec<Option<u64>>,
+}
+
+impl ShardSeqs {
+    /// From the oldest event each of `shards` shards keeps.
+    pub fn oldest(shards: usize) -> ShardSeqs {
+        ShardSeqs {
+            seqs: vec![None; shards],
+        }
+    }
+
+    /// From the seqs a reader stored, one per shard in shard order.
+    pub fn from_seqs(seqs: Vec<Option<u64>>) -> ShardSeqs {
+        ShardSeqs { seqs }
+    }
+
+    /// The seq of each shard, in shard order.
+    pub fn seqs(&self) -> &[Option<u64>] {
+        &self.seqs
+    }
+
+    /// Moves the reader past `event` on its shard (an event of a shard
+    /// this position does not have changes nothing).
+    pub fn seen(&mut self, event: &ShardEvent) {
+        if let Some(seq) = self.seqs.get_mut(event.shard) {
+            *seq = Some(event.event.seq);
+        }
+    }
+
+    /// Sets one shard's seq: after [`Error::Gap`] on it, `Some(oldest -
+    /// 1)` goes on with what it keeps.
+    pub fn set(&mut self, shard: usize, seq: Option<u64>) {
+        if let Some(s) = self.seqs.get_mut(shard) {
+            *s = seq;
+        }
+    }
+}
+
+impl ShardedQueue {
+    /// The events of every shard, one reader per shard ([`Queue::events`]:
+    /// each blocks on a connection of its own, to the master holding its
+    /// shard), merged as they come: each shard's events in their order,
+    /// the shards' interleaved as they are read. Each [`ShardEvent`] says
+    /// its shard; `from` holds one seq per shard ([`ShardSeqs`]).
+    ///
+    /// A shard's error ([`Error::Gap`], [`Error::EventLogRestarted`], a
+    /// lost connection) names the shard's queue and ends that shard's
+    /// reader only: the others go on. To go on with it, resume the whole
+    /// queue from your [`ShardSeqs`], with that shard's seq set as the
+    /// error says. EVENTS is each shard's own: set through
+    /// [`ShardedQueue::config_set`], every shard keeps its last n.
+    /// [`Error::Config`], with nothing sent, when `from` does not have one
+    /// seq per shard.
+    pub fn events(
+        &self,
+        from: &ShardSeqs,
+    ) -> Result<impl Stream<Item = Result<ShardEvent, Error>> + Send + 'static, Error> {
+        self.events_with(from, EventsOptions::default())
+    }
+
+    /// [`ShardedQueue::events`] with each shard's reader's COUNT and BLOCK.
+    pub fn events_with(
+        &self,
+        from: &ShardSeqs,
+        options: EventsOptions,
+    ) -> Result<impl Stream<Item = Result<ShardEvent, Error>> + Send + 'static, Error> {
+        let names = self.shards.names();
+        crate::args::require(from.seqs.len() == names.len(), || {
+            format!(
+                "a position of {} shards for a queue of {}: give one seq per shard",
+                from.seqs.len(),
+                names.len()
+            )
+        })?;
+        let readers = names
+            .iter()
+            .zip(&from.seqs)
+            .enumerate()
+            .map(|(shard, (name, after))| {
+                let reader = events::stream(self.con.clone(), name.clone(), *after, options)?;
+                Ok(reader
+                    .map(move |r| r.map(|event| ShardEvent { shard, event }))
+                    .boxed())
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(futures_util::stream::select_all(readers))
+    }
+}
+
 /// Admin calls over every shard.
 impl ShardedQueue {
     fn each(&self) -> impl Iterator<Item = Queue> + '_ {
@@ -514,7 +690,9 @@ impl ShardedQueue {
     /// `RATE floor(n/k)/d`, `MAXINFLIGHT floor(n/k)` and `RETAINMAX
     /// floor(n/k)`, so all together never deliver (or keep) more than n;
     /// an n smaller than k (but not 0, which removes the limit) is refused
-    /// with [`Error::Config`] before anything is sent. Every shard gets the same pairs, shard 0 first: a pair the
+    /// with [`Error::Config`] before anything is sent. EVENTS is not
+    /// split: each shard keeps its own last n (a reader per shard,
+    /// [`ShardedQueue::events`]). Every shard gets the same pairs, shard 0 first: a pair the
     /// server refuses stops the call there, having changed nothing.
     pub async fn config_set(&self, pairs: &[(&str, &str)]) -> Result<(), Error> {
         let split = split_limits(pairs, self.shards.names().len())?;
@@ -833,7 +1011,8 @@ async fn wait(
     let reply = if timeout.is_zero() {
         query(&mut con.clone(), &cmd).await?
     } else {
-        con.blocking(queue.as_bytes(), &cmd, timeout).await?
+        con.blocking("DQ.WAIT", queue.as_bytes(), &cmd, timeout)
+            .await?
     };
     admin::parse_wait(reply)
 }

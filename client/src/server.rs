@@ -223,14 +223,15 @@ impl Connection {
         Ok(cmd.query_async(self).await?)
     }
 
-    /// Runs a command that blocks the server-side client for up to `block`
-    /// (DQ.WAIT ... BLOCK) on a connection of its own, to the node that
+    /// Runs `command`, which blocks the server-side client for up to `block`
+    /// (DQ.WAIT or DQ.EVENTS ... BLOCK), on a connection of its own, to the node that
     /// holds `queue`: MOVED and ASK are followed, as a cluster client
     /// follows them. The connection is kept for the next such command
     /// unless it failed; a future dropped while it waits closes it, which
     /// ends the wait on the server too.
     pub(crate) async fn blocking(
         &self,
+        command: &'static str,
         queue: &[u8],
         cmd: &Cmd,
         block: Duration,
@@ -313,7 +314,7 @@ impl Connection {
             node = Some((host, port));
         }
         Err(Error::Reply {
-            command: "DQ.WAIT",
+            command,
             detail: format!(
                 "redirected 16 times for queue '{}': the cluster is changing; try again",
                 String::from_utf8_lossy(queue)

@@ -506,6 +506,8 @@ fn error_name(e: &Error) -> &'static str {
         Error::Redis(_) => "DqError",
         Error::Reply { .. } => "Reply",
         Error::Config(_) => "Config",
+        Error::Gap { .. } => "Gap",
+        Error::EventLogRestarted { .. } => "EventLogRestarted",
     }
 }
 
