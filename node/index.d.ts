@@ -2,6 +2,7 @@
 // checks them with tsc. ioredis is a peer dependency (5 or 6): these are the
 // types of the ioredis your project has.
 import type { Redis, Cluster } from 'ioredis';
+import type { EventEmitter } from 'events';
 
 export type Client = Redis | Cluster;
 export type Bytes = string | Buffer;
@@ -172,6 +173,8 @@ export interface QueueConfig {
   'retain-ms-from': string;
   /** At most this many done messages; null: no cap (a ShardedQueue: the shards' caps summed). */
   'retain-max': number | null;
+  /** How many of its last events the queue keeps (0: none); a ShardedQueue: the shards' summed. */
+  events: number;
   rate: string | null;
   'max-inflight': number | null;
   paused: 0 | 1;
@@ -191,6 +194,8 @@ export interface ConfigSettings {
   retainMs?: Duration | 'DEFAULT';
   /** At most this many done messages, the earliest finished dropped first (RETAINMAX); 0 (or 'DEFAULT'): no cap. A ShardedQueue of k shards gives each floor(n / k). */
   retainMax?: number | 'DEFAULT';
+  /** Keep the queue's last n events for events() and listen() (EVENTS), at most 100000000; 0 (or 'DEFAULT') keeps none. A ShardedQueue of k shards gives each floor(n / k). */
+  events?: number | 'DEFAULT';
 }
 
 /** DQ.SCHEDULE's options: exactly one of `every` and `cron`. */
@@ -249,6 +254,97 @@ export interface Schedule {
   shard?: string;
 }
 
+/** What DQ.EVENTS writes, one per change of a message's state (docs/semantics.md, "Events"). */
+export type EventType = 'added' | 'replaced' | 'ready' | 'delivered' | 'done' | 'retry' | 'dead' | 'cancelled'
+  | 'redriven' | 'progress' | 'dropped' | 'purged' | 'paused' | 'resumed';
+
+/** The queue-wide events: no id. */
+export type QueueWideEventType = 'purged' | 'paused' | 'resumed';
+
+/**
+ * One event of type T: `seq` (the queue's own numbering from 1; a shard's
+ * on a ShardedQueue), `at` (Unix ms), `id` (null for the queue-wide ones),
+ * `attempt` (null where none applies) and `detail`: the reason of `retry`
+ * and `dead` ('nack', 'lease-expired', ...), of `replaced` after a delivery
+ * ended, how many for `purged`, the reported value (a Buffer) for
+ * `progress`, else null.
+ */
+export interface EventOf<T extends EventType> {
+  seq: number;
+  at: number;
+  type: T;
+  id: T extends QueueWideEventType ? null : string;
+  attempt: number | null;
+  detail: T extends 'progress' ? Buffer : T extends 'paused' | 'resumed' ? null : T extends 'purged' ? string : string | null;
+  /** ShardedQueue only: the shard (its queue name) the event and its seq belong to. */
+  shard?: string;
+}
+
+/** Any event, narrowed by `type`. */
+export type QueueEvent = { [T in EventType]: EventOf<T> }[EventType];
+
+/** A sharded queue's position: the last seq read of each shard, by shard name. */
+export type ShardPositions = Record<string, number>;
+
+export interface EventsOptions {
+  /** Read the events after this seq (one you kept from an event, or a reader's `position`); none: from the oldest kept. */
+  after?: number;
+  /** Events per DQ.EVENTS (default the server's, 100; at most 10000). */
+  count?: number;
+  /** How long each DQ.EVENTS blocks before the reader sends the next (default 10 s; 0: for ever). */
+  blockMs?: Duration;
+  /** Aborting it closes the reader. */
+  signal?: AbortSignal;
+}
+
+export interface ShardedEventsOptions extends Omit<EventsOptions, 'after'> {
+  /** The seq to read after of each shard, by shard name (a reader's `position`); a shard not named: from its oldest kept. */
+  after?: ShardPositions;
+}
+
+/**
+ * An async iterator over a queue's events, oldest first, for ever: it ends
+ * only when closed (close(), `break`, the signal, the client closed), and
+ * throws EventGapError or EventLogRestarted rather than skip an event.
+ */
+export interface EventReader<P> extends AsyncIterableIterator<QueueEvent> {
+  /** The seq of the last event given (a ShardedQueue: by shard name): the `after` that goes on from there. */
+  readonly position: P;
+  readonly closed: boolean;
+  /** Ends it; a blocked read ends now (its connection is closed). */
+  close(): void;
+  next(): Promise<IteratorResult<QueueEvent, undefined>>;
+  return(): Promise<IteratorResult<QueueEvent, undefined>>;
+  [Symbol.asyncIterator](): EventReader<P>;
+}
+
+/**
+ * BullMQ's QueueEvents for dq: each event under its type ('done' for
+ * BullMQ's 'completed', 'dead' for 'failed', ...) and under 'event'; 'gap'
+ * and 'restart' (skipped knowingly only when listened to: else an
+ * 'error'), 'error' (it stops), 'close'.
+ */
+export interface QueueEventsListener<P> extends EventEmitter {
+  /** The seq of the last event emitted (null before any; a ShardedQueue: by shard name). */
+  readonly position: P;
+  /** Stops; resolves once every read has ended and 'close' was emitted. */
+  close(): Promise<void>;
+  on<T extends EventType>(type: T, listener: (event: EventOf<T>) => void): this;
+  on(type: 'event', listener: (event: QueueEvent) => void): this;
+  on(type: 'gap', listener: (error: EventGapError) => void): this;
+  on(type: 'restart', listener: (error: EventLogRestarted) => void): this;
+  on(type: 'error', listener: (error: Error) => void): this;
+  on(type: 'close', listener: () => void): this;
+  on(type: string | symbol, listener: (...args: any[]) => void): this;
+  once<T extends EventType>(type: T, listener: (event: EventOf<T>) => void): this;
+  once(type: 'event', listener: (event: QueueEvent) => void): this;
+  once(type: 'gap', listener: (error: EventGapError) => void): this;
+  once(type: 'restart', listener: (error: EventLogRestarted) => void): this;
+  once(type: 'error', listener: (error: Error) => void): this;
+  once(type: 'close', listener: () => void): this;
+  once(type: string | symbol, listener: (...args: any[]) => void): this;
+}
+
 export class Queue {
   constructor(client: Client, name: string);
   readonly client: Client;
@@ -283,6 +379,10 @@ export class Queue {
   pause(options?: { forMs?: Duration }): Promise<void>;
   /** DQ.RESUME: whether the queue was paused. */
   resume(): Promise<boolean>;
+  /** The queue's events (DQ.EVENTS ... BLOCK in a loop on a connection of its own), after `after`. */
+  events(options?: EventsOptions): EventReader<number | null>;
+  /** An EventEmitter of the queue's events, from `after`, until close(). */
+  listen(options?: Omit<EventsOptions, 'signal'>): QueueEventsListener<number | null>;
 }
 
 export interface Basis {
@@ -320,6 +420,10 @@ export class ShardedQueue {
   pause(options?: { forMs?: Duration }): Promise<void>;
   /** On every shard: whether any was paused. */
   resume(): Promise<boolean>;
+  /** Every shard's events merged, one reader per shard, each event with its `shard` and that shard's seq. */
+  events(options?: ShardedEventsOptions): EventReader<ShardPositions>;
+  /** Queue.listen over every shard. */
+  listen(options?: Omit<ShardedEventsOptions, 'signal'>): QueueEventsListener<ShardPositions>;
 }
 
 /** What the worker sent for a delivery: docs/client-vocabulary.md. */
@@ -388,6 +492,21 @@ export class StaleDelivery extends DqError {}
 export class UnknownMessage extends DqError {}
 export class WrongType extends DqError {}
 export class OutOfMemory extends DqError {}
+/** GAP: `after` is older than the queue keeps; `oldest` is the oldest seq kept (read on after oldest - 1, knowingly). */
+export class EventGapError extends DqError {
+  readonly oldest: number;
+  readonly queue: string | null;
+  readonly after: number | null;
+  /** The shard, when read through a ShardedQueue. */
+  readonly shard: string | null;
+}
+/** The queue's last seq fell below `after`: it was deleted or replaced, its new log starts at 1 (read on after 0). */
+export class EventLogRestarted extends DqError {
+  readonly queue: string;
+  readonly after: number;
+  readonly lastSeq: number;
+  readonly shard: string | null;
+}
 export class Permanent extends Error {
   constructor(message: string);
 }

@@ -90,6 +90,58 @@ async function main(): Promise<void> {
     ? [message.result, message['finished-at'], message['retained-until'], message.progress] : [null, null, null, null];
   const doneOnes: dq.Entry[] = await q.peek('done', 5);
   await q.purge('DONE');
+  // Events: an async iterator, typed by type; a sharded queue's position by shard.
+  await q.configSet({ events: 10000 });
+  await sharded.configSet({ events: 'DEFAULT' });
+  const keeps: number = cfg.events;
+  const reader: dq.EventReader<number | null> = q.events({ after: 12, count: 100, blockMs: '30s', signal: new AbortController().signal });
+  for await (const e of reader) {
+    const seq: number = e.seq;
+    if (e.type === 'progress') {
+      const value: Buffer = e.detail;
+      const who: string = e.id;
+      void [value, who];
+    } else if (e.type === 'purged') {
+      const none: null = e.id;
+      void none;
+    }
+    const at: number = e.at;
+    const attempt: number | null = e.attempt;
+    void [seq, at, attempt];
+    break;
+  }
+  const readTo: number | null = reader.position;
+  reader.close();
+  try {
+    for await (const e of sharded.events({ after: { [sharded.shardNames[0]]: 3 } })) {
+      const shard: string | undefined = e.shard;
+      void shard;
+    }
+  } catch (e) {
+    if (e instanceof dq.EventGapError) {
+      const oldest: number = e.oldest;
+      const where: string | null = e.shard;
+      void [oldest, where];
+    } else if (e instanceof dq.EventLogRestarted) {
+      const last: number = e.lastSeq;
+      void last;
+    }
+  }
+  const listener: dq.QueueEventsListener<dq.ShardPositions> = sharded.listen({ after: {} });
+  listener.on('done', (e: dq.EventOf<'done'>) => {
+    const job: string = e.id;
+    void job;
+  }).on('dead', (e) => {
+    const reason: string | null = e.detail;
+    void reason;
+  }).on('gap', (g: dq.EventGapError) => void g.oldest)
+    .on('event', (e: dq.QueueEvent) => void e.type)
+    .on('error', (err: Error) => void err);
+  const where: dq.ShardPositions = listener.position;
+  await listener.close();
+  const single: number | null = q.listen().position;
+  const kind: dq.EventType = 'retry';
+  void [keeps, readTo, where, single, kind];
   void [id, names, n, payload, all, next, removed, nextRun, home, wasPaused, limits, polled, retryMs, timed,
     resulting, result, shardOutcome, finished, kept, shown, doneOnes, dq.MAX_RESULT_BYTES, dq.MAX_PROGRESS_BYTES];
 }
