@@ -120,6 +120,19 @@ impl Entry {
             .then(|| &self.data[usize::from(self.id_len)..])
     }
 
+    /// Makes this entry another of the same id and detail length, in its
+    /// own allocation.
+    fn refill(&mut self, at: u64, kind: Kind, id: &[u8], attempt: u32, detail: Option<&[u8]>) {
+        let (id_part, detail_part) = self.data.split_at_mut(id.len());
+        id_part.copy_from_slice(id);
+        detail_part.copy_from_slice(detail.unwrap_or_default());
+        self.at = at;
+        self.attempt = attempt;
+        self.kind = kind;
+        self.has_detail = detail.is_some();
+        self.id_len = id.len() as u16;
+    }
+
     fn heap_bytes(&self) -> usize {
         alloc_size(self.data.len())
     }
@@ -213,6 +226,27 @@ impl Journal {
         self.entries.push_back(entry);
     }
 
+    /// Writes one event from its parts (the caller checked
+    /// [`Journal::is_on`]). A full log reuses the allocation of the entry it
+    /// drops when it has the same size, as it mostly has (ids of one
+    /// length, no detail): a full log then writes without allocating.
+    pub fn write(&mut self, at: u64, kind: Kind, id: &[u8], attempt: u32, detail: Option<&[u8]>) {
+        let size = id.len() + detail.map_or(0, <[u8]>::len);
+        if self.entries.len() as u64 >= self.max {
+            if let Some(mut old) = self.entries.pop_front() {
+                self.last_seq += 1;
+                if old.data.len() == size {
+                    old.refill(at, kind, id, attempt, detail);
+                    self.entries.push_back(old);
+                } else {
+                    self.entries.push_back(Entry::new(at, kind, id, attempt, detail));
+                }
+                return;
+            }
+        }
+        self.push(Entry::new(at, kind, id, attempt, detail));
+    }
+
     /// The entries with seq above `after`, oldest first, at most `count`,
     /// each with its seq. `after` below what is kept is a [`Gap`]; above the
     /// newest seq, nothing.
@@ -283,6 +317,31 @@ mod tests {
         assert_eq!(seqs(&j, 5, 10), Ok(vec![]));
         assert_eq!(seqs(&j, 4, 10), Err(Gap { oldest: 6 }));
         assert!(!j.is_empty());
+    }
+
+    #[test]
+    fn a_full_log_writes_into_the_entry_it_drops_and_keeps_what_push_keeps() {
+        let writes: [(&[u8], Option<&[u8]>, Kind, u32); 7] = [
+            (b"aa", None, Kind::Added, 0),
+            (b"bb", None, Kind::Delivered, 1),
+            (b"aa", Some(b"x"), Kind::Retry, 1),
+            (b"cc", None, Kind::Done, 3),
+            (b"", Some(b"12"), Kind::Purged, 0),
+            (b"dddd", None, Kind::Added, 0),
+            (b"ee", Some(b""), Kind::Progress, 2),
+        ];
+        let (mut written, mut pushed) = (Journal::new(), Journal::new());
+        written.set_max(2);
+        pushed.set_max(2);
+        for (n, (id, detail, kind, attempt)) in writes.into_iter().enumerate() {
+            written.write(n as u64, kind, id, attempt, detail);
+            pushed.push(Entry::new(n as u64, kind, id, attempt, detail));
+            assert_eq!(written, pushed, "after write {n}");
+        }
+        // The sizes that matched reused the dropped allocation.
+        let first = written.entries().next().map(|e| e.data.as_ptr());
+        written.write(9, Kind::Added, b"zzzz", 0, None);
+        assert_eq!(written.entries().last().map(|e| e.data.as_ptr()), first);
     }
 
     #[test]

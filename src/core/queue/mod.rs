@@ -418,15 +418,14 @@ impl Queue {
     fn note(&mut self, now: u64, kind: Kind, slot: Slot, detail: Option<&[u8]>) {
         if let Some(rare) = self.rare.as_deref_mut().filter(|r| r.journal.is_on()) {
             let record = self.messages.at(slot);
-            let entry = Entry::new(now, kind, record.id(), record.attempt, detail);
-            rare.journal.push(entry);
+            rare.journal.write(now, kind, record.id(), record.attempt, detail);
         }
     }
 
     /// Writes a queue-wide event (no id), when the queue keeps events.
     fn note_queue(&mut self, now: u64, kind: Kind, detail: Option<&[u8]>) {
         if let Some(rare) = self.rare.as_deref_mut().filter(|r| r.journal.is_on()) {
-            rare.journal.push(Entry::new(now, kind, b"", 0, detail));
+            rare.journal.write(now, kind, b"", 0, detail);
         }
     }
 
