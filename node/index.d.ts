@@ -383,6 +383,8 @@ export class Queue {
   events(options?: EventsOptions): EventReader<number | null>;
   /** An EventEmitter of the queue's events, from `after`, until close(). */
   listen(options?: Omit<EventsOptions, 'signal'>): QueueEventsListener<number | null>;
+  /** The newest seq written (0: none): `events({ after: await q.lastEventSeq() })` reads from now on. */
+  lastEventSeq(): Promise<number>;
 }
 
 export interface Basis {
@@ -424,6 +426,8 @@ export class ShardedQueue {
   events(options?: ShardedEventsOptions): EventReader<ShardPositions>;
   /** Queue.listen over every shard. */
   listen(options?: Omit<ShardedEventsOptions, 'signal'>): QueueEventsListener<ShardPositions>;
+  /** Each shard's newest seq, by shard name: the `after` that reads from now on. */
+  lastEventSeq(): Promise<ShardPositions>;
 }
 
 /** What the worker sent for a delivery: docs/client-vocabulary.md. */

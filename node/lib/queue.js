@@ -211,6 +211,14 @@ class Queue {
   listen(options = {}) {
     return new ev.QueueEventsListener(this, options);
   }
+
+  /**
+   * The newest seq the queue has written (0 when none): `events({ after:
+   * await queue.lastEventSeq() })` reads the events written from now on.
+   */
+  async lastEventSeq() {
+    return Number((await this._send('DQ.EVENTS', ['COUNT', 1]))[0]);
+  }
 }
 
 /**
@@ -443,6 +451,12 @@ class ShardedQueue {
   /** Queue.listen over every shard; `position` is an object of seqs by shard name. */
   listen(options = {}) {
     return new ev.QueueEventsListener(this, options);
+  }
+
+  /** Each shard's newest seq, by shard name: the `after` of a reader of what is written from now on. */
+  async lastEventSeq() {
+    const seqs = await Promise.all(this.shards.map((s) => s.lastEventSeq()));
+    return Object.fromEntries(this.shardNames.map((name, i) => [name, seqs[i]]));
   }
 }
 

@@ -95,6 +95,25 @@ test('a reader resumes after the seq it kept; a retry and a death carry their de
   }
 });
 
+test('lastEventSeq(): a reader after it reads only what is written from now on', async () => {
+  const client = named(unique('reader'));
+  try {
+    const q = new dq.Queue(client, unique('events'));
+    assert.strictEqual(await q.lastEventSeq(), 0);
+    await q.configSet({ events: 100 });
+    await q.add('x', { id: 'old' });
+    await q.cancel('old');
+    assert.strictEqual(await q.lastEventSeq(), 2);
+    const reader = q.events({ after: await q.lastEventSeq() });
+    const next = reader.next();
+    await q.add('x', { id: 'new' });
+    assert.deepStrictEqual(shape((await next).value), [3, 'added', 'new', null, null]);
+    reader.close();
+  } finally {
+    client.disconnect();
+  }
+});
+
 test('an after older than the queue keeps throws EventGapError with the oldest seq kept', async () => {
   const client = named(unique('reader'));
   try {
@@ -337,6 +356,7 @@ test('a sharded queue on a cluster: one reader per shard merged, each with its o
     }
     const position = reader.position;
     assert.deepStrictEqual(position, Object.fromEntries(q.shardNames.map((n) => [n, 2])));
+    assert.deepStrictEqual(await q.lastEventSeq(), position);
     // The next event comes through the reader blocked on its shard.
     const next = reader.next();
     const late = await q.add('y', { shardKey: keys[5] });

@@ -139,7 +139,9 @@ async function main(): Promise<void> {
     .on('error', (err: Error) => void err);
   const where: dq.ShardPositions = listener.position;
   await listener.close();
-  const single: number | null = q.listen().position;
+  const single: number | null = q.listen({ after: await q.lastEventSeq() }).position;
+  const now: dq.ShardPositions = await sharded.lastEventSeq();
+  sharded.events({ after: now }).close();
   const kind: dq.EventType = 'retry';
   void [keeps, readTo, where, single, kind];
   void [id, names, n, payload, all, next, removed, nextRun, home, wasPaused, limits, polled, retryMs, timed,
