@@ -10,6 +10,7 @@ mod app;
 mod backend;
 mod charts;
 mod discovery;
+mod events;
 mod http;
 mod list;
 mod metrics;

@@ -67,7 +67,7 @@ pub fn layout(title: &str, crumbs: &[(String, String)], refresh: bool, body: Mar
                     }
                 }
                 main { (body) }
-                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, PEEK, CONFIG, SCHEDULES · " a href="/metrics" { "/metrics" } }
+                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, PEEK, CONFIG, SCHEDULES, EVENTS · " a href="/metrics" { "/metrics" } }
             }
         }
     }
@@ -746,6 +746,11 @@ fn settings_card(p: &QueuePage) -> Markup {
                     }
                     @if p.sharding.is_some() { " " span.from { "this shard's" } }
                 }
+                dt title="how many of its last events the queue keeps for DQ.EVENTS (EVENTS)" { "events" }
+                dd id="events-setting" {
+                    @if c.events == 0 { "none kept" } @else { "the last " (count(c.events)) }
+                    " " a href=(crate::events::events_url(p.server, p.name)) { "feed" }
+                }
             }
         }
     }
@@ -846,6 +851,7 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
         section.titlebar {
             h1 { span.muted { "queue " } (title) }
             @if ctx.cluster { span.server-tag { "on " (p.server) } }
+            a.events-link id="events-link" href=(crate::events::events_url(p.server, p.name)) { "events" }
         }
         section.summary {
             @for st in State::ALL {
@@ -1093,7 +1099,22 @@ fn bytes_view(bytes: &[u8], id: &str, what: &str) -> Markup {
     }
 }
 
+/// The page without a history, as the unit tests render it (the server's
+/// page always reads one).
+#[cfg(test)]
 pub fn message_page(ctx: &Ctx, server: &str, queue: &[u8], m: &Message) -> Markup {
+    message_page_with(ctx, server, queue, m, html! {})
+}
+
+/// The message's page with `history`, its events from the queue's log
+/// (events.rs), after its payload.
+pub fn message_page_with(
+    ctx: &Ctx,
+    server: &str,
+    queue: &[u8],
+    m: &Message,
+    history: Markup,
+) -> Markup {
     let qname = label(queue, 80);
     let id = label(&m.id, 80);
     let body = html! {
@@ -1171,6 +1192,7 @@ pub fn message_page(ctx: &Ctx, server: &str, queue: &[u8], m: &Message) -> Marku
             h2 { "Payload " span.muted { "(" (count(m.payload.len() as u64)) " bytes)" } }
             (payload_view(&m.payload))
         }
+        (history)
     };
     layout(
         &format!("{id} in {qname}"),

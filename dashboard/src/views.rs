@@ -434,10 +434,14 @@ pub async fn message_page(
     check_id(id)?;
     let mut con = server.con.clone();
     match admin::get(&mut con, queue, id).await.map_err(redis_fail)? {
-        Some(m) => Ok(html(
-            StatusCode::OK,
-            pages::message_page(ctx, &server.addr, queue, &m),
-        )),
+        Some(m) => {
+            let history =
+                crate::events::history(&mut con, &server.addr, queue, id, ctx.now).await?;
+            Ok(html(
+                StatusCode::OK,
+                pages::message_page_with(ctx, &server.addr, queue, &m, history),
+            ))
+        }
         None => Err(fail(
             StatusCode::NOT_FOUND,
             "Unknown message",

@@ -130,6 +130,9 @@ async fn route(app: &Arc<App>, req: Request<hyper::body::Incoming>) -> Resp {
         (&Method::GET, ["q", server, queue]) => {
             views::queue_page(app, &ctx, &decode_part(server), &decode_part(queue), &query).await
         }
+        (&Method::GET, ["q", server, queue, "events"]) => {
+            crate::events::feed(app, &ctx, &decode_part(server), &decode_part(queue), &query).await
+        }
         (&Method::GET, ["q", server, queue, "m", id]) => {
             views::message_page(
                 app,
