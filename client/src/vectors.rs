@@ -65,6 +65,8 @@ impl ConnectionLike for Fake {
                 b"DQ.SCAN" => {
                     Value::Array(vec![Value::BulkString(b"0".to_vec()), Value::Array(vec![])])
                 }
+                // A log that reaches past any AFTER asked: no restart.
+                b"DQ.EVENTS" => Value::Array(vec![Value::Int(1_000_000), Value::Array(vec![])]),
                 b"DQ.PAUSE" => Value::Okay,
                 b"DQ.CONFIG" if argv.len() > 2 => Value::Okay,
                 b"DQ.CONFIG" => Value::Array(vec![]),
@@ -215,6 +217,20 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 Some(o) => json!({"state": o.state(), "value": o.value().map(lossy)}),
             }
         }
+        "events" => {
+            let page = admin::events(con, qb, a.u64("after"), a.count()).await?;
+            let events: Vec<Json> = page
+                .events
+                .iter()
+                .map(|e| {
+                    json!({
+                        "seq": e.seq, "at": e.at, "type": e.kind.as_str(), "id": e.id.as_deref().map(lossy),
+                        "attempt": e.attempt, "detail": e.detail.as_deref().map(lossy),
+                    })
+                })
+                .collect();
+            json!({"last-seq": page.last_seq, "events": events})
+        }
         "nack" => {
             let o = NackOptions {
                 delay: a.ms("delay_ms")?,
@@ -267,6 +283,7 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 ("MAXINFLIGHT", "max_inflight"),
                 ("RETAIN", "retain_ms"),
                 ("RETAINMAX", "retain_max"),
+                ("EVENTS", "events"),
             ]
             .into_iter()
             .filter_map(|(field, k)| Some((field, a.setting(k)?)))
@@ -465,7 +482,7 @@ fn config(c: &QueueConfig) -> Json {
         "max-attempts-from": c.max_attempts_from, "backoff": c.backoff, "backoff-from": c.backoff_from,
         "rate": c.rate, "max-inflight": c.max_inflight, "paused": u8::from(c.paused),
         "paused-until": c.paused_until, "throttled": c.throttled, "retain-ms": c.retain_ms,
-        "retain-ms-from": c.retain_ms_from, "retain-max": c.retain_max,
+        "retain-ms-from": c.retain_ms_from, "retain-max": c.retain_max, "events": c.events,
     })
 }
 
@@ -648,6 +665,7 @@ fn the_vectors_cover_every_operation_and_form() {
         "queues",
         "done",
         "wait",
+        "events",
     ] {
         assert!(ops.contains(op), "{op}");
     }
