@@ -239,7 +239,8 @@ impl Journal {
                     old.refill(at, kind, id, attempt, detail);
                     self.entries.push_back(old);
                 } else {
-                    self.entries.push_back(Entry::new(at, kind, id, attempt, detail));
+                    self.entries
+                        .push_back(Entry::new(at, kind, id, attempt, detail));
                 }
                 return;
             }

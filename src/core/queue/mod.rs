@@ -418,7 +418,8 @@ impl Queue {
     fn note(&mut self, now: u64, kind: Kind, slot: Slot, detail: Option<&[u8]>) {
         if let Some(rare) = self.rare.as_deref_mut().filter(|r| r.journal.is_on()) {
             let record = self.messages.at(slot);
-            rare.journal.write(now, kind, record.id(), record.attempt, detail);
+            rare.journal
+                .write(now, kind, record.id(), record.attempt, detail);
         }
     }
 
