@@ -16,6 +16,7 @@ import dq
 import dq.asyncio as dqa
 
 from conftest import await_for, cluster_nodes, unblock_pops, wait_for
+from test_events import Reader
 
 SHARDS = 8
 PER_SHARD_FREE = 200  # messages without a group, per shard
@@ -424,3 +425,90 @@ async def test_sharded_outcomes_on_the_cluster_asyncio(acluster, name):
     assert (await s.config())["retain-max"] == SHARDS
     stats = await s.stats()
     assert (stats["done"], stats["dropped"]) == (SHARDS, len(ids) + 1 - SHARDS)
+
+
+# --- events (issue 35): one reader per shard, merged ---------------------------------------------
+
+
+def check_shard_events(s: Any, got: List[dq.Event], ids: List[str], types: List[str]) -> None:
+    """Each shard's events came in its own order, numbered from 1, and each
+    id's events, of these types, from the shard that holds it."""
+    per_shard: Dict[str, List[int]] = defaultdict(list)
+    per_id: Dict[str, List[Tuple[str, str]]] = defaultdict(list)
+    for e in got:
+        per_shard[e.queue].append(e.seq)
+        per_id[e.id or ""].append((e.type, e.queue))
+    assert set(per_shard) == set(s.shard_names)
+    assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in per_shard.values()), per_shard
+    assert per_id == {i: [(t, s.shards[s.shard_for(i)].name) for t in types] for i in ids}
+
+
+def test_sharded_events_on_the_cluster(cluster, name):
+    s = dq.ShardedQueue(cluster, name, shards=SHARDS)
+    s.config_set(events=100)
+    # Not split: each shard keeps its own last n (each has its own log).
+    assert {shard.config()["events"] for shard in s.shards} == {100} and s.config()["events"] == 100
+    ids, _, _ = outcome_ids(s)
+    reader = Reader(s.events(), 3 * len(ids))
+    wait_for(lambda: blocked_on(cluster, "dq.events") == SHARDS, what="a blocked DQ.EVENTS per shard")
+    for i in ids:
+        s.add(i, id=i)
+    popped: List[dq.Delivery] = []
+    while len(popped) < len(ids):
+        popped += s.pop(count=len(ids), lease_ms="1h")
+    assert s.ack(*popped) == len(ids)
+    got = reader.join()
+    assert reader.error is None
+    check_shard_events(s, got, ids, ["added", "delivered", "done"])
+    # Closed, the reader's threads end when their blocking reads do.
+    wait_for(lambda: not any(t.name.startswith("dq-merge") for t in threading.enumerate()),
+             what="the closed reader's threads ending")
+    wait_for(lambda: blocked_on(cluster, "dq.events") == 0, what="no blocked DQ.EVENTS")
+    # The caller keeps a seq per shard and resumes after each.
+    positions = {e.queue: e.seq for e in got}
+    assert list(s.events(after=positions, follow=False)) == []
+    s.add("again", id=ids[0])
+    holder = s.shards[s.shard_for(ids[0])].name
+    (again,) = list(s.events(after=positions, follow=False))
+    assert (again.queue, again.seq, again.type, again.id) == (holder, positions[holder] + 1, "added", ids[0])
+    # A shard left out starts at its oldest event kept.
+    assert len(list(s.events(after={k: v for k, v in positions.items() if k != holder}, follow=False))) == (
+        positions[holder] + 1)
+    # One shard's gap ends the reader, naming the shard and its oldest seq kept.
+    s.shards[0].config_set(events=2)
+    last = positions[s.shard_names[0]] + (1 if holder == s.shard_names[0] else 0)
+    with pytest.raises(dq.EventGap) as caught:
+        list(s.events(after={s.shard_names[0]: 1}, follow=False))
+    assert (caught.value.queue, caught.value.oldest) == (s.shard_names[0], last - 1)
+    # Bad positions are refused before anything is sent.
+    with pytest.raises(ValueError, match="not a shard"):
+        s.events(after={"elsewhere": 1})
+    with pytest.raises(TypeError, match="mapping of shard name to seq"):
+        s.events(after=5)
+    with pytest.raises(ValueError, match=r"after\['.*'\] must be from 0"):
+        s.events(after={s.shard_names[1]: -1})
+
+
+@pytest.mark.asyncio
+async def test_sharded_events_on_the_cluster_asyncio(acluster, cluster, name):
+    s = dqa.ShardedQueue(acluster, name, shards=SHARDS)
+    await s.config_set(events=100)
+    ids, _, _ = outcome_ids(s)
+    got: List[dq.Event] = []
+
+    async def read() -> None:
+        async for event in s.events(after="now"):
+            got.append(event)
+
+    reading = asyncio.ensure_future(read())
+    await await_for(lambda: asyncio.to_thread(lambda: blocked_on(cluster, "dq.events") == SHARDS),
+                    what="a blocked DQ.EVENTS per shard")
+    await asyncio.gather(*[s.add(i, id=i) for i in ids])
+    await await_for(lambda: asyncio.sleep(0, len(got) >= len(ids)), what="every shard's events")
+    check_shard_events(s, got, ids, ["added"])
+    # Cancelling the reader cancels every shard's task, which ends its read on the server.
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    await await_for(lambda: asyncio.to_thread(lambda: blocked_on(cluster, "dq.events") == 0), timeout=2.5,
+                    what="no blocked DQ.EVENTS")

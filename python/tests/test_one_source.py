@@ -39,7 +39,7 @@ def test_each_method_has_one_signature_and_docstring(kind):
     assert public(sync) == public(aio)
     methods = [n for n in public(sync) if inspect.isfunction(inspect.getattr_static(sync, n))]
     assert {"add", "pop", "ack", "nack", "touch", "stats", "get", "peek", "scan", "redrive", "cancel", "purge",
-            "config", "config_set", "schedule", "unschedule", "schedules", "pause", "resume"} <= set(methods)
+            "config", "config_set", "schedule", "unschedule", "schedules", "pause", "resume", "events"} <= set(methods)
     for name in methods:
         s, a = getattr(sync, name), getattr(aio, name)
         assert s.__doc__ and s.__doc__ == a.__doc__, name
@@ -47,10 +47,13 @@ def test_each_method_has_one_signature_and_docstring(kind):
         assert s_sig.parameters == a_sig.parameters, name
         assert not inspect.iscoroutinefunction(s), name
         hints_s, hints_a = typing.get_type_hints(s), typing.get_type_hints(a)
-        if name == "scan":
+        if name in ("scan", "events"):
+            item = dq.Entry if name == "scan" else dq.Event
             assert not inspect.iscoroutinefunction(a)
-            assert hints_s["return"] == typing.Iterator[dq.Entry]
-            assert hints_a["return"] == typing.AsyncIterator[dq.Entry]
+            assert hints_s["return"] == typing.Iterator[item]
+            assert hints_a["return"] == typing.AsyncIterator[item]
+            assert {k: v for k, v in hints_s.items() if k != "return"} == {
+                k: v for k, v in hints_a.items() if k != "return"}
         elif name != "shard_for":
             assert inspect.iscoroutinefunction(a), name
             assert hints_s == hints_a, name
@@ -84,6 +87,7 @@ REPLIES: Dict[bytes, Callable[[Tuple[Any, ...]], Any]] = {
     b"DQ.QUEUES": lambda a: [b"b", b"a"],
     b"DQ.WAIT": lambda a: [b"done", a[2] + b"-r"] if b"BLOCK" in a else None,
     b"DQ.DONE": lambda a: (len(a) - 2) // 2,
+    b"DQ.EVENTS": lambda a: [2, [[1, 10, b"added", b"x", None, None], [2, 11, b"progress", b"x", 1, a[1]]]],
 }
 
 
@@ -135,6 +139,8 @@ def calls(q: Any, sharded: bool) -> List[Tuple[str, Callable[[], Any]]]:
         ("config_set retain", lambda: q.config_set(retain_ms="1h", retain_max=8)), ("peek done", lambda: q.peek("done")),
         ("bad done", lambda: q.done("a", "r")), ("bad wait", lambda: q.wait("a", "1.5s")),
         ("bad progress", lambda: q.progress("a", b"p" * 65537)),
+        ("events", lambda: q.events(follow=False, count=5)), ("bad events", lambda: q.events(count=0)),
+        ("config_set events", lambda: q.config_set(events=1000)),
     ]
     if not sharded:  # (a ShardedQueue makes a random id)
         out.append(("add without id", lambda: q.add("p", at_ms=5, nx=True)))
@@ -145,6 +151,11 @@ def calls(q: Any, sharded: bool) -> List[Tuple[str, Callable[[], Any]]]:
             ("cancel by shard key", lambda: q.cancel("a", shard_key="k")), ("pop round", lambda: q.pop(count=5)),
         ]
     return out
+
+
+def q_names(sharded: bool) -> List[str]:
+    """The dq queues of record()'s queue."""
+    return list(dq.ShardedQueue(Fake(), "sq", shards=4).shard_names) if sharded else ["q"]
 
 
 def outcome(value: Any) -> Any:
@@ -166,8 +177,12 @@ def record(flavor: Any, sharded: bool) -> List[Tuple[str, Any, Any]]:
             fake.sent.clear()
             try:
                 result = call()
-                if what == "scan":
+                if what in ("scan", "events"):
                     result = [e async for e in result] if flavor is dqa else list(result)
+                    if what == "events":
+                        # A ShardedQueue's readers run side by side: no order between shards.
+                        result.sort()
+                        fake.sent.sort()
                 elif inspect.isawaitable(result):
                     result = await result
                 result = outcome(result)
@@ -203,9 +218,16 @@ def test_both_flavors_send_the_same_commands_and_return_the_same(sharded):
         assert by_name["done"] == ([(b"DQ.DONE", b"q", b"a", b"r1", b"b", b"r2")], 2)
         assert by_name["wait"] == ([(b"DQ.WAIT", b"q", b"a", b"BLOCK", 2000)], dq.JobOutcome("done", result=b"a-r"))
         assert by_name["progress"][0] == [(b"DQ.TOUCH", b"q", b"a", b"LEASE", 500, b"ATTEMPT", 2, b"PROGRESS", b"40%")]
+    # Each shard's log read from its oldest event, the reply read into Events; EVENTS is not split.
+    parts = [s.encode() for s in q_names(sharded)]
+    assert by_name["events"] == (
+        [(b"DQ.EVENTS", p, b"COUNT", 5) for p in parts],
+        sorted(e for p in parts for e in [dq.Event(1, 10, "added", "x", None, None, p.decode()),
+                                          dq.Event(2, 11, "progress", "x", 1, p, p.decode())]))
+    assert [args[2:] for args in by_name["config_set events"][0]] == [(b"SET", b"EVENTS", b"1000")] * len(parts)
     assert by_name["nack stale"][1][0] is dq.StaleDelivery
     assert by_name["nack gone"][1][0] is dq.UnknownMessage
-    for bad in ("bad done", "bad wait", "bad progress"):
+    for bad in ("bad done", "bad wait", "bad progress", "bad events"):
         assert by_name[bad][0] == [] and by_name[bad][1][0] in (TypeError, ValueError), bad
     assert by_name["queues"] == ([(b"DQ.QUEUES",)], ["b", "a"])  # a server's own order
 

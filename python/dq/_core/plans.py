@@ -6,8 +6,9 @@ the operation's result. A step is a list of `Call`s (run them — the asyncio
 driver at once — and send back their results in order, a `DqError` a call
 raised in its place; any other error a call raises is thrown into the plan,
 which may catch it) or a float (sleep that many seconds, send back None). A
-*stream* (DQ.SCAN) yields `Items` too: hand them to the consumer, send back
-None. No I/O here: `dq` drives plans with a blocking client, `dq.asyncio`
+*stream* (DQ.SCAN, DQ.EVENTS) yields `Items` too: hand them to the
+consumer, send back None; and may yield a `Merge` of streams to run side
+by side. No I/O here: `dq` drives plans with a blocking client, `dq.asyncio`
 with an asyncio one.
 
 A public method is written once, in dq/_core, as a function that checks
@@ -72,9 +73,22 @@ class Items(Generic[T]):
     items: List[T]
 
 
+@dataclass(frozen=True)
+class Merge(Generic[T]):
+    """A stream's step: run these streams side by side, each at its own
+    pace, so that one waiting in a blocking call holds up none of the
+    others, and hand their items to the consumer as they come; send back
+    None once every one has ended. An error of one ends them all and is
+    raised to the consumer (after the items that came before it). dq runs
+    each on a thread of its own, dq.asyncio on a task of its own (a
+    ShardedQueue's event reader: one reader per shard)."""
+
+    streams: List[Stream[T]]
+
+
 Step = Union[List[Call[Any]], float]
 Plan = Generator[Step, Any, T]
-Stream = Generator[Union[Step, Items[T]], Any, None]
+Stream = Generator[Union[Step, Items[T], Merge[T]], Any, None]
 
 
 class Done(Generic[T]):

@@ -49,8 +49,9 @@ from .args import (
 )
 from .clients import longest_block_ms, single_connection
 from .errors import UnknownMessage
+from .events import MAX_EVENTS, After, after_arg, read_events, reader_args
 from .plans import Call, Items, Plan, Stream, all_of, command, one, stream, then
-from .records import Delivery, Entry, JobOutcome, Schedule
+from .records import Delivery, Entry, Event, JobOutcome, Schedule
 from .sharding import merge_config, merge_entries, merge_schedules, merge_stats
 from .replies import (
     as_bytes,
@@ -229,6 +230,7 @@ class Commands:
         max_inflight: Union[int, str, None] = None,
         retain_ms: Union[Duration, None] = None,
         retain_max: Union[int, str, None] = None,
+        events: Union[int, str, None] = None,
     ) -> Plan[None]:
         """DQ.CONFIG SET; "DEFAULT" removes the queue's own value. `lease_ms`
         is a duration (int ms, a timedelta, or "30s"). `rate`
@@ -237,8 +239,11 @@ class Commands:
         consumers; 0 removes either. `retain_ms` (a duration such as "1h";
         0: not kept) keeps messages finished by ACK or DONE as done, with
         their result, that long; `retain_max` keeps at most n of them, the
-        earliest finished dropped first (0: no cap). A ShardedQueue splits
-        rate, max_inflight and retain_max: each shard gets floor(n / shards)."""
+        earliest finished dropped first (0: no cap). `events` keeps the
+        queue's last n events for events() (0 or "DEFAULT": none). A
+        ShardedQueue splits rate, max_inflight and retain_max: each shard
+        gets floor(n / shards); `events` is per shard, each shard keeping
+        its own last n (each has its own log)."""
         args: List[Any] = []
         if lease_ms == "DEFAULT":
             args += [b"LEASE", b"DEFAULT"]
@@ -274,9 +279,11 @@ class Commands:
             if split is not None:
                 value = b"%d" % split
             args += [b"RETAINMAX", value]
+        if events is not None:
+            args += [b"EVENTS", count_limit_arg("events", events, MAX_EVENTS)[0]]
         if not args:
             raise ValueError("config_set needs at least one of lease_ms, max_attempts, backoff, rate, max_inflight, "
-                             "retain_ms, retain_max")
+                             "retain_ms, retain_max, events")
         return self._fan(lambda q: Call(("DQ.CONFIG", q._key, b"SET", *args), ok), _none)
 
     @command
@@ -566,6 +573,26 @@ class QueueCommands(Commands):
             return parse(reply)
 
         return parse_reply
+
+    @stream
+    def events(self, after: After = None, *, count: int = 100, follow: bool = True) -> Stream[Event]:
+        """The queue's events (DQ.EVENTS), oldest first, as dq.Event values,
+        for a queue that keeps them (config_set(events=n)): those after
+        `after` — a seq you kept from an earlier event (event.seq), None
+        for the oldest event kept, or "now" for those written from now on.
+        With `follow` (the default) it never ends: it waits for the next
+        event with DQ.EVENTS ... BLOCK, on a pool connection of its own (a
+        single_connection_client is refused), each read shorter than the
+        client's socket_timeout and sent again from the same seq when it
+        ends empty; follow=False ends at the newest event. `count` (1 to
+        10000) events are read at a time. Raises dq.EventGap when `after`
+        was trimmed (its `oldest` is the oldest seq kept), and
+        dq.EventLogRestarted when the queue's log is not the one `after`
+        came from (the queue was deleted and made again): never a silent
+        skip. dq.asyncio: an async iterator."""
+        start = after_arg("after", after)
+        count, block = reader_args(self.client, count, follow)
+        return read_events(self._key, self.name, start, count, block)  # checked now, not at the first next()
 
     @command
     def get(self, id: Union[str, bytes]) -> Plan[Optional[Dict[str, Any]]]:

@@ -1,5 +1,5 @@
 """The values the library hands out: Entry, Delivery, Schedule, Outcome,
-JobOutcome."""
+JobOutcome, Event."""
 
 from __future__ import annotations
 
@@ -16,6 +16,27 @@ class Entry(NamedTuple):
     attempt: int
     time: int  # due time, lease deadline, time of death or when it finished (Unix ms)
     last_error: Optional[str]
+
+
+class Event(NamedTuple):
+    """One event of a queue's log, as DQ.EVENTS gives it (docs/semantics.md,
+    "Events"): `seq` numbers the queue's events from 1; `at` is when it
+    happened (Unix ms); `type` one of added, replaced, ready, delivered,
+    done, retry, dead, cancelled, redriven, progress, dropped, purged,
+    paused, resumed; `id` the message's (None for purged, paused,
+    resumed); `attempt` its deliveries so far where one applies; `detail`
+    the bytes the server gives (a retry's or death's reason, a progress
+    value, how many were purged), else None. `queue` is the queue whose log
+    it is: a ShardedQueue's reader gives the shard's name, the key of the
+    position to keep for it."""
+
+    seq: int
+    at: int
+    type: str
+    id: Optional[str]
+    attempt: Optional[int]
+    detail: Optional[bytes]
+    queue: str
 
 
 _EVENT_LOCK = threading.Lock()

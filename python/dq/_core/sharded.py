@@ -6,16 +6,21 @@ themselves are the shards' Queue methods (queue.py)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Union
+from typing import Any, AsyncIterator, Callable, Dict, Generic, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .args import MAX_ID_BYTES, Duration, bytes_arg, id_arg, queue_name
-from .plans import Call, Plan, all_of, command, one, then
+from .events import read_events, reader_args, sharded_after
+from .plans import Call, Merge, Plan, Stream, all_of, command, one, stream, then
 from .queue import Commands, Id, Q, QueueCommands, T, pop_call, wait_plan
-from .records import Delivery, JobOutcome
+from .records import Delivery, Event, JobOutcome
 from .replies import as_text
 from .sharding import random_id, shard_names, shard_of, split_limit
 
 Queue = QueueCommands  # the shards' methods (each shard is a Queue)
+
+# What the flavors' events() returns: typing.get_type_hints() evaluates its
+# annotation ("Iterator[Event]", "AsyncIterator[Event]") in this module.
+FLAVOR_ITERATORS = (Iterator, AsyncIterator)
 
 
 class ShardedCommands(Commands, Generic[Q]):
@@ -245,6 +250,27 @@ class ShardedCommands(Commands, Generic[Q]):
         shard = self._of_id(id, group, shard_key)
         return wait_plan(shard, shard._own_id(id), timeout_ms)
 
+    @stream
+    def events(
+        self, after: Union[Mapping[str, int], str, None] = None, *, count: int = 100, follow: bool = True
+    ) -> Stream[Event]:
+        """Every shard's events, merged: one reader per shard (Queue.events,
+        the same `count` and `follow`), run side by side — dq: a thread
+        each, dq.asyncio: a task each — each event given as it comes, in
+        its shard's order; there is no order between shards. Each shard's
+        log has its own seqs: `after` maps shard names (shard_names) to the
+        seq to resume after, and a shard left out starts at its oldest
+        event kept; None starts every shard there, "now" every shard at
+        what is written from now on. Keep `positions[event.queue] =
+        event.seq` and pass `after=positions` to resume. An EventGap or
+        EventLogRestarted of one shard ends the reader (its `queue` names
+        the shard); the other shards' events given before it are in your
+        positions. A closed reader's threads end when their blocking read
+        does (at most the client's socket_timeout, else 5 s)."""
+        starts = sharded_after(after, self.shard_names)
+        count, block = reader_args(self.client, count, follow)
+        return _merged([read_events(q._key, q.name, starts[q.name], count, block) for q in self.shards])
+
     @command
     def get(
         self,
@@ -272,3 +298,7 @@ class ShardedCommands(Commands, Generic[Q]):
         if routed is not None:
             return Queue.cancel.plan(routed, *ids)
         return then(all_of([Queue.cancel.plan(q, *ids) for q in self.shards]), sum)
+
+
+def _merged(readers: List[Stream[Event]]) -> Stream[Event]:
+    yield Merge(readers)

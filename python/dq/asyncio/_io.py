@@ -1,18 +1,18 @@
 """How dq.asyncio runs the plans of dq/_core on a redis.asyncio client
 (Redis or RedisCluster): the calls of one step at once, a pause by
-asyncio.sleep; and the base class that makes each command of dq/_core a
+asyncio.sleep, the streams of a Merge on a task each; and the base class that makes each command of dq/_core a
 coroutine function that does so."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, AsyncIterator, Callable, List
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, List
 
 import redis.exceptions
 
 from .._core.errors import DqError, translate
-from .._core.plans import Async, Call, Done, Items, Plan, Stream, T, advance
+from .._core.plans import Async, Call, Done, Items, Merge, Plan, Stream, T, advance
 
 Client = Any  # redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster
 
@@ -72,14 +72,70 @@ async def drive(client: Client, plan: Plan[T]) -> T:
 
 async def iterate(client: Client, stream: Stream[T]) -> AsyncIterator[T]:
     """Runs a stream as its consumer asks for items."""
+    pages = _pages(client, stream)
+    try:
+        async for page in pages:
+            for item in page:
+                yield item
+    finally:
+        await pages.aclose()  # a Merge's tasks are cancelled now, not when the generator is collected
+
+
+async def _pages(client: Client, stream: Stream[T]) -> AsyncGenerator[List[T], None]:
+    """A stream's items, as it hands them out."""
     step = advance(stream)
     while not isinstance(step, Done):
         if isinstance(step, Items):
-            for item in step.items:
-                yield item
+            yield step.items
+            step = advance(stream)
+        elif isinstance(step, Merge):
+            merged = _merge(client, step.streams)
+            try:
+                async for page in merged:
+                    yield page
+            finally:
+                await merged.aclose()
             step = advance(stream)
         else:
             step = await _resume(client, stream, step)
+
+
+_ENDED = object()  # a merged stream's task says its stream ended
+
+
+async def _merge(client: Client, streams: List[Stream[T]]) -> AsyncGenerator[List[T], None]:
+    """Runs streams side by side, each on a task of its own, their pages
+    handed over as they come through a queue of at most one page per
+    stream: a task waits while its consumer is behind. Closing the consumer
+    (or an error of one stream, raised here) cancels them, which closes the
+    connection of a blocking call in progress and so ends it on the server."""
+    pages: asyncio.Queue[Any] = asyncio.Queue(maxsize=len(streams))
+
+    async def run(stream: Stream[T]) -> None:
+        try:
+            async for page in _pages(client, stream):
+                await pages.put(page)
+            await pages.put(_ENDED)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the consumer raises it
+            await pages.put(e)
+
+    tasks = [asyncio.ensure_future(run(stream)) for stream in streams]
+    try:
+        running = len(tasks)
+        while running:
+            got = await pages.get()
+            if got is _ENDED:
+                running -= 1
+            elif isinstance(got, BaseException):
+                raise got
+            else:
+                yield got
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def check_client(client: Any) -> None:
