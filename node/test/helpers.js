@@ -166,4 +166,62 @@ class OwnServer {
   }
 }
 
-module.exports = { Redis, unique, redis, cluster, eventually, field, OwnServer };
+/** The arguments of one MONITOR line, unquoted as the server quoted them (sdscatrepr). */
+function monitorArgs(line) {
+  const args = [];
+  const escapes = { n: '\n', r: '\r', t: '\t', a: '\x07', b: '\b', '"': '"', '\\': '\\' };
+  let i = line.indexOf(']') + 1;
+  while ((i = line.indexOf('"', i)) !== -1) {
+    let arg = '';
+    for (i++; i < line.length && line[i] !== '"'; i++) {
+      if (line[i] !== '\\') {
+        arg += line[i];
+      } else if (line[i + 1] === 'x') {
+        arg += String.fromCharCode(parseInt(line.slice(i + 2, i + 4), 16));
+        i += 3;
+      } else {
+        arg += escapes[line[i + 1]] ?? line[i + 1];
+        i++;
+      }
+    }
+    args.push(arg);
+    i++;
+  }
+  return args;
+}
+
+/**
+ * MONITOR on a plain socket of its own: `onCommand(args)` for each command
+ * the server runs. (ioredis' monitor() can mistake a monitored line that
+ * comes in the same read as MONITOR's +OK for a reply, and fails with
+ * "Command queue state error" when another test's client connects then.)
+ * Resolves once the server monitors; `close()` ends it.
+ */
+function monitor(onCommand) {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port) || 6379, hostname || '127.0.0.1');
+    let buffered = '';
+    let started = false;
+    socket.setEncoding('latin1');
+    socket.on('error', reject);
+    socket.on('connect', () => socket.write('MONITOR\r\n'));
+    socket.on('data', (chunk) => {
+      buffered += chunk;
+      let end;
+      while ((end = buffered.indexOf('\r\n')) !== -1) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        if (!started) {
+          if (line !== '+OK') return reject(new Error(`MONITOR answered ${line}`));
+          started = true;
+          resolve({ close: () => socket.destroy() });
+        } else {
+          onCommand(monitorArgs(line));
+        }
+      }
+    });
+  });
+}
+
+module.exports = { Redis, unique, redis, cluster, eventually, field, monitor, OwnServer };

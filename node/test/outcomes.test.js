@@ -10,7 +10,7 @@ const dq = require('..');
 const c = require('../lib/commands');
 const { waitsOf } = require('../lib/blocking');
 const { resultOf } = require('../lib/worker');
-const { Redis, unique, redis, cluster, eventually } = require('./helpers');
+const { Redis, unique, redis, cluster, eventually, monitor } = require('./helpers');
 
 const url = process.env.DQ_REDIS_URL;
 
@@ -278,15 +278,13 @@ test('the done state: peek, scan and purge DONE; stats count done and dropped; c
 
 test('a batch of results goes in one DQ.DONE of id result pairs, its plain ends in one DQ.ACK', async () => {
   const client = redis();
-  // MONITOR runs on a connection monitor() opens of its own.
-  const monitor = await client.monitor();
+  const q = new dq.Queue(client, unique('batch'));
+  const seen = [];
+  const monitored = await monitor((args) => {
+    if (args[1] === q.name && (args[0] === 'DQ.DONE' || args[0] === 'DQ.ACK')) seen.push(args);
+  });
   try {
-    const q = new dq.Queue(client, unique('batch'));
     await q.configSet({ retainMs: '1h' });
-    const seen = [];
-    monitor.on('monitor', (time, args) => {
-      if (args[1] === q.name && (args[0] === 'DQ.DONE' || args[0] === 'DQ.ACK')) seen.push(args);
-    });
     for (let i = 0; i < 10; i++) await q.add(`job ${i}`, { id: `j${i}` });
     // The ten handlers end together, so the worker settles them together.
     let release;
@@ -311,7 +309,7 @@ test('a batch of results goes in one DQ.DONE of id result pairs, its plain ends 
     assert.deepStrictEqual(await q.wait('j5'), { state: 'done', value: null });
   } finally {
     client.disconnect();
-    monitor.disconnect();
+    monitored.close();
   }
 });
 

@@ -2,7 +2,7 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const dq = require('..');
-const { unique, redis, eventually } = require('./helpers');
+const { unique, redis, eventually, monitor } = require('./helpers');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -140,7 +140,6 @@ test('a lost lease marks the delivery and it is not NACKed', async () => {
 
 test('ACKs go in batches: fewer DQ.ACKs than deliveries, POPs ask for the free permits', async () => {
   const client = redis();
-  const monitor = redis();
   try {
     const name = unique('batch');
     const q = new dq.Queue(client, name);
@@ -149,15 +148,14 @@ test('ACKs go in batches: fewer DQ.ACKs than deliveries, POPs ask for the free p
     await p.exec();
     // Every command the server runs on this queue, as MONITOR shows it.
     const seen = [];
-    const m = await monitor.monitor();
-    m.on('monitor', (_time, args) => {
+    const m = await monitor((args) => {
       if (args[1] === name) seen.push(args);
     });
     const states = [];
     await withWorker(q, async () => {}, { concurrency: 20, onSettled: (d, o) => states.push(o.state) }, async () => {
       assert.ok(await eventually(() => states.length === 400));
     });
-    m.disconnect();
+    m.close();
     assert.deepStrictEqual([...new Set(states)], ['acked']);
     assert.strictEqual((await q.stats()).acked, 400);
     const acks = seen.filter((a) => a[0].toUpperCase() === 'DQ.ACK');
@@ -171,7 +169,6 @@ test('ACKs go in batches: fewer DQ.ACKs than deliveries, POPs ask for the free p
     }
   } finally {
     client.disconnect();
-    monitor.disconnect();
   }
 });
 
@@ -263,7 +260,6 @@ for (const how of ['cancel', 'purge']) {
 
 test('several queues of one server: one DQ.MPOP takes from them in their order, ACKs go to each', async () => {
   const client = redis();
-  const monitor = redis();
   try {
     const names = ['urgent', 'normal', 'bulk'].map(unique);
     const [urgent, normal, bulk] = names.map((n) => new dq.Queue(client, n));
@@ -272,8 +268,7 @@ test('several queues of one server: one DQ.MPOP takes from them in their order, 
     for (let i = 0; i < 4; i++) await normal.add('n', { id: `n${i}` });
     for (let i = 0; i < 4; i++) await urgent.add('u', { id: `u${i}` });
     const seen = [];
-    const m = await monitor.monitor();
-    m.on('monitor', (_time, args) => {
+    const m = await monitor((args) => {
       if (args.some((a) => names.includes(a))) seen.push(args);
     });
     const order = [];
@@ -283,7 +278,7 @@ test('several queues of one server: one DQ.MPOP takes from them in their order, 
     }, { concurrency: 1, onSettled: (d, o) => settled.push(o.state) }, async () => {
       assert.ok(await eventually(() => settled.length === 12));
     });
-    m.disconnect();
+    m.close();
     assert.deepStrictEqual(order, [...Array(4).fill(names[0]), ...Array(4).fill(names[1]), ...Array(4).fill(names[2])]);
     assert.deepStrictEqual([...new Set(settled)], ['acked']);
     for (const q of [urgent, normal, bulk]) assert.strictEqual((await q.stats()).acked, 4, q.name);
@@ -294,7 +289,6 @@ test('several queues of one server: one DQ.MPOP takes from them in their order, 
     for (const a of mpops) assert.deepStrictEqual(a.slice(1, 5), ['3', ...names]);
   } finally {
     client.disconnect();
-    monitor.disconnect();
   }
 });
 
