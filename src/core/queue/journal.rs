@@ -322,7 +322,9 @@ mod tests {
 
     #[test]
     fn a_full_log_writes_into_the_entry_it_drops_and_keeps_what_push_keeps() {
-        let writes: [(&[u8], Option<&[u8]>, Kind, u32); 7] = [
+        // (id, detail, kind, attempt)
+        type Write = (&'static [u8], Option<&'static [u8]>, Kind, u32);
+        let writes: [Write; 7] = [
             (b"aa", None, Kind::Added, 0),
             (b"bb", None, Kind::Delivered, 1),
             (b"aa", Some(b"x"), Kind::Retry, 1),

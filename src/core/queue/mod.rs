@@ -56,7 +56,7 @@ pub use crate::core::heap::alloc_size;
 pub use events::{Counter, Counters, Event, Events};
 pub use flow::{Flow, FOREVER};
 use index::SortedIndex;
-use journal::{Entry, Journal, Kind};
+use journal::{Journal, Kind};
 use messages::Messages;
 pub use messages::Slot;
 pub use record::{Death, DeathReason, Extra, Options, Record, State, Terms, Version};

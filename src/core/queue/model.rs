@@ -32,6 +32,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::codec;
+use super::journal::Entry;
 use super::tests::{fenced, request};
 use super::*;
 use crate::core::flow::Rate;
