@@ -158,19 +158,19 @@ fn events(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let key = open_read(ctx, name);
     let journal = read(&key, name)?.map_or(&NONE, Queue::journal);
     let after = start(journal, r.after);
-    let blocking = r.block.is_some() && may_block(ctx);
-    match (answer(journal, after, r.count, blocking), r.block) {
-        (Some(reply), _) => reply,
-        (None, Some(timeout)) => {
-            let watch = ReadAfter {
-                after,
-                count: r.count,
-            };
-            watch::block(ctx, name, timeout, Box::new(watch));
-            Ok(RedisValue::NoReply)
-        }
-        (None, None) => Err(DqError::Internal),
+    // Inside MULTI or a script a read does not wait: it answers as without BLOCK.
+    let timeout = r.block.filter(|_| may_block(ctx));
+    if let Some(reply) = answer(journal, after, r.count, timeout.is_some()) {
+        return reply;
     }
+    // `answer` keeps only a blocking read waiting.
+    let timeout = timeout.unwrap_or_default();
+    let watch = ReadAfter {
+        after,
+        count: r.count,
+    };
+    watch::block(ctx, name, timeout, Box::new(watch));
+    Ok(RedisValue::NoReply)
 }
 
 #[cfg(test)]

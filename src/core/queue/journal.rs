@@ -232,20 +232,20 @@ impl Journal {
     /// length, no detail): a full log then writes without allocating.
     pub fn write(&mut self, at: u64, kind: Kind, id: &[u8], attempt: u32, detail: Option<&[u8]>) {
         let size = id.len() + detail.map_or(0, <[u8]>::len);
-        if self.entries.len() as u64 >= self.max {
-            if let Some(mut old) = self.entries.pop_front() {
-                self.last_seq += 1;
-                if old.data.len() == size {
-                    old.refill(at, kind, id, attempt, detail);
-                    self.entries.push_back(old);
-                } else {
-                    self.entries
-                        .push_back(Entry::new(at, kind, id, attempt, detail));
-                }
-                return;
+        let dropped = if self.entries.len() as u64 >= self.max {
+            self.entries.pop_front()
+        } else {
+            None
+        };
+        let entry = match dropped {
+            Some(mut old) if old.data.len() == size => {
+                old.refill(at, kind, id, attempt, detail);
+                old
             }
-        }
-        self.push(Entry::new(at, kind, id, attempt, detail));
+            _ => Entry::new(at, kind, id, attempt, detail),
+        };
+        self.last_seq += 1;
+        self.entries.push_back(entry);
     }
 
     /// The entries with seq above `after`, oldest first, at most `count`,
