@@ -9,6 +9,7 @@ pub mod error;
 pub mod fault;
 pub mod flow;
 pub mod heap;
+pub mod lazyfree;
 pub mod limits;
 pub mod policy;
 pub mod queue;
