@@ -129,6 +129,13 @@ pub fn args(data: &[u8]) {
                     config::Change::Events(n) => {
                         assert!(n.is_none_or(|n| (1..=MAX_EVENTS).contains(&n)))
                     }
+                    config::Change::GroupLimit(n) => {
+                        assert!(n.is_none_or(|n| (1..=1_000_000).contains(&n)))
+                    }
+                    config::Change::GroupRate(r) => {
+                        assert!(r.is_none_or(|r| r.limit >= 1 && r.window_ms >= 1))
+                    }
+                    config::Change::Fair(_) => {}
                 }
             }
         }),

@@ -74,7 +74,7 @@ impl ServerVersion {
 }
 
 /// The standard categories docs/commands.md promises for each command.
-const EXPECTED: [(&str, &[&str]); 24] = [
+const EXPECTED: [(&str, &[&str]); 25] = [
     ("dq.add", &["@write", "@fast"]),
     ("dq.pop", &["@write", "@slow", "@blocking"]),
     ("dq.ack", &["@write", "@slow"]),
@@ -99,10 +99,11 @@ const EXPECTED: [(&str, &[&str]); 24] = [
     ("dq.done", &["@write", "@slow"]),
     ("dq.wait", &["@read", "@slow", "@blocking"]),
     ("dq.events", &["@read", "@slow", "@blocking"]),
+    ("dq.groups", &["@read", "@slow"]),
 ];
 
 /// One call of each command on queue `q` (filled by `fill`), by name.
-const CALLS: [(&str, &str); 24] = [
+const CALLS: [(&str, &str); 25] = [
     ("dq.add", "DQ.ADD q x ID new"),
     ("dq.pop", "DQ.POP q"),
     ("dq.ack", "DQ.ACK q inflight"),
@@ -128,6 +129,7 @@ const CALLS: [(&str, &str); 24] = [
     ("dq.done", "DQ.DONE q inflight result"),
     ("dq.wait", "DQ.WAIT q dead"),
     ("dq.events", "DQ.EVENTS q"),
+    ("dq.groups", "DQ.GROUPS q 0"),
 ];
 
 fn strings(v: &Value) -> Vec<String> {
@@ -367,6 +369,7 @@ fn read_grants_the_reads_and_write_the_writes() {
         [
             "dq.events",
             "dq.get",
+            "dq.groups",
             "dq.peek",
             "dq.queues",
             "dq.scan",

@@ -481,11 +481,11 @@ fn admin_cases() -> Vec<Case> {
         unknown("DQ.CONFIG q LEASE 5", "LEASE"),
         line(
             "DQ.CONFIG q SET COLOR red",
-            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX or EVENTS",
+            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX, EVENTS, GROUPLIMIT, GROUPRATE or ORDER",
         ),
         line(
             "DQ.CONFIG q SET PRIORITY 1",
-            "ERR unknown field 'PRIORITY': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX or EVENTS",
+            "ERR unknown field 'PRIORITY': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX, EVENTS, GROUPLIMIT, GROUPRATE or ORDER",
         ),
         twice("DQ.CONFIG q SET LEASE 1 LEASE 2", "LEASE"),
         twice("DQ.CONFIG q SET LEASE DEFAULT lease 5", "LEASE"),

@@ -27,6 +27,7 @@ fn every_command_has_docs_with_the_queue_as_its_key() {
             "dq.done",
             "dq.events",
             "dq.get",
+            "dq.groups",
             "dq.mpop",
             "dq.nack",
             "dq.pause",

@@ -164,7 +164,9 @@ fn bad_input_gets_an_error_naming_the_argument_and_changes_nothing() {
         ("DQ.PAUSE q FOR -5", "ERR FOR must be"),
         ("DQ.PAUSE q FOR", "ERR FOR needs a value"),
         ("DQ.PAUSE q UNTIL 5", "ERR unknown option 'UNTIL'"),
-        ("DQ.RESUME q extra", "ERR wrong number of arguments"),
+        ("DQ.RESUME q extra", "ERR unknown option 'extra'"),
+        ("DQ.RESUME q GROUP", "ERR GROUP needs a value"),
+        ("DQ.PAUSE q GROUP", "ERR GROUP needs a value"),
         ("DQ.MPOP 0 q", "ERR numkeys must be a positive integer"),
         (
             "DQ.MPOP 3 q r",

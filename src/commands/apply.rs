@@ -16,7 +16,7 @@
 //! | `REDRIVE`, `PURGE` | DQ.REDRIVE, DQ.PURGE | theirs |
 //! | `SCHEDULE`, `UNSCHEDULE` | DQ.SCHEDULE, DQ.UNSCHEDULE | theirs, after the queue |
 //! | `PAUSE`, `RESUME` | DQ.PAUSE, DQ.RESUME | theirs (`FOR ms` counts from the master's `now`) |
-//! | `TICK` | the timer, a master's takeover | TTLs expired, leases expired, messages promoted, then each schedule's runs (`RUNS name next skipped n at...`) |
+//! | `TICK` | the timer, a master's takeover | TTLs expired, leases expired, messages promoted, the groups woken (`GROUPS n group...`, when any), then each schedule's runs (`RUNS name next skipped n at...`) |
 //! | `LOAD` | AOF rewrite | the encoded value: header, then record chunks |
 //!
 //! Replayed, the write is propagated again as it is, so a replica's own

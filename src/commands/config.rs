@@ -12,13 +12,19 @@
 //! `RETAINMAX n` (at most n done messages, the earliest finished dropped
 //! first; `0` or `DEFAULT`: no cap; lowering it drops the excess at once).
 //! And its event log: `EVENTS n` (keep the last n events, DQ.EVENTS; `0`
-//! or `DEFAULT`: none; lowering it drops the oldest at once).
+//! or `DEFAULT`: none; lowering it drops the oldest at once). And its
+//! groups: `GROUPLIMIT n` (at most n messages of each group ready or in
+//! flight at once, 1 to 1000000; `DEFAULT`: 1), `GROUPRATE n/duration`
+//! (each group at most n deliveries in any window of that length; `0` or
+//! `DEFAULT` removes it) and `ORDER PRIORITY|FAIR` (`DEFAULT`: PRIORITY;
+//! FAIR serves the groups in turn, see `core/queue/groups.rs`).
 //!
 //! Without SET: a record of the values in force and where each comes from:
 //! `lease-ms`, `lease-ms-from`, `max-attempts`, `max-attempts-from`,
 //! `backoff`, `backoff-from`, `retain-ms`, `retain-ms-from`, `retain-max`
-//! (nil when none), `events` (0 when none), with `-from` being `queue` or
-//! `module`; then
+//! (nil when none), `events` (0 when none), `group-limit`, `group-rate`
+//! (`10/1s`, nil when none), `order` (`priority` or `fair`), with `-from`
+//! being `queue` or `module`; then
 //! `rate` (`100/1s`, nil when none), `max-inflight` (nil when none),
 //! `paused` (0 or 1), `paused-until` (Unix ms; nil when not paused or
 //! paused until DQ.RESUME) and `throttled` (POPs the limits held back).
@@ -33,7 +39,7 @@ use crate::commands::bytes;
 use crate::core::backoff::Backoff;
 use crate::core::error::{DqError, Result};
 use crate::core::flow::Rate;
-use crate::core::limits::{MAX_EVENTS, MAX_RETAIN_MAX};
+use crate::core::limits::{MAX_EVENTS, MAX_GROUP_LIMIT, MAX_RETAIN_MAX};
 use crate::core::policy::{QueueConfig, BACKOFF_FIELD, LEASE_FIELD, MAX_ATTEMPTS_FIELD};
 use crate::core::queue::Queue;
 use crate::grammar::args::{
@@ -52,7 +58,7 @@ use crate::server::settings;
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
         name: "dq.config",
-        summary: "Reads or sets a queue's settings: LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX, EVENTS",
+        summary: "Reads or sets a queue's settings: LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX, EVENTS, GROUPLIMIT, GROUPRATE, ORDER",
         complexity: "O(1)",
         arity: -2,
         key: Some(KeyUse::Settings),
@@ -75,6 +81,9 @@ pub const COMMAND: Command = Command {
                                 Arg::pure_token("retain", "RETAIN"),
                                 Arg::pure_token("retainmax", "RETAINMAX"),
                                 Arg::pure_token("events", "EVENTS"),
+                                Arg::pure_token("grouplimit", "GROUPLIMIT"),
+                                Arg::pure_token("grouprate", "GROUPRATE"),
+                                Arg::pure_token("order", "ORDER"),
                             ],
                         ),
                         Arg::string("value"),
@@ -104,6 +113,9 @@ pub enum Change {
     Retain(Option<u64>),
     RetainMax(Option<u64>),
     Events(Option<u64>),
+    GroupLimit(Option<u32>),
+    GroupRate(Option<Rate>),
+    Fair(bool),
 }
 
 impl Change {
@@ -117,6 +129,9 @@ impl Change {
             Change::Retain(v) => config.retain_ms = v,
             Change::RetainMax(v) => config.retain_max = v,
             Change::Events(v) => config.events = v,
+            Change::GroupLimit(v) => config.group_limit = v,
+            Change::GroupRate(v) => config.group_rate = v,
+            Change::Fair(v) => config.fair = v,
         }
     }
 }
@@ -212,6 +227,38 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Vec<Change>)> {
                 )? as u64
             };
             Change::Events((n > 0).then_some(n))
+        } else if is_keyword(field, "GROUPLIMIT") {
+            seen.mark("GROUPLIMIT")?;
+            Change::GroupLimit(if default {
+                None
+            } else {
+                Some(parse_in_range(
+                    "GROUPLIMIT",
+                    "an integer from 1 to 1000000",
+                    value,
+                    1,
+                    MAX_GROUP_LIMIT as i64,
+                )? as u32)
+            })
+        } else if is_keyword(field, "GROUPRATE") {
+            seen.mark("GROUPRATE")?;
+            Change::GroupRate(if default {
+                None
+            } else {
+                Rate::parse_for("GROUPRATE", value)?
+            })
+        } else if is_keyword(field, "ORDER") {
+            seen.mark("ORDER")?;
+            Change::Fair(if default || is_keyword(value, "PRIORITY") {
+                false
+            } else if is_keyword(value, "FAIR") {
+                true
+            } else {
+                return Err(DqError::BadValue {
+                    option: "ORDER",
+                    expected: "PRIORITY or FAIR",
+                });
+            })
         } else {
             return Err(DqError::UnknownField(crate::core::error::printable(field)));
         };
@@ -245,6 +292,21 @@ fn config(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
                 queue_config.retain_max.map_or(RedisValue::Null, int),
             ),
             ("events", int(queue_config.events.unwrap_or(0))),
+            ("group-limit", int(queue_config.group_limit().into())),
+            (
+                "group-rate",
+                queue_config
+                    .group_rate
+                    .map_or(RedisValue::Null, |r| RedisValue::BulkString(r.to_string())),
+            ),
+            (
+                "order",
+                word(if queue_config.fair {
+                    "fair"
+                } else {
+                    "priority"
+                }),
+            ),
         ];
         fields.extend(flow_fields(queue, now_ms()));
         return Ok(reply_record(ctx, fields));
@@ -348,7 +410,7 @@ mod tests {
         assert_eq!(err(&["q", "GET"]), "ERR unknown option 'GET'");
         assert_eq!(
             err(&["q", "SET", "COLOR", "red"]),
-            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX or EVENTS"
+            "ERR unknown field 'COLOR': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX, EVENTS, GROUPLIMIT, GROUPRATE or ORDER"
         );
         assert_eq!(
             err(&["q", "SET", "LEASE", "0"]),

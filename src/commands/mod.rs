@@ -11,6 +11,7 @@ pub mod config;
 pub mod done;
 pub mod events;
 pub mod get;
+pub mod groups;
 pub mod mpop;
 pub mod nack;
 pub mod pause;
@@ -70,6 +71,7 @@ pub const ALL: &[&Command] = &[
     &done::COMMAND,
     &wait::COMMAND,
     &events::COMMAND,
+    &groups::COMMAND,
 ];
 
 /// The raw bytes of every argument.

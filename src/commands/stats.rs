@@ -9,7 +9,10 @@
 //! `oldest-ready-age-ms` (how long the earliest-due ready message has been
 //! due, counted from its ADD if it was added already due; nil when none is
 //! ready) and `next-due-at` (Unix ms of the
-//! earliest delayed message, nil when none). An unknown queue has zeros.
+//! earliest delayed message, nil when none); `schedules`, `groups` (how
+//! many groups exist now: with a message waiting, ready, in flight or
+//! delayed for a retry, or a pause); then the flow-control fields. An
+//! unknown queue has zeros.
 
 use redis_module::{Context, RedisString, RedisValue};
 
@@ -73,6 +76,7 @@ pub fn fields(stats: &Stats, now: u64) -> Vec<(&'static str, RedisValue)> {
         stats.next_due_at.map_or(RedisValue::Null, int),
     ));
     fields.push(("schedules", int(stats.schedules)));
+    fields.push(("groups", int(stats.groups)));
     let paused = stats.paused_until.is_some_and(|until| now < until);
     let until = stats.paused_until.filter(|&u| paused && u != FOREVER);
     fields.extend([

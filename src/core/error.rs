@@ -53,7 +53,7 @@ pub enum DqError {
     #[error("ERR the queue setting '{0}' holds an unreadable value; set it again with DQ.CONFIG")]
     BadQueueSetting(&'static str),
 
-    #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX or EVENTS")]
+    #[error("ERR unknown field '{0}': use LEASE, MAXATTEMPTS, BACKOFF, RATE, MAXINFLIGHT, RETAIN, RETAINMAX, EVENTS, GROUPLIMIT, GROUPRATE or ORDER")]
     UnknownField(String),
 
     #[error("WRONGTYPE key '{0}' holds the wrong kind of value: not a dq queue")]

@@ -30,8 +30,13 @@ impl Rate {
     /// `n/duration` (`100/1s`, `5000/1h`); `0` or `0/...` removes the
     /// limit (`None`).
     pub fn parse(text: &[u8]) -> Result<Option<Rate>> {
+        Rate::parse_for("RATE", text)
+    }
+
+    /// As [`Rate::parse`], for the option named `option` (GROUPRATE).
+    pub fn parse_for(option: &'static str, text: &[u8]) -> Result<Option<Rate>> {
         let bad = DqError::BadValue {
-            option: "RATE",
+            option,
             expected: RATE_EXPECTED,
         };
         let text = std::str::from_utf8(text).map_err(|_| bad.clone())?;
@@ -149,6 +154,14 @@ impl DeliveryLog {
         if self.allowance(now, rate) > 0 {
             return Some(now);
         }
+        self.in_window(now, rate)
+            .next()
+            .map(|(at, _)| at.saturating_add(rate.window_ms))
+    }
+
+    /// When the oldest delivery the window ending at `now` holds leaves
+    /// it, if it holds any.
+    pub fn next_leaves(&self, now: u64, rate: &Rate) -> Option<u64> {
         self.in_window(now, rate)
             .next()
             .map(|(at, _)| at.saturating_add(rate.window_ms))

@@ -55,3 +55,6 @@ pub const MAX_EVENTS: u64 = 100_000_000;
 
 /// The most events one DQ.EVENTS returns.
 pub const MAX_EVENTS_COUNT: usize = 10_000;
+
+/// GROUPLIMIT's largest value.
+pub const MAX_GROUP_LIMIT: u64 = 1_000_000;

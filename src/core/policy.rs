@@ -46,6 +46,13 @@ pub struct QueueConfig {
     pub retain_max: Option<u64>,
     /// EVENTS: how many events the queue keeps (none when unset).
     pub events: Option<u64>,
+    /// GROUPLIMIT: at most so many messages of a group out at once (1
+    /// when unset: round 1's serial groups).
+    pub group_limit: Option<u32>,
+    /// GROUPRATE: at most so many deliveries of a group in any window.
+    pub group_rate: Option<Rate>,
+    /// ORDER FAIR: POP takes from the groups in turn.
+    pub fair: bool,
 }
 
 /// Field names in the config hash, in DQ.CONFIG replies and (with `dq.`)
@@ -65,7 +72,15 @@ impl QueueConfig {
         retain_ms: None,
         retain_max: None,
         events: None,
+        group_limit: None,
+        group_rate: None,
+        fair: false,
     };
+
+    /// How many messages of one group may be out at once.
+    pub fn group_limit(&self) -> u32 {
+        self.group_limit.unwrap_or(1)
+    }
 
     /// The hash fields to write: `None` removes the field.
     pub fn to_fields(&self) -> [(&'static str, Option<String>); 3] {
@@ -105,6 +120,9 @@ impl QueueConfig {
             retain_ms: None,
             retain_max: None,
             events: None,
+            group_limit: None,
+            group_rate: None,
+            fair: false,
         })
     }
 

@@ -132,9 +132,11 @@ pub struct Apply<'a> {
     argv: Vec<*mut raw::RedisModuleString>,
 }
 
-/// `TICK ttl-expired leases-expired promoted [RUNS name next skipped n
-/// at...]...`: what one timer tick (or a master's takeover) did to one
-/// queue, phase by phase: how many TTLs, leases and promotions, then for
+/// `TICK ttl-expired leases-expired promoted [GROUPS n group...] [RUNS
+/// name next skipped n at...]...`: what one timer tick (or a master's
+/// takeover) did to one queue, phase by phase: how many TTLs, leases and
+/// promotions, the groups it looked at again (a pause's end, GROUPRATE's
+/// window), then for
 /// each schedule the run times it made, the runs it skipped and its next
 /// run time (`-` for none). Replayed as exactly that much work at the
 /// master's `now`, it makes the same changes (see `Queue::replay_tick`).
@@ -144,6 +146,16 @@ pub fn tick(ctx: &Context, queue: &RedisString, now: u64, work: &TickWork) {
         .number(work.ttl_expired as u64)
         .number(work.leases_expired as u64)
         .number(work.promoted as u64);
+    // A part of its own, so that a TICK written before groups had wake-ups
+    // still reads.
+    if !work.groups_woken.is_empty() {
+        apply
+            .bytes(b"GROUPS")
+            .number(work.groups_woken.len() as u64);
+        for name in &work.groups_woken {
+            apply.bytes(name);
+        }
+    }
     for runs in &work.runs {
         apply.bytes(b"RUNS").bytes(&runs.name);
         match runs.next {
@@ -170,8 +182,19 @@ pub fn parse_tick(args: &[&[u8]]) -> Result<TickWork> {
         ttl_expired: count(ttl)? as usize,
         leases_expired: count(leases)? as usize,
         promoted: count(promoted)? as usize,
+        groups_woken: Vec::new(),
         runs: Vec::new(),
     };
+    if let [tag, n, more @ ..] = rest {
+        if tag.eq_ignore_ascii_case(b"GROUPS") {
+            let n = count(n)? as usize;
+            if more.len() < n {
+                return Err(bad("lists fewer groups than it says"));
+            }
+            work.groups_woken = more[..n].iter().map(|&g| g.into()).collect();
+            rest = &more[n..];
+        }
+    }
     while let [tag, name, next, skipped, n, more @ ..] = rest {
         let (tag, name, next): (&[u8], &[u8], &[u8]) = (tag, name, next);
         if !tag.eq_ignore_ascii_case(b"RUNS") {

@@ -28,6 +28,11 @@
 //!   due time), with a result (record bit 0x10) and a PROGRESS (0x08), and
 //!   a message's own RETAIN (options bit 0x10). Again a value using none
 //!   of it is written as version 2 wrote it.
+//! - 4: the second mask may carry GROUPLIMIT (bit 4), GROUPRATE (bit 5),
+//!   ORDER FAIR (bit 6, no value) and the groups' flow state (bit 7: after
+//!   the schedules, each paused or rate-counted group's name, pause and
+//!   delivery log). A value using none of it is written as version 3
+//!   wrote it.
 
 use std::collections::VecDeque;
 
@@ -38,17 +43,17 @@ use super::{
 use crate::core::backoff::Backoff;
 use crate::core::flow::{DeliveryLog, Rate};
 use crate::core::limits::{
-    MAX_CRON_LEN, MAX_EVENTS, MAX_ID_LEN, MAX_PAYLOAD, MAX_PROGRESS_LEN, MAX_RATE, MAX_RETAIN_MAX,
-    MAX_SCHEDULE_NAME_LEN, MAX_STEPS, MAX_TIME_MS, MIN_EVERY_MS,
+    MAX_CRON_LEN, MAX_EVENTS, MAX_GROUP_LIMIT, MAX_ID_LEN, MAX_PAYLOAD, MAX_PROGRESS_LEN, MAX_RATE,
+    MAX_RETAIN_MAX, MAX_SCHEDULE_NAME_LEN, MAX_STEPS, MAX_TIME_MS, MIN_EVERY_MS,
 };
 use crate::core::policy::QueueConfig;
 use crate::core::schedule::{Missed, Overlap, Schedule, Spec, Template};
 
 /// The encoding this build writes.
-pub const ENCODING_VERSION: i32 = 3;
+pub const ENCODING_VERSION: i32 = 4;
 
 /// Every encoding this build reads.
-pub const READABLE_VERSIONS: [i32; 3] = [1, 2, 3];
+pub const READABLE_VERSIONS: [i32; 4] = [1, 2, 3, 4];
 
 /// Header bits: RATE, MAXINFLIGHT, the second mask, the flow state, the
 /// schedules.
@@ -63,7 +68,19 @@ const MORE_RETAIN: u64 = 0x01;
 const MORE_RETAIN_MAX: u64 = 0x02;
 const MORE_EVENTS: u64 = 0x04;
 const MORE_JOURNAL: u64 = 0x08;
-const MORE_KNOWN: u64 = MORE_RETAIN | MORE_RETAIN_MAX | MORE_EVENTS | MORE_JOURNAL;
+/// Version 4.
+const MORE_GROUP_LIMIT: u64 = 0x10;
+const MORE_GROUP_RATE: u64 = 0x20;
+const MORE_FAIR: u64 = 0x40;
+const MORE_GROUP_FLOWS: u64 = 0x80;
+const MORE_KNOWN: u64 = MORE_RETAIN
+    | MORE_RETAIN_MAX
+    | MORE_EVENTS
+    | MORE_JOURNAL
+    | MORE_GROUP_LIMIT
+    | MORE_GROUP_RATE
+    | MORE_FAIR
+    | MORE_GROUP_FLOWS;
 
 /// Record bits beyond a death, an error and a replacement (version 3).
 const RECORD_PROGRESS: u8 = 0x08;
@@ -137,7 +154,11 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     let more = more_bit(config.retain_ms.is_some(), MORE_RETAIN)
         | more_bit(config.retain_max.is_some(), MORE_RETAIN_MAX)
         | more_bit(config.events.is_some(), MORE_EVENTS)
-        | more_bit(!journal.is_empty(), MORE_JOURNAL);
+        | more_bit(!journal.is_empty(), MORE_JOURNAL)
+        | more_bit(config.group_limit.is_some(), MORE_GROUP_LIMIT)
+        | more_bit(config.group_rate.is_some(), MORE_GROUP_RATE)
+        | more_bit(config.fair, MORE_FAIR)
+        | more_bit(queue.group_flows().next().is_some(), MORE_GROUP_FLOWS);
     let mask = u8::from(config.lease_ms.is_some())
         | u8::from(config.max_attempts.is_some()) << 1
         | u8::from(config.backoff.is_some()) << 2
@@ -175,6 +196,13 @@ pub fn header(queue: &Queue) -> Vec<u8> {
             put_uint(&mut out, journal.last_seq());
             put_uint(&mut out, journal.len() as u64);
         }
+        if let Some(n) = config.group_limit {
+            put_uint(&mut out, n.into());
+        }
+        if let Some(rate) = config.group_rate {
+            put_uint(&mut out, rate.limit);
+            put_uint(&mut out, rate.window_ms);
+        }
     }
     put_uint(&mut out, Counter::ALL.len() as u64);
     for value in queue.counters().0 {
@@ -182,18 +210,7 @@ pub fn header(queue: &Queue) -> Vec<u8> {
     }
     put_uint(&mut out, queue.len() as u64);
     if has_flow {
-        match flow.paused_until {
-            Some(until) => {
-                out.push(1);
-                put_uint(&mut out, until);
-            }
-            None => out.push(0),
-        }
-        put_uint(&mut out, flow.log.entries().count() as u64);
-        for (at, n) in flow.log.entries() {
-            put_uint(&mut out, at);
-            put_uint(&mut out, n);
-        }
+        put_pause_and_log(&mut out, flow.paused_until, &flow.log);
     }
     if has_schedules {
         put_uint(&mut out, queue.schedule_count() as u64);
@@ -201,7 +218,31 @@ pub fn header(queue: &Queue) -> Vec<u8> {
             put_schedule(&mut out, name, schedule);
         }
     }
+    if more & MORE_GROUP_FLOWS != 0 {
+        put_uint(&mut out, queue.group_flows().count() as u64);
+        for (name, flow) in queue.group_flows() {
+            put_bytes(&mut out, name);
+            put_pause_and_log(&mut out, flow.paused_until, &flow.log);
+        }
+    }
     out
+}
+
+/// A pause (flag, then its end) and a delivery log (length, then each
+/// entry's time and count): the queue's flow state and a group's.
+fn put_pause_and_log(out: &mut Vec<u8>, paused_until: Option<u64>, log: &DeliveryLog) {
+    match paused_until {
+        Some(until) => {
+            out.push(1);
+            put_uint(out, until);
+        }
+        None => out.push(0),
+    }
+    put_uint(out, log.entries().count() as u64);
+    for (at, n) in log.entries() {
+        put_uint(out, at);
+        put_uint(out, n);
+    }
 }
 
 /// One schedule: name, spec, bounds, policies, what its runs add, and
@@ -468,6 +509,32 @@ impl<'a> Reader<'a> {
         Ok(taken)
     }
 
+    /// RATE or GROUPRATE: a limit and a window, neither 0.
+    fn rate(&mut self, what: &str) -> Decoded<Rate> {
+        let limit = self.bounded(&format!("{what} limit"), MAX_RATE)?;
+        let window_ms = self.time(&format!("{what} window"))?;
+        if limit == 0 || window_ms == 0 {
+            return Err(bad(format!("{what} is empty")));
+        }
+        Ok(Rate { limit, window_ms })
+    }
+
+    /// See `put_pause_and_log`.
+    fn pause_and_log(&mut self) -> Decoded<(Option<u64>, DeliveryLog)> {
+        let paused_until = match self.byte("pause")? {
+            0 => None,
+            1 => Some(self.uint("paused until")?),
+            _ => return Err(bad("bad pause flag")),
+        };
+        let n = self.bounded("delivery log length", MAX_RATE)?;
+        let mut entries = Vec::new();
+        for _ in 0..n {
+            entries.push((self.time("delivery time")?, self.uint("deliveries")?));
+        }
+        let log = DeliveryLog::from_entries(entries).ok_or_else(|| bad("a bad delivery log"))?;
+        Ok((paused_until, log))
+    }
+
     fn name(&mut self, what: &str) -> Decoded<&'a [u8]> {
         let name = self.bytes(what, MAX_ID_LEN)?;
         if name.is_empty() {
@@ -717,16 +784,7 @@ impl Loader {
         };
         let max_attempts = (mask & 2 != 0).then(|| r.max_attempts()).transpose()?;
         let backoff = (mask & 4 != 0).then(|| r.backoff()).transpose()?;
-        let rate = if mask & HAS_RATE != 0 {
-            let limit = r.bounded("RATE limit", MAX_RATE)?;
-            let window_ms = r.time("RATE window")?;
-            if limit == 0 || window_ms == 0 {
-                return Err(bad("RATE is empty"));
-            }
-            Some(Rate { limit, window_ms })
-        } else {
-            None
-        };
+        let rate = (mask & HAS_RATE != 0).then(|| r.rate("RATE")).transpose()?;
         let max_inflight = (mask & HAS_MAX_INFLIGHT != 0)
             .then(|| r.bounded("MAXINFLIGHT", u32::MAX.into()))
             .transpose()?;
@@ -736,6 +794,8 @@ impl Loader {
         let max_inflight = max_inflight.map(|n| n as u32);
         let (mut retain_ms, mut retain_max, mut events) = (None, None, None);
         let (mut last_seq, mut events_expected) = (0, 0);
+        let (mut group_limit, mut group_rate, mut fair, mut has_group_flows) =
+            (None, None, false, false);
         if mask & HAS_MORE != 0 {
             let more = r.uint("more settings")?;
             if more == 0 || more & !MORE_KNOWN != 0 {
@@ -757,6 +817,17 @@ impl Loader {
                     return Err(bad("an empty event log"));
                 }
             }
+            if more & MORE_GROUP_LIMIT != 0 {
+                match r.bounded("GROUPLIMIT", MAX_GROUP_LIMIT)? {
+                    0 => return Err(bad("GROUPLIMIT is 0")),
+                    n => group_limit = Some(n as u32),
+                }
+            }
+            if more & MORE_GROUP_RATE != 0 {
+                group_rate = Some(r.rate("GROUPRATE")?);
+            }
+            fair = more & MORE_FAIR != 0;
+            has_group_flows = more & MORE_GROUP_FLOWS != 0;
         }
         // Older encodings have fewer counters: the rest start at 0.
         let n = r.uint("counter count")?;
@@ -773,18 +844,7 @@ impl Loader {
         let expected = r.uint("message count")?;
         let mut flow = Flow::default();
         if mask & HAS_FLOW != 0 {
-            flow.paused_until = match r.byte("pause")? {
-                0 => None,
-                1 => Some(r.uint("paused until")?),
-                _ => return Err(bad("bad pause flag")),
-            };
-            let n = r.bounded("delivery log length", MAX_RATE)?;
-            let mut entries = Vec::new();
-            for _ in 0..n {
-                entries.push((r.time("delivery time")?, r.uint("deliveries")?));
-            }
-            flow.log =
-                DeliveryLog::from_entries(entries).ok_or_else(|| bad("a bad delivery log"))?;
+            (flow.paused_until, flow.log) = r.pause_and_log()?;
             if flow.is_empty() {
                 return Err(bad("an empty flow section"));
             }
@@ -798,6 +858,21 @@ impl Loader {
             for _ in 0..n {
                 // Each holds at least a few bytes: a forged count runs out.
                 schedules.push(r.schedule()?);
+            }
+        }
+        let mut group_flows = Vec::new();
+        if has_group_flows {
+            let n = r.uint("group count")?;
+            if n == 0 {
+                return Err(bad("a group section without groups"));
+            }
+            for _ in 0..n {
+                let name = r.name("group name")?;
+                let (paused_until, log) = r.pause_and_log()?;
+                if paused_until.is_none() && log.is_empty() {
+                    return Err(bad("a group with no flow state"));
+                }
+                group_flows.push((name, paused_until, log));
             }
         }
         if !r.is_empty() {
@@ -814,9 +889,17 @@ impl Loader {
                 retain_ms,
                 retain_max,
                 events,
+                group_limit,
+                group_rate,
+                fair,
             },
         );
         queue.restore_flow(flow);
+        for (name, paused_until, log) in group_flows {
+            if !queue.restore_group_flow(name, paused_until, log) {
+                return Err(bad("a group appears twice"));
+            }
+        }
         for (name, schedule) in schedules {
             if !queue.restore_schedule(name, schedule) {
                 return Err(bad("a schedule name appears twice"));
@@ -873,22 +956,24 @@ impl Loader {
             .ok_or_else(|| bad("more events than EVENTS keeps"))?;
         Rare::make(&mut q.rare).journal = journal;
         let slots: Vec<_> = q.messages.iter().map(|(slot, _)| slot).collect();
-        for slot in slots {
+        for &slot in &slots {
             let record = q.messages.at(slot);
             if record.holds_group {
                 let Some(name) = record.group() else {
                     return Err(bad("a message without a group holds one"));
                 };
-                let group = Rare::make(&mut q.rare)
+                Rare::make(&mut q.rare)
                     .groups
                     .entry(name.into())
-                    .or_default();
-                if group.holder.replace(slot).is_some() {
-                    return Err(bad("a group has two holders"));
-                }
+                    .or_default()
+                    .holders
+                    .push(slot);
             }
+        }
+        for slot in slots {
             q.index(slot);
         }
+        q.settle_loaded_groups();
         q.check().map_err(bad)?;
         Ok(self.queue)
     }

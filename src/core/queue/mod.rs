@@ -32,6 +32,7 @@
 pub mod codec;
 mod events;
 mod flow;
+mod groups;
 mod index;
 pub mod journal;
 mod messages;
@@ -55,6 +56,8 @@ use crate::core::policy::{Policy, QueueConfig};
 pub use crate::core::heap::alloc_size;
 pub use events::{Counter, Counters, Event, Events};
 pub use flow::{Flow, FOREVER};
+use groups::{line_key, Fair, Group};
+pub use groups::{GroupFlow, GroupInfo};
 use index::SortedIndex;
 use journal::{Journal, Kind};
 use messages::Messages;
@@ -164,6 +167,8 @@ pub struct Stats {
     pub next_due_at: Option<u64>,
     /// Recurring schedules the queue holds.
     pub schedules: u64,
+    /// Groups that exist now (see `groups.rs`).
+    pub groups: u64,
     /// The pause as stored (`FOREVER`: until DQ.RESUME; a time that has
     /// passed: no pause any more), RATE and MAXINFLIGHT.
     pub paused_until: Option<u64>,
@@ -179,6 +184,11 @@ pub struct TickWork {
     pub ttl_expired: usize,
     pub leases_expired: usize,
     pub promoted: usize,
+    /// Groups looked at again, in order: a pause ended, GROUPRATE's window
+    /// moved on. By name, as a replica's wake-ups may differ from its
+    /// master's (a loaded value sets its own), though what waking a group
+    /// does at a time does not.
+    pub groups_woken: Vec<Box<[u8]>>,
     /// Schedule runs, made last.
     pub runs: Vec<Runs>,
 }
@@ -191,7 +201,7 @@ impl TickWork {
             .iter()
             .map(|r| r.made.len() + r.skipped as usize)
             .sum();
-        self.ttl_expired + self.leases_expired + self.promoted + runs
+        self.ttl_expired + self.leases_expired + self.promoted + self.groups_woken.len() + runs
     }
 
     /// Adds another slice of the same tick's work.
@@ -199,21 +209,13 @@ impl TickWork {
         self.ttl_expired += more.ttl_expired;
         self.leases_expired += more.leases_expired;
         self.promoted += more.promoted;
+        self.groups_woken.extend(more.groups_woken);
         self.runs.extend(more.runs);
     }
 
     pub fn is_empty(&self) -> bool {
         *self == TickWork::default()
     }
-}
-
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct Group {
-    /// The one message of the group that is out: ready, in flight, or
-    /// delayed for a retry of its delivery.
-    holder: Option<Slot>,
-    /// Due messages waiting for the group.
-    waiting: BTreeSet<TimeKey>,
 }
 
 /// Priorities looked at to find the oldest ready message.
@@ -246,6 +248,10 @@ struct Rare {
     /// on every server.
     groups: BTreeMap<Box<[u8]>, Group>,
     waiting_len: usize,
+    /// When the timer looks at a group again (`groups.rs`).
+    wakes: BTreeSet<(u64, Box<[u8]>)>,
+    /// ORDER FAIR's turn, while the queue has that order.
+    fair: Option<Box<Fair>>,
     config: QueueConfig,
     schedules: Schedules,
     flow: Flow,
@@ -264,6 +270,8 @@ static NO_RARE: Rare = Rare {
     expiry: SortedIndex::new(),
     groups: BTreeMap::new(),
     waiting_len: 0,
+    wakes: BTreeSet::new(),
+    fair: None,
     config: QueueConfig::NONE,
     schedules: Schedules::new(),
     flow: Flow::new(),
@@ -289,6 +297,8 @@ impl Rare {
                 && r.done.len() == 0
                 && r.expiry.len() == 0
                 && r.groups.is_empty()
+                && r.wakes.is_empty()
+                && r.fair.is_none()
                 && r.config == QueueConfig::NONE
                 && r.schedules.is_empty()
                 && r.flow.is_empty()
@@ -368,11 +378,17 @@ impl Queue {
     /// A lower RETAINMAX drops the excess done messages at once, a lower
     /// EVENTS the oldest events.
     pub fn set_config(&mut self, now: u64, config: QueueConfig) {
+        let old = self.config();
+        let regroup = (old.group_limit, old.group_rate, old.fair)
+            != (config.group_limit, config.group_rate, config.fair);
         let rare = Rare::make(&mut self.rare);
         rare.journal.set_max(config.events.unwrap_or(0));
         rare.config = config;
         self.fit_log_to_rate();
         self.trim_done(now);
+        if regroup {
+            self.regroup(now);
+        }
         Rare::tidy(&mut self.rare);
     }
 
@@ -387,12 +403,6 @@ impl Queue {
 
     pub fn get(&self, id: &[u8]) -> Option<&Record> {
         self.messages.find(id).map(|slot| self.messages.at(slot))
-    }
-
-    /// The message that holds `group`, if any.
-    pub fn group_holder(&self, group: &[u8]) -> Option<&Record> {
-        let slot = Rare::of(&self.rare).groups.get(group)?.holder?;
-        Some(self.messages.at(slot))
     }
 
     /// Messages per reported state: delayed (with those waiting for their
@@ -509,7 +519,7 @@ impl Queue {
         let allowed = count.min(self.allowance(now));
         let mut taken = Vec::new();
         while taken.len() < allowed {
-            let Some(&(.., slot)) = self.ready.first() else {
+            let Some(slot) = self.next_ready() else {
                 break;
             };
             taken.push(self.lease(now, slot, lease_deadline));
@@ -533,6 +543,7 @@ impl Queue {
         for id in distinct(ids) {
             if let Some(slot) = self.messages.find(id) {
                 if self.messages.at(slot).state == State::Ready {
+                    self.turn_fair(slot);
                     taken.push(self.lease(now, slot, lease_deadline));
                 }
             }
@@ -561,6 +572,7 @@ impl Queue {
             attempt: record.attempt,
         };
         self.index(slot);
+        self.log_group_delivery(slot, now);
         self.note(now, Kind::Delivered, slot, None);
         delivery
     }
@@ -928,6 +940,12 @@ impl Queue {
                 let schedules = std::mem::take(&mut rare.schedules);
                 let flow = std::mem::take(&mut rare.flow);
                 let journal = std::mem::take(&mut rare.journal);
+                // Group pauses and GROUPRATE's logs stay too, for the same
+                // reasons.
+                let group_flows: Vec<(Box<[u8]>, Option<u64>, crate::core::flow::DeliveryLog)> =
+                    self.group_flows()
+                        .map(|(name, f)| (name.into(), f.paused_until, f.log.clone()))
+                        .collect();
                 *self = Queue {
                     counters: self.counters,
                     events: self.events,
@@ -938,6 +956,10 @@ impl Queue {
                 rare.schedules = schedules;
                 rare.flow = flow;
                 rare.journal = journal;
+                for (name, paused_until, log) in group_flows {
+                    self.restore_group_flow(&name, paused_until, log);
+                    self.hand_on(&name, now);
+                }
                 Rare::tidy(&mut self.rare);
                 count
             }
@@ -1104,13 +1126,19 @@ impl Queue {
         let ttl_expired = self.expire_ttl(now, budget);
         let leases_expired = self.expire_leases(now, budget - ttl_expired, policy);
         let promoted = self.promote_due(now, budget - ttl_expired - leases_expired);
+        let groups_woken = self.wake_groups(now, budget - ttl_expired - leases_expired - promoted);
+        let woken = groups_woken.len();
         // Runs add messages already due: ready at once, nothing for the
         // phases before to do, so a replay in phase order matches.
-        let runs = self.run_schedules(now, budget - ttl_expired - leases_expired - promoted);
+        let runs = self.run_schedules(
+            now,
+            budget - ttl_expired - leases_expired - promoted - woken,
+        );
         TickWork {
             ttl_expired,
             leases_expired,
             promoted,
+            groups_woken,
             runs,
         }
     }
@@ -1122,6 +1150,7 @@ impl Queue {
             ttl_expired: self.expire_ttl(now, work.ttl_expired),
             leases_expired: self.expire_leases(now, work.leases_expired, policy),
             promoted: self.promote_due(now, work.promoted),
+            groups_woken: self.wake_named_groups(now, &work.groups_woken),
             runs: work.runs.clone(),
         };
         self.replay_runs(now, &work.runs);
@@ -1136,6 +1165,7 @@ impl Queue {
             .into_iter()
             .filter_map(|set| set.first().map(|k| k.0))
             .chain(rare.schedules.earliest())
+            .chain(self.next_wake())
             .min()
     }
 
@@ -1164,6 +1194,7 @@ impl Queue {
             oldest_ready_since,
             next_due_at: self.delayed.first().map(|k| k.0),
             schedules: self.schedule_count() as u64,
+            groups: self.group_count() as u64,
             paused_until: self.flow().paused_until,
             rate: self.config().rate,
             max_inflight: self.config().max_inflight,
@@ -1179,7 +1210,7 @@ impl Queue {
         let due_at = record.due_at;
         let state = if due_at > now {
             State::Delayed
-        } else if self.take_group(slot) {
+        } else if self.admit(slot, now) {
             State::Ready
         } else {
             State::Waiting
@@ -1201,83 +1232,6 @@ impl Queue {
         Placed {
             state: record.state,
             due_at: record.due_at,
-        }
-    }
-
-    /// Makes the message the holder of its group if it may have it. True
-    /// when it may be ready (it has no group, or holds it now).
-    fn take_group(&mut self, slot: Slot) -> bool {
-        let record = self.messages.at(slot);
-        let Some(name) = record.group() else {
-            return true;
-        };
-        if record.holds_group {
-            return true;
-        }
-        // A free group goes to the earliest-due of those who want it: this
-        // message joins the line if others are already in it.
-        if let Some(group) = Rare::of(&self.rare).groups.get(name) {
-            if group.holder.is_some() || !group.waiting.is_empty() {
-                return false;
-            }
-        }
-        let name: Box<[u8]> = name.into();
-        Rare::make(&mut self.rare)
-            .groups
-            .entry(name)
-            .or_default()
-            .holder = Some(slot);
-        self.messages.at_mut(slot).holds_group = true;
-        true
-    }
-
-    /// Frees the group the message holds, if any; returns it, for the
-    /// caller to hand on.
-    fn free_group(&mut self, slot: Slot) -> Option<Box<[u8]>> {
-        let record = self.messages.at_mut(slot);
-        if !record.holds_group {
-            return None;
-        }
-        record.holds_group = false;
-        let name: Box<[u8]> = record.group()?.into();
-        if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(&name) {
-            group.holder = None;
-        }
-        Some(name)
-    }
-
-    /// The message leaves its group: if it held the group, the group's
-    /// first waiting message becomes ready and holds it.
-    fn release_group(&mut self, slot: Slot, now: u64) {
-        if let Some(group) = self.free_group(slot) {
-            self.hand_on(&group, now);
-        }
-    }
-
-    /// A free group goes to its earliest-due waiting message, which is
-    /// ready; a group nobody holds or waits for is forgotten.
-    fn hand_on(&mut self, name: &[u8], now: u64) {
-        let Some(group) = Rare::of(&self.rare).groups.get(name) else {
-            return;
-        };
-        if group.holder.is_some() {
-            return;
-        }
-        let Some(&(due_at, _, next)) = group.waiting.first() else {
-            Rare::make(&mut self.rare).groups.remove(name);
-            Rare::tidy(&mut self.rare);
-            return;
-        };
-        // Held before it leaves the line, so the group is not forgotten.
-        if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(name) {
-            group.holder = Some(next);
-        }
-        self.unindex(next);
-        self.messages.at_mut(next).holds_group = true;
-        // It was due when it began to wait, whatever the clock says now (a
-        // promoted replica's clock may be behind).
-        if self.place(next, now.max(due_at)).state == State::Ready {
-            self.note(now, Kind::Ready, next, None);
         }
     }
 
@@ -1306,8 +1260,13 @@ impl Queue {
                 self.delayed.remove(&(record.due_at, seq, slot));
             }
             State::Ready => {
-                self.ready
-                    .remove(&(Reverse(record.priority), record.due_at, seq, slot));
+                let key = (Reverse(record.priority), record.due_at, seq, slot);
+                self.ready.remove(&key);
+                if record.group().is_some()
+                    || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
+                {
+                    self.count_ready(slot, &key, false);
+                }
             }
             State::Inflight => {
                 self.inflight.remove(&(record.lease_deadline, seq, slot));
@@ -1324,15 +1283,17 @@ impl Queue {
             }
             State::Waiting => {
                 let name = record.group().unwrap_or_default();
+                let key = line_key(record.holds_group, record.due_at, seq, slot);
                 // A line left empty keeps its group until `hand_on`
                 // forgets it: whoever freed the holder hands the group on.
                 if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(name) {
-                    if group.waiting.remove(&(record.due_at, seq, slot)) {
+                    if group.waiting.remove(&key) {
                         Rare::make(&mut self.rare).waiting_len -= 1;
                     }
                 }
             }
         }
+        let record = self.messages.at(slot);
         if let Some(at) = record.live_expiry() {
             Rare::make(&mut self.rare).expiry.remove(&(at, seq, slot));
         }
@@ -1348,8 +1309,13 @@ impl Queue {
                 self.delayed.insert((record.due_at, seq, slot));
             }
             State::Ready => {
-                self.ready
-                    .insert((Reverse(record.priority), record.due_at, seq, slot));
+                let key = (Reverse(record.priority), record.due_at, seq, slot);
+                self.ready.insert(key);
+                if record.group().is_some()
+                    || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
+                {
+                    self.count_ready(slot, &key, true);
+                }
             }
             State::Inflight => {
                 self.inflight.insert((record.lease_deadline, seq, slot));
@@ -1366,12 +1332,14 @@ impl Queue {
             }
             State::Waiting => {
                 let name: Box<[u8]> = record.group().unwrap_or_default().into();
+                let key = line_key(record.holds_group, record.due_at, seq, slot);
                 let group = Rare::make(&mut self.rare).groups.entry(name).or_default();
-                if group.waiting.insert((record.due_at, seq, slot)) {
+                if group.waiting.insert(key) {
                     Rare::make(&mut self.rare).waiting_len += 1;
                 }
             }
         }
+        let record = self.messages.at(slot);
         if let Some(at) = record.live_expiry() {
             Rare::make(&mut self.rare).expiry.insert((at, seq, slot));
         }
@@ -1415,11 +1383,7 @@ impl Queue {
                 alloc_size(size_of::<Rare>()) + r.schedules.heap_bytes() + r.journal.mem_usage()
             })
             + btree::<TimeKey>(Rare::of(&self.rare).waiting_len)
-            + Rare::of(&self.rare)
-                .groups
-                .keys()
-                .map(|g| g.len() + 64)
-                .sum::<usize>();
+            + self.groups_heap_bytes();
         alloc_size(size_of::<Queue>()) + self.messages.heap_bytes() + extras + indexes
     }
 
@@ -1436,9 +1400,9 @@ impl Queue {
 
     /// Checks every invariant that ties the indexes to the records: each
     /// record is indexed once, where its fields say; ids are unique; a
-    /// group has at most one holder, which is the only message of the group
-    /// that may be ready or in flight; a group's line is empty when nobody
-    /// holds the group. A loaded value is checked with this before a key
+    /// message of a group is ready or in flight only holding a place of
+    /// it, and the groups know exactly who holds their places (see
+    /// `check_groups`). A loaded value is checked with this before a key
     /// gets it; the tests check it after every step.
     pub fn check(&self) -> std::result::Result<(), String> {
         Rare::of(&self.rare).schedules.check()?;
@@ -1451,7 +1415,7 @@ impl Queue {
             index.check()?;
         }
         self.ready.check()?;
-        let mut holders: BTreeMap<&[u8], Slot> = BTreeMap::new();
+        self.check_groups()?;
         for (slot, record) in self.messages.iter() {
             let fail = |what: &str| Err(format!("message '{}' {what}", printable(record.id())));
             if self.messages.find(record.id()) != Some(slot) {
@@ -1474,10 +1438,10 @@ impl Queue {
                         .contains(&(record.lease_deadline, seq, slot))
                 }
                 State::Waiting => record.group().is_some_and(|g| {
-                    Rare::of(&self.rare)
-                        .groups
-                        .get(g)
-                        .is_some_and(|g| g.waiting.contains(&(record.due_at, seq, slot)))
+                    Rare::of(&self.rare).groups.get(g).is_some_and(|g| {
+                        g.waiting
+                            .contains(&line_key(record.holds_group, record.due_at, seq, slot))
+                    })
                 }),
             };
             if !indexed {
@@ -1507,21 +1471,8 @@ impl Queue {
                 return fail("has a stray replacement");
             }
             match (record.group(), record.holds_group) {
-                (Some(group), true) => {
-                    if holders.insert(group, slot).is_some() {
-                        return fail("holds a group that has another holder");
-                    }
-                    if Rare::of(&self.rare)
-                        .groups
-                        .get(group)
-                        .and_then(|g| g.holder)
-                        != Some(slot)
-                    {
-                        return fail("holds a group that does not know it");
-                    }
-                    if matches!(record.state, State::Dead | State::Waiting) {
-                        return fail(&format!("holds its group while {:?}", record.state));
-                    }
+                (Some(_), true) if record.state == State::Dead => {
+                    return fail("holds its group while dead");
                 }
                 (None, true) => return fail("holds a group without having one"),
                 (Some(group), false) if matches!(record.state, State::Ready | State::Inflight) => {
@@ -1557,15 +1508,6 @@ impl Queue {
             .count();
         if live_ttls != Rare::of(&self.rare).expiry.len() {
             return Err("stray TTL entries".into());
-        }
-        for (name, group) in &Rare::of(&self.rare).groups {
-            // Nobody holds it: free while messages wait, or kept empty.
-            let Some(holder) = group.holder else {
-                return Err(format!("group '{}' has no holder", printable(name)));
-            };
-            if holders.get(&name[..]) != Some(&holder) {
-                return Err(format!("group '{}' names a stray holder", printable(name)));
-            }
         }
         Ok(())
     }

@@ -1,0 +1,767 @@
+//! Groups: the unit of fairness and of per-tenant limits.
+//!
+//! A due message of a group becomes ready only through its group's gate:
+//! it takes one of the group's GROUPLIMIT places (held while it is ready,
+//! in flight or delayed for a retry of its delivery), and goes out only
+//! while the group is not paused and its GROUPRATE allows (ready messages
+//! plus deliveries in the window stay within the rate, so a ready message
+//! can always be delivered). A message the gate holds back waits in its
+//! group's line, reported as delayed: first those holding a place (a
+//! retry the rate or pause held back), then by due time, then ADD order.
+//! The ready index then holds only messages that may go, so POP never
+//! skips anything and a group over its limit holds back only its own.
+//!
+//! The gate opens again when a place frees (ACK, DONE, dead, cancel), on
+//! RESUME GROUP, and when time passes (a pause's end, the rate's window
+//! moving on): the timer wakes the group then (`wake_groups`, a phase of
+//! the tick replayed by count on a replica, as the others are).
+//!
+//! ORDER FAIR keeps, beside the ready index, each group's ready messages
+//! (messages without a group form one more group) and a ring of the groups
+//! that have some: POP serves the group at the front and puts it at the
+//! back. The ring is not saved: a reload starts the turn from the groups'
+//! first ready messages, in ready order. A replica replaying POP's claims
+//! turns its ring the same way, so it stays in step with its master.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::journal::Kind;
+use super::{Event, Queue, Rare, ReadyKey, Slot, State, TimeKey, FOREVER};
+use crate::core::flow::DeliveryLog;
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct Group {
+    /// The messages holding one of the group's places, in the order they
+    /// took them.
+    pub holders: Vec<Slot>,
+    /// Of those, how many are ready (GROUPRATE's gate counts them).
+    pub ready: u32,
+    /// Due messages the gate holds back (see the module's doc for the
+    /// order).
+    pub waiting: BTreeSet<TimeKey>,
+    /// A pause and GROUPRATE's recent deliveries: most groups have none.
+    pub flow: Option<Box<GroupFlow>>,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct GroupFlow {
+    /// Paused until (`FOREVER`: until RESUME GROUP); `None`: not paused.
+    pub paused_until: Option<u64>,
+    /// Deliveries GROUPRATE's window still counts.
+    pub log: DeliveryLog,
+    /// When the timer looks at the group again (its entry in `wakes`).
+    wake_at: Option<u64>,
+}
+
+impl GroupFlow {
+    fn is_empty(&self) -> bool {
+        self.paused_until.is_none() && self.log.is_empty()
+    }
+}
+
+static NO_FLOW: GroupFlow = GroupFlow {
+    paused_until: None,
+    log: DeliveryLog::new(),
+    wake_at: None,
+};
+
+impl Group {
+    fn flow(&self) -> &GroupFlow {
+        self.flow.as_deref().unwrap_or(&NO_FLOW)
+    }
+
+    fn is_unused(&self) -> bool {
+        self.holders.is_empty()
+            && self.waiting.is_empty()
+            && self.flow.as_deref().is_none_or(GroupFlow::is_empty)
+    }
+}
+
+/// What DQ.GROUPS shows of one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupInfo<'a> {
+    pub name: &'a [u8],
+    pub waiting: u64,
+    pub ready: u64,
+    pub inflight: u64,
+    /// `FOREVER` when paused until RESUME GROUP.
+    pub paused_until: Option<u64>,
+}
+
+/// ORDER FAIR's turn (see the module's doc).
+#[derive(Debug, Default, Clone)]
+pub(super) struct Fair {
+    lines: BTreeMap<Box<[u8]>, FairLine>,
+    /// The messages without a group: one more line.
+    ungrouped: FairLine,
+    /// Groups in turn; `None` stands for the messages without a group.
+    ring: VecDeque<Option<Box<[u8]>>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct FairLine {
+    ready: BTreeSet<ReadyKey>,
+    /// In the ring (maybe with no ready message left: the ring drops it
+    /// when it comes round).
+    in_ring: bool,
+}
+
+/// The key of a waiting message in its group's line: those holding a
+/// place first.
+pub(super) fn line_key(holds_group: bool, due_at: u64, seq: u64, slot: Slot) -> TimeKey {
+    (if holds_group { 0 } else { due_at }, seq, slot)
+}
+
+impl Fair {
+    fn line(&self, group: Option<&[u8]>) -> Option<&FairLine> {
+        match group {
+            Some(name) => self.lines.get(name),
+            None => Some(&self.ungrouped),
+        }
+    }
+
+    fn add(&mut self, group: Option<&[u8]>, key: ReadyKey) {
+        let line = match group {
+            Some(name) => {
+                if !self.lines.contains_key(name) {
+                    self.lines.insert(name.into(), FairLine::default());
+                }
+                match self.lines.get_mut(name) {
+                    Some(line) => line,
+                    None => unreachable!("inserted above"),
+                }
+            }
+            None => &mut self.ungrouped,
+        };
+        line.ready.insert(key);
+        if !line.in_ring {
+            line.in_ring = true;
+            self.ring.push_back(group.map(Into::into));
+        }
+    }
+
+    fn remove(&mut self, group: Option<&[u8]>, key: &ReadyKey) {
+        match group {
+            Some(name) => {
+                if let Some(line) = self.lines.get_mut(name) {
+                    line.ready.remove(key);
+                    if line.ready.is_empty() && !line.in_ring {
+                        self.lines.remove(name);
+                    }
+                }
+            }
+            None => {
+                self.ungrouped.ready.remove(key);
+            }
+        }
+    }
+
+    /// Drops the groups at the front that have nothing ready any more.
+    fn drop_spent(&mut self) {
+        while let Some(front) = self.ring.front() {
+            if self
+                .line(front.as_deref())
+                .is_some_and(|l| !l.ready.is_empty())
+            {
+                return;
+            }
+            match self.ring.pop_front() {
+                Some(Some(name)) => {
+                    self.lines.remove(&name);
+                }
+                Some(None) => self.ungrouped.in_ring = false,
+                None => {}
+            }
+        }
+    }
+
+    /// The next message in turn; its group goes to the back.
+    fn next(&mut self) -> Option<Slot> {
+        self.drop_spent();
+        let name = self.ring.pop_front()?;
+        let slot = self.line(name.as_deref())?.ready.first()?.3;
+        self.ring.push_back(name);
+        Some(slot)
+    }
+
+    /// A replayed POP took a message of `group`: the turn moves on as the
+    /// master's did.
+    fn turn(&mut self, group: Option<&[u8]>) {
+        self.drop_spent();
+        if self.ring.front().map(Option::as_deref) == Some(group) {
+            if let Some(name) = self.ring.pop_front() {
+                self.ring.push_back(name);
+            }
+        }
+    }
+
+    /// Ready messages it holds (`check`).
+    fn len(&self) -> usize {
+        self.lines.values().map(|l| l.ready.len()).sum::<usize>() + self.ungrouped.ready.len()
+    }
+}
+
+impl Queue {
+    /// Makes the message ready if its group lets it: it takes a place if
+    /// it holds none (and nobody waits before it), and the gate must be
+    /// open. True when it may be ready.
+    pub(super) fn admit(&mut self, slot: Slot, now: u64) -> bool {
+        let limit = self.config().group_limit() as usize;
+        let group_rate = self.config().group_rate;
+        let record = self.messages.at(slot);
+        let Some(name) = record.group() else {
+            return true;
+        };
+        let holds = record.holds_group;
+        let rare = Rare::make(&mut self.rare);
+        if !rare.groups.contains_key(name) {
+            rare.groups.insert(name.into(), Group::default());
+        }
+        let Some(group) = rare.groups.get_mut(name) else {
+            unreachable!("inserted above");
+        };
+        let open = gate_open(group, now, group_rate);
+        if holds {
+            return open;
+        }
+        if !open || group.holders.len() >= limit || !group.waiting.is_empty() {
+            return false;
+        }
+        group.holders.push(slot);
+        self.messages.at_mut(slot).holds_group = true;
+        true
+    }
+
+    /// Frees the place the message holds, if any; returns its group, for
+    /// the caller to hand on.
+    pub(super) fn free_group(&mut self, slot: Slot) -> Option<Box<[u8]>> {
+        let record = self.messages.at_mut(slot);
+        if !record.holds_group {
+            return None;
+        }
+        record.holds_group = false;
+        let name: Box<[u8]> = record.group()?.into();
+        if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(&name) {
+            if let Some(at) = group.holders.iter().position(|&s| s == slot) {
+                group.holders.remove(at);
+            }
+        }
+        Some(name)
+    }
+
+    /// The message leaves its group: its place goes to whoever waits.
+    pub(super) fn release_group(&mut self, slot: Slot, now: u64) {
+        if let Some(group) = self.free_group(slot) {
+            self.hand_on(&group, now);
+        }
+    }
+
+    /// Lets the group's waiting messages out, first in line first, while
+    /// the gate and the places allow; then forgets the group if nothing
+    /// keeps it, or sets when the timer looks at it again.
+    pub(super) fn hand_on(&mut self, name: &[u8], now: u64) {
+        let limit = self.config().group_limit() as usize;
+        let group_rate = self.config().group_rate;
+        loop {
+            let Some(group) = Rare::of(&self.rare).groups.get(name) else {
+                return;
+            };
+            let Some(&(_, _, next)) = group.waiting.first() else {
+                break;
+            };
+            let holds = self.messages.at(next).holds_group;
+            if !gate_open(group, now, group_rate) || (!holds && group.holders.len() >= limit) {
+                break;
+            }
+            self.unindex(next);
+            if !holds {
+                if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(name) {
+                    group.holders.push(next);
+                }
+                self.messages.at_mut(next).holds_group = true;
+            }
+            // It was due when it began to wait, whatever the clock says now
+            // (a promoted replica's clock may be behind).
+            let due_at = self.messages.at(next).due_at;
+            if self.place(next, now.max(due_at)).state == State::Ready {
+                self.note(now, Kind::Ready, next, None);
+            }
+        }
+        self.settle_group(name, now);
+    }
+
+    /// Forgets a group nothing keeps, or moves its wake-up to when its gate
+    /// next opens by itself (a pause's end, the rate's window moving on)
+    /// or, with nothing else left, when its rate log runs out.
+    fn settle_group(&mut self, name: &[u8], now: u64) {
+        let group_rate = self.config().group_rate;
+        let Some(rare) = self.rare.as_deref_mut() else {
+            return;
+        };
+        let Some(group) = rare.groups.get_mut(name) else {
+            return;
+        };
+        if let (Some(flow), Some(rate)) = (group.flow.as_deref_mut(), group_rate) {
+            flow.log.prune(now, &rate);
+        }
+        let wake = match group.flow.as_deref() {
+            None => None,
+            Some(flow) => match flow.paused_until {
+                Some(until) if until > now => (until != FOREVER).then_some(until),
+                _ => match group_rate {
+                    // Held back by the rate: look again when the oldest
+                    // delivery in the window leaves it.
+                    Some(rate)
+                        if !group.waiting.is_empty()
+                            && u64::from(group.ready) >= flow.log.allowance(now, &rate) =>
+                    {
+                        flow.log.next_leaves(now, &rate)
+                    }
+                    // Nothing left but the log: forget it when it runs out.
+                    Some(rate) if group.waiting.is_empty() && group.holders.is_empty() => {
+                        flow.log.entries().last().map(|(at, _)| at + rate.window_ms)
+                    }
+                    _ => None,
+                },
+            },
+        }
+        .map(|at| at.max(now + 1).min(crate::core::limits::MAX_TIME_MS));
+        set_wake(&mut rare.wakes, name, group, wake);
+        if let Some(flow) = group.flow.as_deref_mut() {
+            if flow.paused_until.is_some_and(|until| until <= now) {
+                flow.paused_until = None;
+            }
+            if flow.is_empty() && wake.is_none() {
+                group.flow = None;
+            }
+        }
+        if group.is_unused() {
+            rare.groups.remove(name);
+            Rare::tidy(&mut self.rare);
+        }
+    }
+
+    /// Looks again at up to `limit` groups whose wake-up time has come (a
+    /// pause ended, the rate's window moved on). Returns them, in order.
+    pub fn wake_groups(&mut self, now: u64, limit: usize) -> Vec<Box<[u8]>> {
+        let mut woken = Vec::new();
+        while woken.len() < limit {
+            let Some((at, name)) = Rare::of(&self.rare).wakes.first().cloned() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.wake_group(&name, now);
+            woken.push(name);
+        }
+        woken
+    }
+
+    /// Wakes the groups a master's tick woke, in its order (the replay).
+    pub fn wake_named_groups(&mut self, now: u64, names: &[Box<[u8]>]) -> Vec<Box<[u8]>> {
+        for name in names {
+            self.wake_group(name, now);
+        }
+        names.to_vec()
+    }
+
+    fn wake_group(&mut self, name: &[u8], now: u64) {
+        let Some(rare) = self.rare.as_deref_mut() else {
+            return;
+        };
+        if let Some(group) = rare.groups.get_mut(name) {
+            set_wake(&mut rare.wakes, name, group, None);
+        }
+        self.hand_on(name, now);
+    }
+
+    /// When the timer next has a group to look at.
+    pub(super) fn next_wake(&self) -> Option<u64> {
+        Rare::of(&self.rare).wakes.first().map(|(at, _)| *at)
+    }
+
+    /// A delivery of a grouped message: GROUPRATE's log counts it.
+    pub(super) fn log_group_delivery(&mut self, slot: Slot, now: u64) {
+        let Some(rate) = self.config().group_rate else {
+            return;
+        };
+        let Some(name) = self.messages.at(slot).group() else {
+            return;
+        };
+        let Some(group) = self
+            .rare
+            .as_deref_mut()
+            .and_then(|r| r.groups.get_mut(name))
+        else {
+            return;
+        };
+        let flow = group.flow.get_or_insert_with(Box::default);
+        flow.log.prune(now, &rate);
+        flow.log.record(now, 1);
+        let waits = !group.waiting.is_empty() && flow.wake_at.is_none();
+        if waits {
+            let name: Box<[u8]> = name.into();
+            self.settle_group(&name, now);
+        }
+    }
+
+    /// Keeps a group's count of ready messages and ORDER FAIR's lines as a
+    /// message enters (`+1`) or leaves (`-1`) the ready index.
+    pub(super) fn count_ready(&mut self, slot: Slot, key: &ReadyKey, entering: bool) {
+        let record = self.messages.at(slot);
+        let name = record.group();
+        let Some(rare) = self.rare.as_deref_mut() else {
+            return;
+        };
+        if let Some(fair) = rare.fair.as_deref_mut() {
+            if entering {
+                fair.add(name, *key);
+            } else {
+                fair.remove(name, key);
+            }
+        }
+        if let Some(group) = name.and_then(|n| rare.groups.get_mut(n)) {
+            if entering {
+                group.ready += 1;
+            } else {
+                group.ready -= 1;
+            }
+        }
+    }
+
+    /// The ready message POP takes next: the first in ready order, or
+    /// under ORDER FAIR the next group's first.
+    pub(super) fn next_ready(&mut self) -> Option<Slot> {
+        match self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) {
+            Some(fair) => fair.next(),
+            None => self.ready.first().map(|k| k.3),
+        }
+    }
+
+    /// A replayed POP takes the message at `slot`: ORDER FAIR's turn moves
+    /// as the master's did.
+    pub(super) fn turn_fair(&mut self, slot: Slot) {
+        let record = self.messages.at(slot);
+        let name = record.group();
+        if let Some(fair) = self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) {
+            fair.turn(name);
+        }
+    }
+
+    /// Builds ORDER FAIR's lines from the ready index (ORDER FAIR set, or
+    /// a load), or drops them (ORDER PRIORITY).
+    pub(super) fn rebuild_fair(&mut self) {
+        let fair = self.config().fair.then(|| {
+            let mut fair = Fair::default();
+            for key in self.ready.iter() {
+                fair.add(self.messages.at(key.3).group(), *key);
+            }
+            Box::new(fair)
+        });
+        if let Some(rare) = self.rare.as_deref_mut() {
+            rare.fair = fair;
+        } else if fair.is_some() {
+            Rare::make(&mut self.rare).fair = fair;
+        }
+    }
+
+    /// GROUPLIMIT, GROUPRATE or ORDER changed: every group's gate is
+    /// looked at again.
+    pub(super) fn regroup(&mut self, now: u64) {
+        self.rebuild_fair();
+        let names: Vec<Box<[u8]>> = Rare::of(&self.rare).groups.keys().cloned().collect();
+        for name in names {
+            if self.config().group_rate.is_none() {
+                if let Some(flow) = Rare::make(&mut self.rare)
+                    .groups
+                    .get_mut(&name)
+                    .and_then(|g| g.flow.as_deref_mut())
+                {
+                    flow.log = DeliveryLog::default();
+                }
+            }
+            self.hand_on(&name, now);
+        }
+    }
+
+    /// Pauses one group until `until` (`FOREVER`: until RESUME GROUP): its
+    /// ready messages go back to its line, holding their places.
+    pub fn pause_group(&mut self, now: u64, name: &[u8], until: u64) {
+        let rare = Rare::make(&mut self.rare);
+        let group = rare.groups.entry(name.into()).or_default();
+        group.flow.get_or_insert_with(Box::default).paused_until = Some(until);
+        let ready: Vec<Slot> = group
+            .holders
+            .iter()
+            .copied()
+            .filter(|&slot| self.messages.at(slot).state == State::Ready)
+            .collect();
+        for slot in ready {
+            self.unindex(slot);
+            self.messages.at_mut(slot).state = State::Waiting;
+            self.index(slot);
+        }
+        self.settle_group(name, now);
+        self.note_queue(now, Kind::Paused, Some(name));
+        self.events.add(Event::Pause);
+    }
+
+    /// Ends one group's pause: whether it was paused at `now`, and
+    /// whether anything changed (a pause whose time had passed is
+    /// forgotten too).
+    pub fn resume_group(&mut self, now: u64, name: &[u8]) -> (bool, bool) {
+        let Some(flow) = self
+            .rare
+            .as_deref_mut()
+            .and_then(|r| r.groups.get_mut(name))
+            .and_then(|g| g.flow.as_deref_mut())
+        else {
+            return (false, false);
+        };
+        let was = flow.paused_until.is_some_and(|until| now < until);
+        let changed = flow.paused_until.take().is_some();
+        if changed {
+            // Not otherwise: what is not propagated must change nothing.
+            self.hand_on(name, now);
+        }
+        if was {
+            self.note_queue(now, Kind::Resumed, Some(name));
+            self.events.add(Event::Resume);
+        }
+        (was, changed)
+    }
+
+    /// Puts back a group's stored pause and rate log (the codec); false
+    /// when the group has one already.
+    pub(super) fn restore_group_flow(
+        &mut self,
+        name: &[u8],
+        paused_until: Option<u64>,
+        log: DeliveryLog,
+    ) -> bool {
+        let group = Rare::make(&mut self.rare)
+            .groups
+            .entry(name.into())
+            .or_default();
+        if group.flow.is_some() {
+            return false;
+        }
+        group.flow = Some(Box::new(GroupFlow {
+            paused_until,
+            log,
+            wake_at: None,
+        }));
+        true
+    }
+
+    /// A loaded queue's groups, indexed: each one's wake-up, and ORDER
+    /// FAIR's turn from the ready order. (Nothing is handed on: a loaded
+    /// value is as it was saved, and the timer wakes the groups whose
+    /// time has come.)
+    pub(super) fn settle_loaded_groups(&mut self) {
+        let group_rate = self.config().group_rate;
+        if let Some(rare) = self.rare.as_deref_mut() {
+            for (name, group) in rare.groups.iter_mut() {
+                let Some(flow) = group.flow.as_deref() else {
+                    continue;
+                };
+                // The earliest time anything could change; the timer looks
+                // then, and again as the group needs.
+                let pause_end = flow.paused_until.filter(|&u| u != FOREVER);
+                let log_end = group_rate.and_then(|rate| {
+                    flow.log
+                        .entries()
+                        .next()
+                        .map(|(at, _)| at.saturating_add(rate.window_ms))
+                });
+                let wake = pause_end.into_iter().chain(log_end).min();
+                set_wake(&mut rare.wakes, name, group, wake);
+            }
+        }
+        self.rebuild_fair();
+    }
+
+    /// Each group's stored pause and rate log (the codec), by name.
+    pub fn group_flows(&self) -> impl Iterator<Item = (&[u8], &GroupFlow)> + '_ {
+        Rare::of(&self.rare).groups.iter().filter_map(|(name, g)| {
+            g.flow
+                .as_deref()
+                .filter(|f| !f.is_empty())
+                .map(|f| (&name[..], f))
+        })
+    }
+
+    /// Heap bytes of the groups (MEMORY USAGE): each entry of the map of
+    /// groups (a B-tree node holds up to 11, about two-thirds full), its
+    /// name, its holders and its flow; the wake-ups; ORDER FAIR's lines.
+    pub(super) fn groups_heap_bytes(&self) -> usize {
+        use crate::core::heap::alloc_size;
+        use std::mem::size_of;
+        let rare = Rare::of(&self.rare);
+        let entry = (size_of::<Box<[u8]>>() + size_of::<Group>()) * 3 / 2 + 8;
+        let groups: usize = rare
+            .groups
+            .iter()
+            .map(|(name, g)| {
+                entry
+                    + alloc_size(name.len())
+                    + match g.holders.capacity() {
+                        0 => 0,
+                        n => alloc_size(n * size_of::<Slot>()),
+                    }
+                    + g.flow.as_deref().map_or(0, |f| {
+                        alloc_size(size_of::<GroupFlow>()) + f.log.heap_bytes()
+                    })
+            })
+            .sum();
+        let wakes: usize = rare
+            .wakes
+            .iter()
+            .map(|(_, name)| size_of::<(u64, Box<[u8]>)>() * 3 / 2 + alloc_size(name.len()))
+            .sum();
+        let fair = rare.fair.as_deref().map_or(0, |f| {
+            let line = (size_of::<Box<[u8]>>() + size_of::<FairLine>()) * 3 / 2;
+            alloc_size(size_of::<Fair>())
+                + f.lines
+                    .keys()
+                    .map(|name| line + alloc_size(name.len()))
+                    .sum::<usize>()
+                + f.len() * size_of::<ReadyKey>() * 3 / 2
+                + f.ring.capacity() * size_of::<Option<Box<[u8]>>>()
+        });
+        groups + wakes + fair
+    }
+
+    /// How many groups exist now (DQ.STATS).
+    pub fn group_count(&self) -> usize {
+        Rare::of(&self.rare).groups.len()
+    }
+
+    /// Groups from `from` on (by name), at most `count` looked at, those
+    /// `keep` accepts; and the name to go on from, if any is left.
+    pub fn groups_from(
+        &self,
+        from: &[u8],
+        count: usize,
+        mut keep: impl FnMut(&[u8]) -> bool,
+    ) -> (Vec<GroupInfo<'_>>, Option<&[u8]>) {
+        use std::ops::Bound;
+        let groups = &Rare::of(&self.rare).groups;
+        let mut range = groups.range::<[u8], _>((Bound::Included(from), Bound::Unbounded));
+        let mut found = Vec::new();
+        for (name, group) in range.by_ref().take(count.max(1)) {
+            if !keep(name) {
+                continue;
+            }
+            let inflight = group
+                .holders
+                .iter()
+                .filter(|&&s| self.messages.at(s).state == State::Inflight)
+                .count();
+            let paused = group.flow().paused_until;
+            found.push(GroupInfo {
+                name,
+                waiting: group.waiting.len() as u64,
+                ready: u64::from(group.ready),
+                inflight: inflight as u64,
+                paused_until: paused,
+            });
+        }
+        (found, range.next().map(|(name, _)| &name[..]))
+    }
+
+    /// The earliest message holding `group`'s first place, if any (DQ.GET's
+    /// `waiting-for`).
+    pub fn group_holder(&self, group: &[u8]) -> Option<&super::Record> {
+        let slot = *Rare::of(&self.rare).groups.get(group)?.holders.first()?;
+        Some(self.messages.at(slot))
+    }
+
+    /// Checks the groups against the records (see `Queue::check`).
+    pub(super) fn check_groups(&self) -> std::result::Result<(), String> {
+        use crate::core::error::printable;
+        let rare = Rare::of(&self.rare);
+        let mut holders = 0;
+        for (name, group) in &rare.groups {
+            let fail = |what: &str| Err(format!("group '{}' {what}", printable(name)));
+            if group.is_unused() {
+                return fail("is kept with nothing in it");
+            }
+            let mut ready = 0;
+            for &slot in &group.holders {
+                let record = self.messages.at(slot);
+                if !record.holds_group || record.group() != Some(&name[..]) {
+                    return fail("names a stray holder");
+                }
+                ready += u32::from(record.state == State::Ready);
+            }
+            if ready != group.ready {
+                return fail("miscounts its ready messages");
+            }
+            holders += group.holders.len();
+            if let Some(at) = group.flow().wake_at {
+                if !rare.wakes.contains(&(at, name.clone())) {
+                    return fail("lacks its wake-up");
+                }
+            }
+        }
+        let held = self.messages.iter().filter(|(_, r)| r.holds_group).count();
+        if held != holders {
+            return Err(format!(
+                "{held} messages hold places, the groups know {holders}"
+            ));
+        }
+        if rare.wakes.len()
+            != rare
+                .groups
+                .values()
+                .filter(|g| g.flow().wake_at.is_some())
+                .count()
+        {
+            return Err("stray group wake-ups".into());
+        }
+        if let Some(fair) = rare.fair.as_deref() {
+            if fair.len() != self.ready.len() {
+                return Err("ORDER FAIR's lines miss ready messages".into());
+            }
+        } else if self.config().fair {
+            return Err("ORDER FAIR without its lines".into());
+        }
+        Ok(())
+    }
+}
+
+/// Moves a group's entry in the timer's wake-ups to `wake`.
+fn set_wake(
+    wakes: &mut BTreeSet<(u64, Box<[u8]>)>,
+    name: &[u8],
+    group: &mut Group,
+    wake: Option<u64>,
+) {
+    let old = group.flow.as_deref().and_then(|f| f.wake_at);
+    if old == wake {
+        return;
+    }
+    if let Some(at) = old {
+        wakes.remove(&(at, name.into()));
+    }
+    if let Some(flow) = group.flow.as_deref_mut() {
+        flow.wake_at = wake;
+        if let Some(at) = wake {
+            wakes.insert((at, name.into()));
+        }
+    }
+}
+
+/// Whether the group's gate lets one more message be ready at `now`.
+fn gate_open(group: &Group, now: u64, rate: Option<crate::core::flow::Rate>) -> bool {
+    let flow = group.flow();
+    if flow.paused_until.is_some_and(|until| now < until) {
+        return false;
+    }
+    match rate {
+        Some(rate) => u64::from(group.ready) < flow.log.allowance(now, &rate),
+        None => true,
+    }
+}
