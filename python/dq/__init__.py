@@ -10,11 +10,11 @@ The same API on redis.asyncio is in dq.asyncio.
 """
 
 from . import _core
-# The names dq and dq.asyncio share (_core.__all__): errors, Delivery, Entry, Event, JobOutcome, Outcome,
-# Schedule.
+# The names dq and dq.asyncio share (_core.__all__): errors, Delivery, Entry, Event, Group, JobOutcome,
+# Outcome, Schedule.
 from ._core import (
-    Delivery, DqError, Entry, Event, EventGap, EventLogRestarted, JobOutcome, OutOfMemory, Outcome, Permanent,
-    Retry, Schedule, StaleDelivery, UnknownMessage, WrongType,
+    Delivery, DqError, Entry, Event, EventGap, EventLogRestarted, Group, JobOutcome, OutOfMemory, Outcome,
+    Permanent, Retry, Schedule, StaleDelivery, UnknownMessage, WrongType,
 )
 from .queue import Queue, queues
 from .sharded import ShardedQueue

@@ -39,7 +39,8 @@ def test_each_method_has_one_signature_and_docstring(kind):
     assert public(sync) == public(aio)
     methods = [n for n in public(sync) if inspect.isfunction(inspect.getattr_static(sync, n))]
     assert {"add", "pop", "ack", "nack", "touch", "stats", "get", "peek", "scan", "redrive", "cancel", "purge",
-            "config", "config_set", "schedule", "unschedule", "schedules", "pause", "resume", "events"} <= set(methods)
+            "config", "config_set", "schedule", "unschedule", "schedules", "pause", "resume", "events",
+            "groups"} <= set(methods)
     for name in methods:
         s, a = getattr(sync, name), getattr(aio, name)
         assert s.__doc__ and s.__doc__ == a.__doc__, name
@@ -47,8 +48,8 @@ def test_each_method_has_one_signature_and_docstring(kind):
         assert s_sig.parameters == a_sig.parameters, name
         assert not inspect.iscoroutinefunction(s), name
         hints_s, hints_a = typing.get_type_hints(s), typing.get_type_hints(a)
-        if name in ("scan", "events"):
-            item = dq.Entry if name == "scan" else dq.Event
+        if name in ("scan", "events", "groups"):
+            item = {"scan": dq.Entry, "events": dq.Event, "groups": dq.Group}[name]
             assert not inspect.iscoroutinefunction(a)
             assert hints_s["return"] == typing.Iterator[item]
             assert hints_a["return"] == typing.AsyncIterator[item]
@@ -88,6 +89,9 @@ REPLIES: Dict[bytes, Callable[[Tuple[Any, ...]], Any]] = {
     b"DQ.WAIT": lambda a: [b"done", a[2] + b"-r"] if b"BLOCK" in a else None,
     b"DQ.DONE": lambda a: (len(a) - 2) // 2,
     b"DQ.EVENTS": lambda a: [2, [[1, 10, b"added", b"x", None, None], [2, 11, b"progress", b"x", 1, a[1]]]],
+    # Two pages: the first empty (COUNT looked at groups MATCH left out), the second ends.
+    b"DQ.GROUPS": lambda a: [b"6b", []] if a[2] == "0" else [b"0", [[a[1] + b"-g", 2, 1, 0, None],
+                                                                   [b"h", 0, 0, 0, -1], [b"i", 1, 0, 0, 77]]],
 }
 
 
@@ -141,6 +145,13 @@ def calls(q: Any, sharded: bool) -> List[Tuple[str, Callable[[], Any]]]:
         ("bad progress", lambda: q.progress("a", b"p" * 65537)),
         ("events", lambda: q.events(follow=False, count=5)), ("bad events", lambda: q.events(count=0)),
         ("config_set events", lambda: q.config_set(events=1000)),
+        ("config_set groups", lambda: q.config_set(group_limit=3, group_rate="10/1s", order="Fair")),
+        ("config_set groups default", lambda: q.config_set(group_limit="DEFAULT", group_rate=0, order="DEFAULT")),
+        ("bad group_limit", lambda: q.config_set(group_limit=0)),
+        ("bad group_rate", lambda: q.config_set(group_rate="10")), ("bad order", lambda: q.config_set(order="lifo")),
+        ("pause group", lambda: q.pause("5s", group="g")), ("resume group", lambda: q.resume(group="g")),
+        ("bad pause group", lambda: q.pause(group="")),
+        ("groups", lambda: q.groups(match="t*", count=7)), ("bad groups", lambda: q.groups(count=0)),
     ]
     if not sharded:  # (a ShardedQueue makes a random id)
         out.append(("add without id", lambda: q.add("p", at_ms=5, nx=True)))
@@ -177,7 +188,7 @@ def record(flavor: Any, sharded: bool) -> List[Tuple[str, Any, Any]]:
             fake.sent.clear()
             try:
                 result = call()
-                if what in ("scan", "events"):
+                if what in ("scan", "events", "groups"):
                     result = [e async for e in result] if flavor is dqa else list(result)
                     if what == "events":
                         # A ShardedQueue's readers run side by side: no order between shards.
@@ -230,6 +241,23 @@ def test_both_flavors_send_the_same_commands_and_return_the_same(sharded):
     for bad in ("bad done", "bad wait", "bad progress", "bad events"):
         assert by_name[bad][0] == [] and by_name[bad][1][0] in (TypeError, ValueError), bad
     assert by_name["queues"] == ([(b"DQ.QUEUES",)], ["b", "a"])  # a server's own order
+    # The group settings go to every part as given (a group lives on one shard: never split).
+    assert [args[2:] for args in by_name["config_set groups"][0]] == [
+        (b"SET", b"GROUPLIMIT", b"3", b"GROUPRATE", b"10/1s", b"ORDER", b"FAIR")] * len(parts)
+    assert [args[2:] for args in by_name["config_set groups default"][0]] == [
+        (b"SET", b"GROUPLIMIT", b"DEFAULT", b"GROUPRATE", b"0", b"ORDER", b"DEFAULT")] * len(parts)
+    for bad in ("bad group_limit", "bad group_rate", "bad order", "bad pause group", "bad groups"):
+        assert by_name[bad][0] == [] and by_name[bad][1][0] is ValueError, bad
+    # A group's pause goes to the one part holding the group: the shard add() puts it on.
+    holder = q_names(sharded)[dq.ShardedQueue(Fake(), "sq", shards=4).shard_for("g") if sharded else 0].encode()
+    assert by_name["pause group"] == ([(b"DQ.PAUSE", holder, b"FOR", 5000, b"GROUP", b"g")], None)
+    # (The fake's RESUME replies 1 on a part whose name ends in 1.)
+    assert by_name["resume group"] == ([(b"DQ.RESUME", holder, b"GROUP", b"g")], holder.endswith(b"1"))
+    # Every part's groups in turn, each followed to cursor 0.
+    assert by_name["groups"] == (
+        [(b"DQ.GROUPS", p, c, b"MATCH", b"t*", b"COUNT", 7) for p in parts for c in ("0", "6b")],
+        [g for p in parts for g in [dq.Group(p.decode() + "-g", 2, 1, 0, False, None),
+                                    dq.Group("h", 0, 0, 0, True, None), dq.Group("i", 1, 0, 0, True, 77)]])
 
 
 # --- plans ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ client. No I/O here."""
 from .errors import (
     DqError, EventGap, EventLogRestarted, OutOfMemory, Permanent, Retry, StaleDelivery, UnknownMessage, WrongType,
 )
-from .records import Delivery, Entry, Event, JobOutcome, Outcome, Schedule
+from .records import Delivery, Entry, Event, Group, JobOutcome, Outcome, Schedule
 
 # The public names dq and dq.asyncio both export.
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "Event",
     "EventGap",
     "EventLogRestarted",
+    "Group",
     "JobOutcome",
     "OutOfMemory",
     "Outcome",

@@ -119,6 +119,11 @@ def backoff_arg(what: str, value: Any) -> bytes:
     return value.encode()
 
 
+def group_arg(group: Any) -> bytes:
+    """A group's name (GROUP g): not empty, at most 1024 bytes."""
+    return bytes_arg("group", group, allow_empty=False, limit=MAX_ID_BYTES)
+
+
 def message_options(priority: Any, max_attempts: Any, backoff: Any, group: Any, ttl_ms: Any) -> List[Any]:
     """The options DQ.ADD and DQ.SCHEDULE share, checked."""
     args: List[Any] = []
@@ -129,7 +134,7 @@ def message_options(priority: Any, max_attempts: Any, backoff: Any, group: Any, 
     if backoff is not None:
         args += [b"BACKOFF", backoff_arg("backoff", backoff)]
     if group is not None:
-        args += [b"GROUP", bytes_arg("group", group, allow_empty=False, limit=MAX_ID_BYTES)]
+        args += [b"GROUP", group_arg(group)]
     if ttl_ms is not None:
         args += [b"TTL", ms_arg("ttl_ms", ttl_ms, 1)]
     return args
@@ -160,24 +165,45 @@ RATE_FORMS = (
 )
 
 
-def rate_arg(value: Any) -> Tuple[bytes, Optional[Tuple[int, str]]]:
-    """RATE's value and, for `n/duration`, (n, duration); `0` and 'DEFAULT'
-    remove the limit (None). The window is checked with the duration
-    grammar; n's range (at most 1000000) is the server's to check."""
+def rate_arg(value: Any, what: str = "rate") -> Tuple[bytes, Optional[Tuple[int, str]]]:
+    """RATE's (or GROUPRATE's) value and, for `n/duration`, (n, duration);
+    `0` and 'DEFAULT' remove the limit (None). The window is checked with
+    the duration grammar; n's range (at most 1000000) is the server's to
+    check."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise TypeError(f"rate must be a str such as '100/1s' (or 0 to remove it), got {type(value).__name__}")
+        raise TypeError(f"{what} must be a str such as '100/1s' (or 0 to remove it), got {type(value).__name__}")
     if isinstance(value, int):
         if value != 0:
-            raise ValueError(f"rate must be a str such as '100/1s', or 0 to remove it; got {value}")
+            raise ValueError(f"{what} must be a str such as '100/1s', or 0 to remove it; got {value}")
         return b"0", None
     if value in ("0", "DEFAULT"):
         return value.encode(), None
     m = RATE.fullmatch(value)
     window = None if m is None else parse_duration(m.group(2))
     if m is None or not window:
-        raise ValueError(f"rate must be {RATE_FORMS}; got {value!r}")
+        raise ValueError(f"{what} must be {RATE_FORMS}; got {value!r}")
     n = int(m.group(1))
     return value.encode(), (None if n == 0 else (n, m.group(2)))
+
+
+MAX_GROUP_LIMIT = 1_000_000
+ORDERS = ("priority", "fair")
+
+
+def group_limit_arg(value: Any) -> bytes:
+    """GROUPLIMIT's value: an int from 1 to 1000000, or 'DEFAULT' (1)."""
+    if value == "DEFAULT":
+        return b"DEFAULT"
+    if isinstance(value, str):
+        raise ValueError(f"group_limit must be an int from 1 to {MAX_GROUP_LIMIT} or 'DEFAULT', got {value!r}")
+    return b"%d" % int_arg("group_limit", value, 1, MAX_GROUP_LIMIT)
+
+
+def order_arg(value: Any) -> bytes:
+    """ORDER's value: 'priority' or 'fair' (any case), or 'DEFAULT' (priority)."""
+    if value == "DEFAULT":
+        return b"DEFAULT"
+    return choice_arg("order", value, ORDERS)
 
 
 def count_limit_arg(what: str, value: Any, high: int) -> Tuple[bytes, Optional[int]]:

@@ -34,11 +34,14 @@ from .args import (
     bytes_arg,
     choice_arg,
     count_limit_arg,
+    group_arg,
+    group_limit_arg,
     id_arg,
     id_list,
     int_arg,
     message_options,
     ms_arg,
+    order_arg,
     progress_arg,
     queue_name,
     rate_arg,
@@ -51,7 +54,7 @@ from .clients import longest_block_ms, single_connection
 from .errors import UnknownMessage
 from .events import MAX_EVENTS, After, after_arg, read_events, reader_args
 from .plans import Call, Items, Plan, Stream, all_of, command, one, stream, then
-from .records import Delivery, Entry, Event, JobOutcome, Schedule
+from .records import Delivery, Entry, Event, Group, JobOutcome, Schedule
 from .sharding import merge_config, merge_entries, merge_schedules, merge_stats
 from .replies import (
     as_bytes,
@@ -61,6 +64,7 @@ from .replies import (
     parse_config,
     parse_entries,
     parse_get,
+    parse_groups,
     parse_scan,
     parse_schedules,
     parse_stats,
@@ -73,8 +77,9 @@ Result = Tuple[Id, Union[bytes, str]]
 T = TypeVar("T")
 
 
-# What the flavors' scan() returns: typing.get_type_hints() evaluates its
-# annotation ("Iterator[Entry]", "AsyncIterator[Entry]") in this module.
+# What the flavors' scan() and groups() return: typing.get_type_hints()
+# evaluates their annotations ("Iterator[Entry]", "AsyncIterator[Group]") in
+# this module.
 FLAVOR_ITERATORS = (Iterator, AsyncIterator)
 
 
@@ -109,6 +114,10 @@ class Commands:
 
     def _parts(self) -> List[QueueCommands]:
         """The dq queues: the queue, or the shards."""
+        raise NotImplementedError
+
+    def _of_group(self, group: bytes) -> QueueCommands:
+        """The queue that holds a group's messages (a ShardedQueue: the shard add() puts them on)."""
         raise NotImplementedError
 
     def _pop(self, count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> Plan[List[Delivery]]:
@@ -171,7 +180,9 @@ class Commands:
     @command
     def stats(self) -> Plan[Dict[str, Any]]:
         """DQ.STATS as a dict: field names as the server gives them, values
-        int or None (`rate` a str such as "100/1s")."""
+        int or None (`rate` a str such as "100/1s"); `groups` counts the
+        groups that exist now (a ShardedQueue: every shard's, summed, as
+        the other counts)."""
         return self._fan(lambda q: Call(("DQ.STATS", q._key), parse_stats), merge_stats)
 
     @command
@@ -231,6 +242,9 @@ class Commands:
         retain_ms: Union[Duration, None] = None,
         retain_max: Union[int, str, None] = None,
         events: Union[int, str, None] = None,
+        group_limit: Union[int, str, None] = None,
+        group_rate: Union[str, int, None] = None,
+        order: Optional[str] = None,
     ) -> Plan[None]:
         """DQ.CONFIG SET; "DEFAULT" removes the queue's own value. `lease_ms`
         is a duration (int ms, a timedelta, or "30s"). `rate`
@@ -240,10 +254,17 @@ class Commands:
         0: not kept) keeps messages finished by ACK or DONE as done, with
         their result, that long; `retain_max` keeps at most n of them, the
         earliest finished dropped first (0: no cap). `events` keeps the
-        queue's last n events for events() (0 or "DEFAULT": none). A
+        queue's last n events for events() (0 or "DEFAULT": none). The
+        groups (add(group=...)): `group_limit` (1 to 1000000; "DEFAULT":
+        1) lets at most n messages of each group be out at once,
+        `group_rate` ("10/1s"; 0 or "DEFAULT" removes it) at most n
+        deliveries of each group in any window of that length, and `order`
+        "fair" makes POP serve the groups with a ready message in turn
+        ("priority", the default: by priority across groups). A
         ShardedQueue splits rate, max_inflight and retain_max: each shard
         gets floor(n / shards); `events` is per shard, each shard keeping
-        its own last n (each has its own log)."""
+        its own last n (each has its own log); group_limit, group_rate and
+        order go to every shard as given (a group lives on one shard)."""
         args: List[Any] = []
         if lease_ms == "DEFAULT":
             args += [b"LEASE", b"DEFAULT"]
@@ -281,9 +302,16 @@ class Commands:
             args += [b"RETAINMAX", value]
         if events is not None:
             args += [b"EVENTS", count_limit_arg("events", events, MAX_EVENTS)[0]]
+        # A group's limits hold on the one shard holding the group: not split.
+        if group_limit is not None:
+            args += [b"GROUPLIMIT", group_limit_arg(group_limit)]
+        if group_rate is not None:
+            args += [b"GROUPRATE", rate_arg(group_rate, "group_rate")[0]]
+        if order is not None:
+            args += [b"ORDER", order_arg(order)]
         if not args:
             raise ValueError("config_set needs at least one of lease_ms, max_attempts, backoff, rate, max_inflight, "
-                             "retain_ms, retain_max, events")
+                             "retain_ms, retain_max, events, group_limit, group_rate, order")
         return self._fan(lambda q: Call(("DQ.CONFIG", q._key, b"SET", *args), ok), _none)
 
     @command
@@ -368,16 +396,41 @@ class Commands:
         return self._fan(lambda q: Call(("DQ.SCHEDULES", q._key), parse_schedules), merge_schedules)
 
     @command
-    def pause(self, for_ms: Optional[Duration] = None) -> Plan[None]:
+    def pause(self, for_ms: Optional[Duration] = None, *, group: Optional[Union[str, bytes]] = None) -> Plan[None]:
         """DQ.PAUSE: POP delivers nothing until resume(), or for `for_ms`
-        (a duration: int ms, a timedelta, or "10m")."""
-        args = () if for_ms is None else (b"FOR", ms_arg("for_ms", for_ms, 1))
+        (a duration: int ms, a timedelta, or "10m"). With `group`, only
+        that group's messages are held (its ready ones go back to waiting,
+        those in flight finish) and the rest of the queue goes on; a
+        ShardedQueue pauses it on the group's shard."""
+        args: Tuple[Any, ...] = () if for_ms is None else (b"FOR", ms_arg("for_ms", for_ms, 1))
+        if group is not None:
+            key = group_arg(group)
+            return one(Call(("DQ.PAUSE", self._of_group(key)._key, *args, b"GROUP", key), ok))
         return self._fan(lambda q: Call(("DQ.PAUSE", q._key, *args), ok), _none)
 
     @command
-    def resume(self) -> Plan[bool]:
-        """DQ.RESUME: whether the queue was paused (a ShardedQueue: any shard)."""
-        return self._fan(lambda q: Call(("DQ.RESUME", q._key), lambda reply: bool(int(reply))), any)
+    def resume(self, *, group: Optional[Union[str, bytes]] = None) -> Plan[bool]:
+        """DQ.RESUME: whether the queue was paused (a ShardedQueue: any
+        shard); with `group`, ends that group's pause only, and whether it
+        was paused."""
+        if group is not None:
+            key = group_arg(group)
+            return one(Call(("DQ.RESUME", self._of_group(key)._key, b"GROUP", key), _was_paused))
+        return self._fan(lambda q: Call(("DQ.RESUME", q._key), _was_paused), any)
+
+    @stream
+    def groups(self, match: Optional[Union[str, bytes]] = None, count: int = 100) -> Stream[Group]:
+        """Every group of the queue (those with a message waiting, ready,
+        in flight or delayed for a retry, or a pause), as dq.Group values,
+        paging with DQ.GROUPS cursors in name order; `match` keeps the
+        names that match a glob-style pattern, `count` (1 to 10000) groups
+        are looked at per page. A ShardedQueue: each shard's groups in turn
+        (a group lives on one shard). dq.asyncio: an async iterator."""
+        options: List[Any] = []
+        if match is not None:
+            options += [b"MATCH", bytes_arg("match", match)]
+        options += [b"COUNT", int_arg("count", count, 1, 10000)]
+        return _groups(self._parts(), options)  # the arguments are checked now, not at the first next()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -385,6 +438,21 @@ class Commands:
 
 def _none(results: List[None]) -> None:
     return None
+
+
+def _was_paused(reply: Any) -> bool:
+    return bool(int(reply))
+
+
+def _groups(parts: List[QueueCommands], options: List[Any]) -> Stream[Group]:
+    for part in parts:
+        cursor = "0"
+        while True:
+            cursor, groups = yield from one(Call(("DQ.GROUPS", part._key, cursor, *options), parse_groups))
+            if groups:
+                yield Items(groups)
+            if cursor == "0":
+                break
 
 
 def _scan(parts: List[QueueCommands], options: List[Any]) -> Stream[Entry]:
@@ -414,6 +482,9 @@ class QueueCommands(Commands):
 
     def _parts(self) -> List[QueueCommands]:
         return [self]
+
+    def _of_group(self, group: bytes) -> QueueCommands:
+        return self
 
     def _pop(self, count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> Plan[List[Delivery]]:
         return one(pop_call(self, count, block_ms, lease_ms))

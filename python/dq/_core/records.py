@@ -1,5 +1,5 @@
 """The values the library hands out: Entry, Delivery, Schedule, Outcome,
-JobOutcome, Event."""
+JobOutcome, Event, Group."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ class Event(NamedTuple):
     paused, resumed; `id` the message's (None for purged, paused,
     resumed); `attempt` its deliveries so far where one applies; `detail`
     the bytes the server gives (a retry's or death's reason, a progress
-    value, how many were purged), else None. `queue` is the queue whose log
+    value, how many were purged, the group's name for a paused or resumed
+    of one group: pause(group=...), resume(group=...)), else None (a
+    paused or resumed of the whole queue). `queue` is the queue whose log
     it is: a ShardedQueue's reader gives the shard's name, the key of the
     position to keep for it."""
 
@@ -37,6 +39,21 @@ class Event(NamedTuple):
     attempt: Optional[int]
     detail: Optional[bytes]
     queue: str
+
+
+class Group(NamedTuple):
+    """One group of a queue as DQ.GROUPS shows it (queue.groups()):
+    `waiting` counts its due messages held back (by GROUPLIMIT, GROUPRATE
+    or its pause), `ready` and `inflight` its messages in those states;
+    `paused` whether DQ.PAUSE ... GROUP holds it, and `paused_until` until
+    when (Unix ms; None when not paused or paused until resume())."""
+
+    name: str
+    waiting: int
+    ready: int
+    inflight: int
+    paused: bool
+    paused_until: Optional[int]
 
 
 _EVENT_LOCK = threading.Lock()

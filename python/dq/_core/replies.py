@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from .errors import DqError
-from .records import SCHEDULE_FIELDS, Entry, JobOutcome, Schedule
+from .records import SCHEDULE_FIELDS, Entry, Group, JobOutcome, Schedule
 
 
 def as_text(value: Any) -> Optional[str]:
@@ -39,7 +39,8 @@ def _record(reply: Any) -> Optional[Dict[str, Any]]:
 # The record fields that are text; every other field of DQ.STATS and of
 # DQ.CONFIG's flow-control part is an integer or nil.
 _STATS_TEXT = {"rate"}
-_CONFIG_TEXT = {"lease-ms-from", "max-attempts-from", "backoff", "backoff-from", "rate", "retain-ms-from"}
+_CONFIG_TEXT = {"lease-ms-from", "max-attempts-from", "backoff", "backoff-from", "rate", "retain-ms-from",
+                "group-rate", "order"}
 
 
 def _number(value: Any) -> Any:
@@ -122,6 +123,19 @@ def parse_entries(reply: Any) -> List[Entry]:
 
 def parse_scan(reply: Any) -> Tuple[str, List[Entry]]:
     return as_text(reply[0]) or "0", parse_entries(reply[1])
+
+
+def _group(item: Any) -> Group:
+    """[group, waiting, ready, inflight, paused-until]: paused-until nil
+    (not paused), -1 (until DQ.RESUME) or Unix ms."""
+    until = as_int(item[4])
+    return Group(as_text(item[0]) or "", int(item[1]), int(item[2]), int(item[3]), until is not None,
+                 None if until is None or until < 0 else until)
+
+
+def parse_groups(reply: Any) -> Tuple[str, List[Group]]:
+    """DQ.GROUPS' reply: (the next cursor, "0" at the end; a page of groups)."""
+    return as_text(reply[0]) or "0", [_group(item) for item in reply[1] or []]
 
 
 def ok(reply: Any) -> None:

@@ -92,6 +92,10 @@ class ShardedCommands(Commands, Generic[Q]):
     def _parts(self) -> List[QueueCommands]:
         return list(self.shards)
 
+    def _of_group(self, group: bytes) -> QueueCommands:
+        # Where add() puts the group's messages: its limits and pause hold there.
+        return self._basis("group", group)
+
     def _split(self, what: str, n: int) -> Optional[int]:
         # The whole queue's limits, split: each shard gets floor(n / shards).
         return split_limit(what, n, len(self.shards))

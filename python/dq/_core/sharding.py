@@ -120,7 +120,9 @@ def merge_config(records: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Shard 0's defaults (config_set keeps the shards alike), the whole
     queue's flow control (merge_flow), `throttled` summed, and `retain-max`
     the whole queue's cap: the shards' summed (config_set splits it), None
-    when no shard has one."""
+    when no shard has one. `group-limit`, `group-rate` and `order` are
+    shard 0's as given, not summed: they hold per group, and a group lives
+    on one shard (config_set sends them to every shard unsplit)."""
     if not records:
         return {}
     flow = merge_flow(records)
