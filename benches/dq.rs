@@ -13,7 +13,7 @@
 //! (default redis-server), `DQ_BENCH_QUICK=1` (small counts, under a
 //! minute), `DQ_BENCH_OUT` (default target/bench), `DQ_BENCH_ONLY`
 //! (comma-separated scenarios: add, lifecycle, lateness, burst, idle,
-//! memory, queues, lines, schedules, flow, outcomes, events, backlog, unlink). Writes
+//! memory, queues, lines, schedules, flow, outcomes, events, groups, backlog, unlink). Writes
 //! `results.md` and `lateness.svg` there. The `lines` scenario runs on each server line it
 //! finds: `redis-server`, `DQ_VALKEY` (default valkey-server) and the
 //! redis-server and valkey-server of `DQ_DEBIAN13` (default
@@ -47,7 +47,7 @@ use dq_testkit::Build;
 use harness::{Config, Scale};
 use report::{machine, markdown, Report};
 use scenarios::{
-    add_throughput, backlog, burst, events, flow, idle, lateness, lifecycle, many_queues, memory,
+    add_throughput, backlog, burst, events, flow, groups, idle, lateness, lifecycle, many_queues, memory,
     outcomes, schedules, server_lines, unlink,
 };
 use svg::lateness_svg;
@@ -81,7 +81,7 @@ fn main() {
         println!("{k}: {v}");
     }
     let mut report = Report::default();
-    let scenarios: [(&str, Scenario); 14] = [
+    let scenarios: [(&str, Scenario); 15] = [
         ("add", add_throughput),
         ("lifecycle", lifecycle),
         ("lateness", lateness),
@@ -94,6 +94,7 @@ fn main() {
         ("flow", flow),
         ("outcomes", outcomes),
         ("events", events),
+        ("groups", groups),
         // Before the backlog: tearing down its 10M-message servers
         // disturbed the UNLINK pause measured right after them.
         ("unlink", unlink),
