@@ -116,6 +116,8 @@ export interface Stats {
   'next-due-at': number | null;
   /** Recurring schedules the queue holds. */
   schedules: number;
+  /** Groups that exist now: with a message waiting, ready, in flight or delayed for a retry, or a pause (a ShardedQueue: the shards' summed). */
+  groups: number;
   /** 1 while paused (a ShardedQueue: while any shard is). */
   paused: 0 | 1;
   /** Unix ms the pause ends; null when not paused or paused until resume(). */
@@ -175,6 +177,12 @@ export interface QueueConfig {
   'retain-max': number | null;
   /** How many of its last events the queue keeps (0: none); a ShardedQueue: the shards' summed. */
   events: number;
+  /** At most this many messages of each group out at once (1 unless set). A ShardedQueue: shard 0's, as every shard's. */
+  'group-limit': number;
+  /** Each group's deliveries at most n in any window: '10/1s'; null when none. A ShardedQueue: shard 0's, as every shard's. */
+  'group-rate': string | null;
+  /** How POP picks: 'priority' (across groups) or 'fair' (the groups with a ready message in turn). */
+  order: 'priority' | 'fair';
   rate: string | null;
   'max-inflight': number | null;
   paused: 0 | 1;
@@ -196,6 +204,34 @@ export interface ConfigSettings {
   retainMax?: number | 'DEFAULT';
   /** Keep the queue's last n events for events() and listen() (EVENTS), at most 100000000; 0 (or 'DEFAULT') keeps none. A ShardedQueue of k shards gives each floor(n / k). */
   events?: number | 'DEFAULT';
+  /** At most n messages of each group ready or in flight at once (GROUPLIMIT), 1 to 1000000; 'DEFAULT': 1. A ShardedQueue gives every shard n (a group lives on one shard). */
+  groupLimit?: number | 'DEFAULT';
+  /** Each group at most n deliveries in any window of the duration (GROUPRATE): '10/1s'; 0 (or 'DEFAULT') removes it. A ShardedQueue gives every shard the same. */
+  groupRate?: string | 0 | 'DEFAULT';
+  /** 'fair': POP serves the groups with a ready message in turn; 'priority' (the default, also 'DEFAULT'): by priority across groups. Any case. */
+  order?: 'priority' | 'fair' | 'PRIORITY' | 'FAIR' | 'DEFAULT';
+}
+
+/** A group of a queue (DQ.GROUPS). */
+export interface GroupInfo {
+  name: string;
+  /** Its due messages held back: by GROUPLIMIT, GROUPRATE or its pause. */
+  waiting: number;
+  ready: number;
+  inflight: number;
+  /** Whether the group is paused (pause({ group })). */
+  paused: boolean;
+  /** Unix ms its pause ends; null when not paused or paused until resume(). */
+  pausedUntil: number | null;
+  /** ShardedQueue only: the shard the group lives on. */
+  shard?: string;
+}
+
+export interface GroupsOptions {
+  /** Only the groups whose name matches this glob-style pattern (as SCAN MATCH). */
+  match?: Bytes;
+  /** Groups looked at per DQ.GROUPS (default 100; 1 to 10000). */
+  count?: number;
 }
 
 /** DQ.SCHEDULE's options: exactly one of `every` and `cron`. */
@@ -267,7 +303,8 @@ export type QueueWideEventType = 'purged' | 'paused' | 'resumed';
  * `attempt` (null where none applies) and `detail`: the reason of `retry`
  * and `dead` ('nack', 'lease-expired', ...), of `replaced` after a delivery
  * ended, how many for `purged`, the reported value (a Buffer) for
- * `progress`, else null.
+ * `progress`, the group's name for `paused` and `resumed` of a group (null
+ * for the queue's own), else null.
  */
 export interface EventOf<T extends EventType> {
   seq: number;
@@ -275,7 +312,7 @@ export interface EventOf<T extends EventType> {
   type: T;
   id: T extends QueueWideEventType ? null : string;
   attempt: number | null;
-  detail: T extends 'progress' ? Buffer : T extends 'paused' | 'resumed' ? null : T extends 'purged' ? string : string | null;
+  detail: T extends 'progress' ? Buffer : T extends 'purged' ? string : string | null;
   /** ShardedQueue only: the shard (its queue name) the event and its seq belong to. */
   shard?: string;
 }
@@ -364,6 +401,8 @@ export class Queue {
   get(id: Bytes): Promise<Message | null>;
   peek(state: State, count?: number): Promise<Entry[]>;
   scan(options?: { state?: State; count?: number }): AsyncGenerator<Entry>;
+  /** Every group (DQ.GROUPS, paged until its cursor is 0), in name order. */
+  groups(options?: GroupsOptions): AsyncGenerator<GroupInfo>;
   redrive(options?: { count?: number; ids?: Bytes[] }): Promise<number>;
   cancel(...ids: Bytes[]): Promise<number>;
   purge(state?: State): Promise<number>;
@@ -375,10 +414,10 @@ export class Queue {
   unschedule(...names: Bytes[]): Promise<number>;
   /** DQ.SCHEDULES: every schedule, by name. */
   schedules(): Promise<Schedule[]>;
-  /** DQ.PAUSE: POP delivers nothing until resume(), or for `forMs`. */
-  pause(options?: { forMs?: Duration }): Promise<void>;
-  /** DQ.RESUME: whether the queue was paused. */
-  resume(): Promise<boolean>;
+  /** DQ.PAUSE: POP delivers nothing until resume(), or for `forMs`; with `group`, nothing of that group only. */
+  pause(options?: { forMs?: Duration; group?: Bytes }): Promise<void>;
+  /** DQ.RESUME: whether the queue (with `group`: that group) was paused. */
+  resume(options?: { group?: Bytes }): Promise<boolean>;
   /** The queue's events (DQ.EVENTS ... BLOCK in a loop on a connection of its own), after `after`. */
   events(options?: EventsOptions): EventReader<number | null>;
   /** An EventEmitter of the queue's events, from `after`, until close(). */
@@ -407,10 +446,12 @@ export class ShardedQueue {
   cancel(id: Bytes, basis?: Basis): Promise<number>;
   peek(state: State, count?: number): Promise<Entry[]>;
   scan(options?: { state?: State; count?: number }): AsyncGenerator<Entry>;
+  /** Every group of every shard, shard after shard, each with `shard`. */
+  groups(options?: GroupsOptions): AsyncGenerator<GroupInfo>;
   redrive(): Promise<number>;
   purge(state?: State): Promise<number>;
   config(): Promise<QueueConfig>;
-  /** On every shard; rate, maxInflight and retainMax are split, floor(n / shards) each (n < shards is refused). */
+  /** On every shard; rate, maxInflight, retainMax and events are split, floor(n / shards) each (n < shards is refused); groupLimit, groupRate and order are not (a group lives on one shard). */
   configSet(settings: ConfigSettings): Promise<void>;
   /** The shard a schedule of this name lives on (as shardFor). */
   scheduleShard(name: Bytes): Queue;
@@ -418,10 +459,10 @@ export class ShardedQueue {
   unschedule(...names: Bytes[]): Promise<number>;
   /** Every shard's schedules, by name, each with `shard`. */
   schedules(): Promise<Schedule[]>;
-  /** On every shard. */
-  pause(options?: { forMs?: Duration }): Promise<void>;
-  /** On every shard: whether any was paused. */
-  resume(): Promise<boolean>;
+  /** On every shard; with `group`, on the group's shard only. */
+  pause(options?: { forMs?: Duration; group?: Bytes }): Promise<void>;
+  /** On every shard: whether any was paused; with `group`, on the group's shard: whether the group was. */
+  resume(options?: { group?: Bytes }): Promise<boolean>;
   /** Every shard's events merged, one reader per shard, each event with its `shard` and that shard's seq. */
   events(options?: ShardedEventsOptions): EventReader<ShardPositions>;
   /** Queue.listen over every shard. */

@@ -232,15 +232,20 @@ function scheduleArgs(name, payload, o = {}) {
   return a;
 }
 
-/** DQ.CONFIG SET's pairs for { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax, events }. */
-const CONFIG_SETTINGS = ['leaseMs', 'maxAttempts', 'backoff', 'rate', 'maxInflight', 'retainMs', 'retainMax', 'events'];
+/**
+ * DQ.CONFIG SET's pairs for { leaseMs, maxAttempts, backoff, rate,
+ * maxInflight, retainMs, retainMax, events, groupLimit, groupRate, order }.
+ */
+const CONFIG_SETTINGS = ['leaseMs', 'maxAttempts', 'backoff', 'rate', 'maxInflight', 'retainMs', 'retainMax', 'events', 'groupLimit', 'groupRate', 'order'];
 /** The most events DQ.CONFIG SET EVENTS keeps per queue. */
 const MAX_EVENTS = 100000000;
+/** The most messages of a group out at once DQ.CONFIG SET GROUPLIMIT takes. */
+const MAX_GROUP_LIMIT = 1000000;
 
 function configArgs(settings) {
   if (settings === null || typeof settings !== 'object') throw new TypeError('configSet takes an object such as { leaseMs: 60000 }');
   for (const k of Object.keys(settings)) if (!CONFIG_SETTINGS.includes(k)) throw new TypeError(`unknown setting '${k}' (${CONFIG_SETTINGS.join(', ')})`);
-  const { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax, events } = settings;
+  const { leaseMs, maxAttempts, backoff, rate, maxInflight, retainMs, retainMax, events, groupLimit, groupRate, order } = settings;
   const a = [];
   if (leaseMs != null) a.push('LEASE', leaseMs === 'DEFAULT' ? leaseMs : durationArg('leaseMs', leaseMs, 1));
   if (maxAttempts != null) a.push('MAXATTEMPTS', maxAttempts === 'DEFAULT' ? maxAttempts : intArg('maxAttempts', maxAttempts, 1, 2 ** 31 - 1));
@@ -254,6 +259,13 @@ function configArgs(settings) {
   if (retainMs != null) a.push('RETAIN', retainMs === 'DEFAULT' ? retainMs : durationArg('retainMs', retainMs, 0));
   if (retainMax != null) a.push('RETAINMAX', retainMax === 'DEFAULT' ? retainMax : intArg('retainMax', retainMax, 0, MAX_TIME));
   if (events != null) a.push('EVENTS', events === 'DEFAULT' ? events : intArg('events', events, 0, MAX_EVENTS));
+  // A group's own limits: GROUPLIMIT DEFAULT is 1 (one of a group out at a time).
+  if (groupLimit != null) a.push('GROUPLIMIT', groupLimit === 'DEFAULT' ? groupLimit : intArg('groupLimit', groupLimit, 1, MAX_GROUP_LIMIT));
+  if (groupRate != null) {
+    splitRate(groupRate, 'groupRate'); // refuses what is not a rate
+    a.push('GROUPRATE', String(groupRate));
+  }
+  if (order != null) a.push('ORDER', order === 'DEFAULT' ? order : enumArg('order', order, ['PRIORITY', 'FAIR']));
   if (a.length === 0) throw new TypeError(`configSet needs one of ${CONFIG_SETTINGS.join(', ')}`);
   return a;
 }
@@ -264,12 +276,12 @@ function configArgs(settings) {
  * with the duration grammar (at least 1 ms); n's range is the server's to
  * check.
  */
-function splitRate(rate) {
+function splitRate(rate, name = 'rate') {
   if (rate === 0 || rate === '0' || rate === 'DEFAULT') return null;
-  if (typeof rate !== 'string') throw new TypeError(`rate must be 'n/duration' such as '100/1s', or 0 to remove it, not ${rate}`);
+  if (typeof rate !== 'string') throw new TypeError(`${name} must be 'n/duration' such as '100/1s', or 0 to remove it, not ${rate}`);
   const m = /^([0-9]+)\/(.*)$/s.exec(rate);
   if (!m || !parseDuration(m[2])) {
-    throw new TypeError(`rate must be 'n/duration' such as '100/1s', '5000/1h' or '20/250ms' (the duration as in any duration option, at least 1 ms), or 0 to remove it; not '${rate}'`);
+    throw new TypeError(`${name} must be 'n/duration' such as '100/1s', '5000/1h' or '20/250ms' (the duration as in any duration option, at least 1 ms), or 0 to remove it; not '${rate}'`);
   }
   const n = Number(m[1]);
   return n === 0 ? null : { n, per: m[2] };
@@ -504,6 +516,42 @@ function scanPage(reply) {
   return { cursor: str(reply[0]), entries: reply[1].map(entry) };
 }
 
+/** DQ.GROUPS' options after the cursor: MATCH, COUNT (default 100, always sent). */
+function groupsArgs(o = {}) {
+  if (o === null || typeof o !== 'object') throw new TypeError('groups takes { match, count } or nothing');
+  for (const k of Object.keys(o)) if (k !== 'match' && k !== 'count') throw new TypeError(`unknown groups option '${k}'`);
+  const { match, count = 100 } = o;
+  const a = [];
+  if (match != null) {
+    if (typeof match !== 'string' && !Buffer.isBuffer(match)) throw new TypeError('match must be a glob-style pattern (a string or a Buffer)');
+    a.push('MATCH', match);
+  }
+  a.push('COUNT', intArg('count', count, 1, 10000));
+  return a;
+}
+
+/**
+ * A DQ.GROUPS entry `[group, waiting, ready, inflight, paused-until]` as
+ * { name, waiting, ready, inflight, paused, pausedUntil }: pausedUntil the
+ * pause's end (Unix ms), null when not paused or paused until resume (-1).
+ */
+function group(e) {
+  const until = e[4] == null ? null : Number(e[4]);
+  return {
+    name: str(e[0]),
+    waiting: Number(e[1]),
+    ready: Number(e[2]),
+    inflight: Number(e[3]),
+    paused: until !== null,
+    pausedUntil: until === null || until < 0 ? null : until,
+  };
+}
+
+/** A DQ.GROUPS page: { cursor, groups }. */
+function groupsPage(reply) {
+  return { cursor: str(reply[0]), groups: (reply[1] || []).map(group) };
+}
+
 const commandClasses = new WeakMap();
 
 /**
@@ -559,8 +607,8 @@ async function send(client, name, queue, args = [], timeoutMs = 0) {
 
 module.exports = {
   DqError, StaleDelivery, UnknownMessage, WrongType, OutOfMemory, Permanent, Retry, EventGapError, EventLogRestarted,
-  MAX_ERROR_BYTES, MAX_RESULT_BYTES, MAX_PROGRESS_BYTES, MAX_TIME, MAX_EVENTS,
+  MAX_ERROR_BYTES, MAX_RESULT_BYTES, MAX_PROGRESS_BYTES, MAX_TIME, MAX_EVENTS, MAX_GROUP_LIMIT,
   mapError, intArg, durationArg, parseDuration, bytesArg, valueArg, stateArg, enumArg, timeArg, truncateError,
   addArgs, nackArgs, touchArgs, doneArgs, waitArgs, outcome, scheduleArgs, configArgs, splitRate, popArgs, mpopArgs, scanArgs,
-  record, schedule, entry, delivery, deliveries, mpopReply, scanPage, Delivery, str, send,
+  groupsArgs, record, schedule, entry, group, delivery, deliveries, mpopReply, scanPage, groupsPage, Delivery, str, send,
 };

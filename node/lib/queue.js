@@ -121,6 +121,23 @@ class Queue {
     } while (cursor !== '0');
   }
 
+  /**
+   * Every group of the queue (matching `match`, a glob-style pattern),
+   * paging with DQ.GROUPS (`count` groups looked at a page, default 100)
+   * until its cursor is 0: { name, waiting, ready, inflight, paused,
+   * pausedUntil }. Groups are visited in name order; one present
+   * throughout is given exactly once.
+   */
+  async *groups(options = {}) {
+    const a = c.groupsArgs(options);
+    let cursor = '0';
+    do {
+      const page = c.groupsPage(await this._send('DQ.GROUPS', [cursor, ...a]));
+      cursor = page.cursor;
+      yield* page.groups;
+    } while (cursor !== '0');
+  }
+
   /** DQ.REDRIVE: dead messages back to ready (`count`, `ids`, or up to 10000). */
   async redrive({ count, ids } = {}) {
     if (count != null && ids != null) throw new TypeError('count and ids cannot be used together');
@@ -151,9 +168,12 @@ class Queue {
 
   /**
    * DQ.CONFIG SET: { leaseMs, maxAttempts, backoff, rate, maxInflight,
-   * retainMs, retainMax, events } ('DEFAULT' removes a value; rate 0 and
-   * maxInflight 0 remove a limit; retainMs 0 keeps no finished message,
-   * retainMax 0 caps none; events n keeps the last n events, 0 none).
+   * retainMs, retainMax, events, groupLimit, groupRate, order } ('DEFAULT'
+   * removes a value; rate 0 and maxInflight 0 remove a limit; retainMs 0
+   * keeps no finished message, retainMax 0 caps none; events n keeps the
+   * last n events, 0 none; groupLimit n lets at most n of each group out
+   * at once, 1 to 1000000, 'DEFAULT' 1; groupRate 'n/duration' each
+   * group's deliveries, 0 removes it; order 'priority' or 'fair').
    * The server checks every pair before it changes any.
    */
   async configSet(settings = {}) {
@@ -182,17 +202,24 @@ class Queue {
     return ((await this._send('DQ.SCHEDULES')) || []).map(c.schedule);
   }
 
-  /** DQ.PAUSE: POP delivers nothing until resume(), or for `forMs`. */
+  /**
+   * DQ.PAUSE: POP delivers nothing until resume(), or for `forMs`; with
+   * `group`, nothing of that group only (the rest of the queue goes on).
+   */
   async pause(options = {}) {
-    if (options === null || typeof options !== 'object') throw new TypeError('pause takes { forMs } or nothing');
-    for (const k of Object.keys(options)) if (k !== 'forMs') throw new TypeError(`unknown pause option '${k}'`);
+    if (options === null || typeof options !== 'object') throw new TypeError('pause takes { forMs, group } or nothing');
+    for (const k of Object.keys(options)) if (k !== 'forMs' && k !== 'group') throw new TypeError(`unknown pause option '${k}'`);
     const a = options.forMs == null ? [] : ['FOR', c.durationArg('forMs', options.forMs, 1)];
+    if (options.group != null) a.push('GROUP', c.bytesArg('group', options.group));
     await this._send('DQ.PAUSE', a);
   }
 
-  /** DQ.RESUME: whether the queue was paused. */
-  async resume() {
-    return Number(await this._send('DQ.RESUME')) === 1;
+  /** DQ.RESUME: whether the queue (with `group`: that group) was paused. */
+  async resume(options = {}) {
+    if (options === null || typeof options !== 'object') throw new TypeError('resume takes { group } or nothing');
+    for (const k of Object.keys(options)) if (k !== 'group') throw new TypeError(`unknown resume option '${k}'`);
+    const a = options.group == null ? [] : ['GROUP', c.bytesArg('group', options.group)];
+    return Number(await this._send('DQ.RESUME', a)) === 1;
   }
 
   /**
@@ -334,6 +361,11 @@ class ShardedQueue {
     for (const shard of this.shards) for await (const e of shard.scan(options)) yield { ...e, shard: shard.name };
   }
 
+  /** Every group of every shard (a group lives on one shard), shard after shard, each with `shard`. */
+  async *groups(options) {
+    for (const shard of this.shards) for await (const g of shard.groups(options)) yield { ...g, shard: shard.name };
+  }
+
   /** Dead messages of every shard back to ready (up to 10000 per shard); how many moved. */
   async redrive() {
     let n = 0;
@@ -352,7 +384,9 @@ class ShardedQueue {
    * fields of the whole queue: paused while any shard is, rate and
    * max-inflight the shards' limits summed, throttled summed; and
    * retain-max the shards' caps summed (null when no shard has one); and
-   * events the shards' summed.
+   * events the shards' summed. group-limit, group-rate and order are
+   * shard 0's: each holds per group, and configSet gives every shard the
+   * same (a group lives on one shard).
    */
   async config() {
     const all = await Promise.all(this.shards.map((s) => s.config()));
@@ -372,9 +406,11 @@ class ShardedQueue {
    * `rate: 'n/d'`, of `maxInflight: n`, of `retainMax: n` (so all
    * together never keep more than n done messages) and of `events: n` (the
    * shards keep n events in all, each the last of its own), and n < k is refused
-   * (a shard would get 0, which removes its limit). Checked here before any
-   * shard is changed; shard 0 answers first, so a refusal by the server
-   * changes nothing either.
+   * (a shard would get 0, which removes its limit). groupLimit, groupRate
+   * and order go to every shard as they are: a group's messages all live
+   * on one shard, so its shard's limit is the group's. Checked here before
+   * any shard is changed; shard 0 answers first, so a refusal by the
+   * server changes nothing either.
    */
   async configSet(settings = {}) {
     c.configArgs(settings); // refuses what no shard would take
@@ -427,16 +463,22 @@ class ShardedQueue {
     return all.flat().sort((a, b) => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name)));
   }
 
-  /** DQ.PAUSE on every shard. */
+  /** DQ.PAUSE on every shard; with `group`, on the group's shard only. */
   async pause(options = {}) {
+    if (options !== null && typeof options === 'object' && options.group != null) {
+      return this.shardFor(c.bytesArg('group', options.group)).pause(options);
+    }
     const [first, ...rest] = this.shards;
     await first.pause(options);
     await Promise.all(rest.map((shard) => shard.pause(options)));
   }
 
-  /** DQ.RESUME on every shard: whether any was paused. */
-  async resume() {
-    return (await Promise.all(this.shards.map((s) => s.resume()))).some(Boolean);
+  /** DQ.RESUME on every shard: whether any was paused; with `group`, on the group's shard only: whether the group was. */
+  async resume(options = {}) {
+    if (options !== null && typeof options === 'object' && options.group != null) {
+      return this.shardFor(c.bytesArg('group', options.group)).resume(options);
+    }
+    return (await Promise.all(this.shards.map((s) => s.resume(options)))).some(Boolean);
   }
 
   /**

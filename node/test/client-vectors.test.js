@@ -108,7 +108,7 @@ async function call(client, v) {
     case 'config_set': return q.configSet(rest);
     case 'schedule': return q.schedule(name, payload, rest);
     case 'unschedule': return q.unschedule(...names);
-    case 'pause': return q.pause(rest);
+    case 'pause': case 'resume': return q[op](rest);
     default: return q[op]();
   }
 }

@@ -124,7 +124,7 @@ test('pause holds back POP until resume, or for forMs; stats and config show it'
     assert.strictEqual(await q.resume(), true);
     assert.strictEqual((await q.config())['paused-until'], null);
 
-    await assert.rejects(q.pause(5000), /pause takes \{ forMs \}/);
+    await assert.rejects(q.pause(5000), /pause takes \{ forMs, group \}/);
     await assert.rejects(q.pause({ for: 5000 }), /unknown pause option 'for'/);
     await assert.rejects(q.pause({ forMs: 0 }), RangeError);
     assert.strictEqual((await q.stats()).paused, 0);

@@ -143,6 +143,25 @@ async function main(): Promise<void> {
   const now: dq.ShardPositions = await sharded.lastEventSeq();
   sharded.events({ after: now }).close();
   const kind: dq.EventType = 'retry';
+  // Groups: limits, order, pauses of one group, the groups listed.
+  await q.configSet({ groupLimit: 2, groupRate: '10/1s', order: 'fair' });
+  await sharded.configSet({ groupLimit: 'DEFAULT', groupRate: 0, order: 'DEFAULT' });
+  const groupCfg: [number, string | null, 'priority' | 'fair'] = [cfg['group-limit'], cfg['group-rate'], cfg.order];
+  await q.pause({ group: 'tenant-1', forMs: '1m' });
+  await sharded.pause({ group: Buffer.from('tenant-2') });
+  const groupWasPaused: boolean = await q.resume({ group: 'tenant-1' }) || await sharded.resume({ group: 'tenant-2' });
+  for await (const g of q.groups({ match: 'tenant-*', count: 50 })) {
+    const info: dq.GroupInfo = g;
+    const counts: [string, number, number, number, boolean, number | null] = [g.name, g.waiting, g.ready, g.inflight, g.paused, g.pausedUntil];
+    void [info, counts];
+  }
+  for await (const g of sharded.groups()) {
+    const shardOfGroup: string | undefined = g.shard;
+    void shardOfGroup;
+  }
+  const groupCount: number = stats.groups;
+  const groupEvent = (e: dq.EventOf<'paused'>): string | null => e.detail;
+  void [groupCfg, groupWasPaused, groupCount, groupEvent];
   void [keeps, readTo, where, single, kind];
   void [id, names, n, payload, all, next, removed, nextRun, home, wasPaused, limits, polled, retryMs, timed,
     resulting, result, shardOutcome, finished, kept, shown, doneOnes, dq.MAX_RESULT_BYTES, dq.MAX_PROGRESS_BYTES];
