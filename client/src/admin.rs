@@ -1,7 +1,7 @@
 //! Typed admin calls: the read and maintenance commands an operator's tool
 //! (the dashboard, a script) sends — DQ.QUEUES, STATS, GET, PEEK, SCAN,
-//! CONFIG, REDRIVE, CANCEL, PURGE, PAUSE, RESUME, SCHEDULE, UNSCHEDULE,
-//! SCHEDULES — and `INFO dq`; the outcome calls DQ.DONE and DQ.WAIT; and
+//! CONFIG, REDRIVE, CANCEL, PURGE, PAUSE, RESUME (of a queue or of one of
+//! its groups), GROUPS, SCHEDULE, UNSCHEDULE, SCHEDULES — and `INFO dq`; the outcome calls DQ.DONE and DQ.WAIT; and
 //! one read of a queue's event log, DQ.EVENTS.
 //!
 //! Every function takes any async connection (`redis::aio::ConnectionLike`:
@@ -22,8 +22,8 @@ use crate::args::{check_count, check_id, ms, require};
 use crate::error::Error;
 use crate::events::EventPage;
 use crate::reply::{
-    array, bad, bytes, cmd, field_name, fields, int, ok, opt_bytes, opt_text, opt_uint, pairs,
-    query, text, uint,
+    array, bad, bytes, cmd, field_name, fields, int, ok, opt_bytes, opt_int, opt_text, opt_uint,
+    pairs, query, text, uint,
 };
 use crate::schedule::{Schedule, ScheduleInfo};
 
@@ -126,6 +126,10 @@ pub struct Stats {
     pub next_due_at: Option<u64>,
     /// Recurring schedules the queue holds (DQ.SCHEDULE).
     pub schedules: u64,
+    /// Groups that exist now: with a message waiting, ready, in flight or
+    /// delayed for a retry, or a pause ([`admin::groups`](crate::admin::groups)
+    /// lists them). 0 from a module without groups' limits.
+    pub groups: u64,
     /// Whether DQ.PAUSE holds the queue.
     pub paused: bool,
     /// Until when (Unix ms); None when not paused or paused until DQ.RESUME.
@@ -180,7 +184,7 @@ impl Stats {
 
     /// Adds another queue's numbers to these, as a total over many queues
     /// (a server's, a sharded queue's): the counts per state, the lifetime
-    /// counters, `throttled` and `schedules` summed (saturating); the
+    /// counters, `throttled`, `schedules` and `groups` summed (saturating); the
     /// oldest ready age the largest, the next due time the earliest. The
     /// flow control (`paused`, `rate`, ...) is left as it is: what a sum of
     /// limits means is the caller's to say.
@@ -205,6 +209,7 @@ impl Stats {
             (&mut self.throttled, other.throttled),
             (&mut self.dropped, other.dropped),
             (&mut self.schedules, other.schedules),
+            (&mut self.groups, other.groups),
         ] {
             *sum = sum.saturating_add(part);
         }
@@ -361,6 +366,20 @@ pub struct QueueConfig {
     /// EVENTS: how many of its last events the queue keeps for DQ.EVENTS
     /// (0: none, the default); set with `config_set(&[("EVENTS", "10000")])`.
     pub events: u64,
+    /// GROUPLIMIT: at most this many messages of each group ready, in
+    /// flight or delayed for a retry at once (1, the default, makes each
+    /// group's work serial); set with `config_set(&[("GROUPLIMIT", "5")])`.
+    /// 0 from a module without groups' limits.
+    pub group_limit: u32,
+    /// GROUPRATE (`10/1s`): each group at most n deliveries in any window
+    /// of that length; None when none. [`QueueConfig::group_rate_limit`]
+    /// reads it as a [`Rate`].
+    pub group_rate: Option<String>,
+    /// ORDER, as the server spells it: `priority` (the default) or `fair`
+    /// (POP serves the groups with a ready message in turn); kept as text
+    /// so that an order a newer module adds is still shown, empty from a
+    /// module without it. [`QueueConfig::order`] reads it as an [`Order`].
+    pub order: String,
 }
 
 impl QueueConfig {
@@ -368,6 +387,90 @@ impl QueueConfig {
     /// this client cannot read).
     pub fn rate_limit(&self) -> Option<Rate> {
         self.rate.as_deref().and_then(Rate::parse)
+    }
+
+    /// [`QueueConfig::group_rate`] read: None when the queue has no
+    /// GROUPRATE (or one this client cannot read).
+    pub fn group_rate_limit(&self) -> Option<Rate> {
+        self.group_rate.as_deref().and_then(Rate::parse)
+    }
+
+    /// The order as an [`Order`], when it is one this client knows.
+    pub fn order(&self) -> Option<Order> {
+        self.order.parse().ok()
+    }
+}
+
+/// The order in which POP takes a queue's ready messages (DQ.CONFIG
+/// `ORDER`): set with `config_set(&[("ORDER", Order::Fair.keyword())])`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// Highest priority, then earliest due, then first added, across
+    /// groups (the default).
+    #[default]
+    Priority,
+    /// The groups that have a ready message in turn, round-robin (the
+    /// messages without a group form one more group); within a group:
+    /// priority, due time, ADD order.
+    Fair,
+}
+
+impl Order {
+    /// The value of DQ.CONFIG SET ORDER: `PRIORITY` or `FAIR`.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Order::Priority => "PRIORITY",
+            Order::Fair => "FAIR",
+        }
+    }
+
+    /// As DQ.CONFIG replies it: `priority` or `fair`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Priority => "priority",
+            Order::Fair => "fair",
+        }
+    }
+}
+
+impl fmt::Display for Order {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `priority` or `fair`, case-insensitively.
+impl FromStr for Order {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Order, String> {
+        [Order::Priority, Order::Fair]
+            .into_iter()
+            .find(|o| o.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown order '{s}': use priority or fair"))
+    }
+}
+
+/// One group of a queue, as DQ.GROUPS shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupInfo {
+    /// The group's name (any bytes, as given to `GROUP`).
+    pub name: Vec<u8>,
+    /// Due messages its GROUPLIMIT, GROUPRATE or pause holds back
+    /// (reported `delayed` by DQ.STATS and DQ.GET).
+    pub waiting: u64,
+    pub ready: u64,
+    pub inflight: u64,
+    /// Whether DQ.PAUSE ... GROUP holds the group.
+    pub paused: bool,
+    /// Until when (Unix ms); None when not paused or paused until
+    /// DQ.RESUME.
+    pub paused_until: Option<u64>,
+}
+
+impl GroupInfo {
+    /// The name as text; bytes that are not UTF-8 become U+FFFD.
+    pub fn name_lossy(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.name)
     }
 }
 
@@ -658,8 +761,12 @@ pub async fn redrive_all<C: ConnectionLike + ?Sized>(
 /// what it keeps of finished messages: `RETAIN` (a duration, `1h`; `0`
 /// keeps none, `DEFAULT` follows the module's `dq.retain-ms`) and
 /// `RETAINMAX` (a count; `0` or `DEFAULT`: no cap); its event log:
-/// `EVENTS` (keep the last n events; `0` or `DEFAULT`: none); all pairs or
-/// none.
+/// `EVENTS` (keep the last n events; `0` or `DEFAULT`: none); its groups
+/// (docs/commands.md, "Groups: limits, fair order, pauses"):
+/// `GROUPLIMIT` (at most n of each group out at once, 1 to 1000000;
+/// `DEFAULT`: 1), `GROUPRATE` (each group at most n deliveries a window,
+/// `10/1s`; `0` or `DEFAULT` removes it) and `ORDER` (`PRIORITY` or
+/// `FAIR`, see [`Order`]; `DEFAULT`: PRIORITY); all pairs or none.
 pub async fn config_set<C: ConnectionLike + ?Sized>(
     con: &mut C,
     queue: &[u8],
@@ -685,6 +792,39 @@ pub async fn pause<C: ConnectionLike + ?Sized>(
     queue: &[u8],
     for_: Option<Duration>,
 ) -> Result<(), Error> {
+    ok(
+        "DQ.PAUSE",
+        query(con, &pause_cmd(queue, for_, None)?).await?,
+    )
+}
+
+/// DQ.PAUSE ... GROUP: POP delivers nothing of `group` until
+/// [`resume_group`], or until `for_` has passed (as [`pause`]); the rest of
+/// the queue goes on. The group's ready messages go back to waiting,
+/// keeping their places; those in flight finish as usual. A paused group
+/// exists ([`groups_page`]) even with no message. [`Error::Config`], with
+/// nothing sent, for a group of 0 or over 1024 bytes, or a pause of 0.
+pub async fn pause_group<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    group: &[u8],
+    for_: Option<Duration>,
+) -> Result<(), Error> {
+    ok(
+        "DQ.PAUSE",
+        query(con, &pause_cmd(queue, for_, Some(group))?).await?,
+    )
+}
+
+/// `DQ.PAUSE queue [FOR ms] [GROUP g]`.
+pub(crate) fn pause_cmd(
+    queue: &[u8],
+    for_: Option<Duration>,
+    group: Option<&[u8]>,
+) -> Result<redis::Cmd, Error> {
+    if let Some(g) = group {
+        check_id("group", g)?;
+    }
     let mut c = cmd("DQ.PAUSE", queue);
     if let Some(d) = for_ {
         require(!d.is_zero(), || {
@@ -695,12 +835,88 @@ pub async fn pause<C: ConnectionLike + ?Sized>(
         let ms = u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX);
         c.arg("FOR").arg(ms);
     }
-    ok("DQ.PAUSE", query(con, &c).await?)
+    if let Some(g) = group {
+        c.arg("GROUP").arg(g);
+    }
+    Ok(c)
 }
 
 /// DQ.RESUME: whether the queue was paused.
 pub async fn resume<C: ConnectionLike + ?Sized>(con: &mut C, queue: &[u8]) -> Result<bool, Error> {
     Ok(parse_count("DQ.RESUME", query(con, &cmd("DQ.RESUME", queue)).await?)? != 0)
+}
+
+/// DQ.RESUME ... GROUP: ends the group's pause (not the queue's); whether
+/// the group was paused. [`Error::Config`], with nothing sent, for a group
+/// of 0 or over 1024 bytes.
+pub async fn resume_group<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    group: &[u8],
+) -> Result<bool, Error> {
+    check_id("group", group)?;
+    let mut c = cmd("DQ.RESUME", queue);
+    c.arg("GROUP").arg(group);
+    Ok(parse_count("DQ.RESUME", query(con, &c).await?)? != 0)
+}
+
+/// DQ.GROUPS: one page of the queue's groups, in name order, from `cursor`
+/// (`"0"` to start; then the cursor the last page gave, opaque text); the
+/// next cursor is `"0"` at the end. `count` (1 to 10000) bounds the groups
+/// looked at and `pattern` (a glob, as DQ.QUEUES MATCH) keeps the names
+/// that match, so a page may hold fewer groups — even none — with a cursor
+/// that is not `"0"`. Every group present for the whole iteration is
+/// returned exactly once. [`Error::Config`], with nothing sent, for a
+/// count of 0 or over 10000.
+pub async fn groups_page<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    cursor: &str,
+    pattern: Option<&[u8]>,
+    count: usize,
+) -> Result<(String, Vec<GroupInfo>), Error> {
+    parse_groups(query(con, &groups_cmd(queue, cursor, pattern, count)?).await?)
+}
+
+/// Every group of the queue (those matching `pattern`, when given), in
+/// name order: DQ.GROUPS page after page, `count` groups looked at a
+/// page, until the cursor comes back `"0"`.
+pub async fn groups<C: ConnectionLike + ?Sized>(
+    con: &mut C,
+    queue: &[u8],
+    pattern: Option<&[u8]>,
+    count: usize,
+) -> Result<Vec<GroupInfo>, Error> {
+    let mut all = Vec::new();
+    let mut cursor = String::from("0");
+    loop {
+        let (next, page) = groups_page(con, queue, &cursor, pattern, count).await?;
+        all.extend(page);
+        if next == "0" {
+            return Ok(all);
+        }
+        cursor = next;
+    }
+}
+
+/// `DQ.GROUPS queue cursor [MATCH pattern] COUNT n`.
+pub(crate) fn groups_cmd(
+    queue: &[u8],
+    cursor: &str,
+    pattern: Option<&[u8]>,
+    count: usize,
+) -> Result<redis::Cmd, Error> {
+    check_count(count)?;
+    require(!cursor.is_empty(), || {
+        "a DQ.GROUPS cursor is \"0\" to start, then the one the last page gave".into()
+    })?;
+    let mut c = cmd("DQ.GROUPS", queue);
+    c.arg(cursor);
+    if let Some(p) = pattern {
+        c.arg("MATCH").arg(p);
+    }
+    c.arg("COUNT").arg(count);
+    Ok(c)
 }
 
 /// DQ.SCHEDULE: creates or replaces the queue's schedule `name`. Returns
@@ -848,6 +1064,7 @@ fn stats_record(command: &'static str, v: Value) -> Result<Stats, Error> {
             b"throttled" => &mut s.throttled,
             b"dropped" => &mut s.dropped,
             b"schedules" => &mut s.schedules,
+            b"groups" => &mut s.groups,
             b"paused" => {
                 s.paused = opt_uint(command, &value)?.unwrap_or(0) != 0;
                 continue;
@@ -977,10 +1194,55 @@ pub(crate) fn parse_config(v: Value) -> Result<QueueConfig, Error> {
             b"retain-ms-from" => c.retain_ms_from = opt_text(C, value)?.unwrap_or_default(),
             b"retain-max" => c.retain_max = opt_uint(C, &value)?.filter(|&n| n > 0),
             b"events" => c.events = opt_uint(C, &value)?.unwrap_or(0),
+            b"group-limit" => {
+                let n = opt_uint(C, &value)?.unwrap_or(0);
+                c.group_limit = u32::try_from(n)
+                    .map_err(|_| bad(C, format!("a group-limit of {n}, over 2^32 - 1")))?;
+            }
+            b"group-rate" => c.group_rate = opt_text(C, value)?,
+            b"order" => c.order = opt_text(C, value)?.unwrap_or_default(),
             _ => {}
         }
     }
     Ok(c)
+}
+
+/// DQ.GROUPS's reply: `[next-cursor, [[group, waiting, ready, inflight,
+/// paused-until], ...]]`, paused-until nil (not paused), -1 (until
+/// DQ.RESUME) or Unix ms.
+pub(crate) fn parse_groups(v: Value) -> Result<(String, Vec<GroupInfo>), Error> {
+    const C: &str = "DQ.GROUPS";
+    let mut items = array(C, v)?.into_iter();
+    let (Some(cursor), Some(groups), None) = (items.next(), items.next(), items.next()) else {
+        return Err(bad(C, "expected [cursor, groups]"));
+    };
+    let cursor = String::from_utf8(bytes(C, cursor)?).map_err(|_| bad(C, "a cursor not UTF-8"))?;
+    let groups = array(C, groups)?
+        .into_iter()
+        .map(|g| {
+            let mut f = array(C, g)?.into_iter();
+            let (Some(name), Some(waiting), Some(ready), Some(inflight), Some(until)) =
+                (f.next(), f.next(), f.next(), f.next(), f.next())
+            else {
+                return Err(bad(C, "a group with fewer than 5 elements"));
+            };
+            let until = opt_int(C, &until)?;
+            Ok(GroupInfo {
+                name: bytes(C, name)?,
+                waiting: uint(C, &waiting)?,
+                ready: uint(C, &ready)?,
+                inflight: uint(C, &inflight)?,
+                paused: until.is_some(),
+                paused_until: match until {
+                    None | Some(-1) => None,
+                    Some(ms) => Some(
+                        u64::try_from(ms).map_err(|_| bad(C, format!("a paused-until of {ms}")))?,
+                    ),
+                },
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok((cursor, groups))
 }
 
 /// DQ.WAIT's reply: nil (no outcome yet), or `[state, value]`.
@@ -1045,6 +1307,7 @@ mod tests {
         f.push((simple("oldest-ready-age-ms"), Value::Int(1500)));
         f.push((simple("next-due-at"), Value::Nil));
         f.push((simple("schedules"), Value::Int(2)));
+        f.push((simple("groups"), Value::Int(4)));
         f.push((simple("paused"), Value::Int(1)));
         f.push((simple("paused-until"), Value::Nil));
         f.push((simple("rate"), bulk(b"100/1s")));
@@ -1077,6 +1340,7 @@ mod tests {
         assert_eq!(resp2.oldest_ready_age_ms, Some(1500));
         assert_eq!(resp2.next_due_at, None);
         assert_eq!(resp2.schedules, 2);
+        assert_eq!(resp2.groups, 4);
         assert!(resp2.paused);
         assert_eq!(resp2.paused_until, None);
         assert_eq!(resp2.rate.as_deref(), Some("100/1s"));
@@ -1194,6 +1458,7 @@ mod tests {
             ready: 10,
             throttled: 1,
             schedules: 1,
+            groups: 2,
             oldest_ready_age_ms: Some(99_999),
             next_due_at: Some(7),
             purged: u64::MAX,
@@ -1206,6 +1471,7 @@ mod tests {
             (12, 4, 5, 6)
         );
         assert_eq!((total.throttled, total.schedules), (18, 3));
+        assert_eq!(total.groups, 4 + 2);
         assert_eq!(total.purged, u64::MAX, "saturates");
         assert_eq!(total.oldest_ready_age_ms, Some(99_999));
         assert_eq!(total.next_due_at, Some(7));
@@ -1340,6 +1606,149 @@ mod tests {
         assert_eq!(q, vec![b"".to_vec(), b"\xff".to_vec()]);
         assert_eq!(parse_count("DQ.PURGE", Value::Int(4)).unwrap(), 4);
         assert!(parse_count("DQ.PURGE", Value::Nil).is_err());
+    }
+
+    #[test]
+    fn groups_settings_and_pages_read() {
+        let config = Value::Array(vec![
+            simple("events"),
+            Value::Int(0),
+            simple("group-limit"),
+            Value::Int(5),
+            simple("group-rate"),
+            bulk(b"10/1s"),
+            simple("order"),
+            bulk(b"fair"),
+        ]);
+        let c = parse_config(config).unwrap();
+        assert_eq!(c.group_limit, 5);
+        assert_eq!(c.group_rate.as_deref(), Some("10/1s"));
+        assert_eq!(
+            c.group_rate_limit(),
+            Some(Rate {
+                deliveries: 10,
+                window: Duration::from_secs(1)
+            })
+        );
+        assert_eq!((c.order.as_str(), c.order()), ("fair", Some(Order::Fair)));
+        let none = parse_config(Value::Map(vec![
+            (simple("group-limit"), Value::Int(1)),
+            (simple("group-rate"), Value::Nil),
+            (simple("order"), simple("priority")),
+        ]))
+        .unwrap();
+        assert_eq!((none.group_limit, none.group_rate.as_deref()), (1, None));
+        assert_eq!(none.order(), Some(Order::Priority));
+        // A module without the fields: zero, none, empty; a newer order kept.
+        let old = parse_config(Value::Map(vec![])).unwrap();
+        assert_eq!((old.group_limit, old.order()), (0, None));
+        let newer = parse_config(Value::Map(vec![(simple("order"), bulk(b"weighted"))]));
+        assert_eq!(newer.unwrap().order, "weighted");
+        assert!(parse_config(Value::Map(vec![(
+            simple("group-limit"),
+            Value::Int(1 << 40)
+        )]))
+        .is_err());
+        assert_eq!("FAIR".parse::<Order>(), Ok(Order::Fair));
+        assert_eq!(Order::default().keyword(), "PRIORITY");
+        assert_eq!(Order::Fair.to_string(), "fair");
+        assert!("random".parse::<Order>().is_err());
+
+        let group = |name: &[u8], until: Value| {
+            Value::Array(vec![
+                bulk(name),
+                Value::Int(12),
+                Value::Int(1),
+                Value::Int(5),
+                until,
+            ])
+        };
+        let (cursor, groups) = parse_groups(Value::Array(vec![
+            bulk(b"74656e616e742d3939"),
+            Value::Array(vec![
+                group(b"t\xff", Value::Nil),
+                group(b"u", Value::Int(-1)),
+                group(b"v", Value::Int(1_700_000_000_000)),
+            ]),
+        ]))
+        .unwrap();
+        assert_eq!(cursor, "74656e616e742d3939");
+        assert_eq!(
+            groups[0],
+            GroupInfo {
+                name: b"t\xff".to_vec(),
+                waiting: 12,
+                ready: 1,
+                inflight: 5,
+                paused: false,
+                paused_until: None,
+            }
+        );
+        assert_eq!(groups[0].name_lossy(), "t\u{fffd}");
+        assert_eq!((groups[1].paused, groups[1].paused_until), (true, None));
+        assert_eq!(
+            (groups[2].paused, groups[2].paused_until),
+            (true, Some(1_700_000_000_000))
+        );
+        let (cursor, groups) =
+            parse_groups(Value::Array(vec![bulk(b"0"), Value::Array(vec![])])).unwrap();
+        assert_eq!((cursor.as_str(), groups.len()), ("0", 0));
+        for bad in [
+            Value::Array(vec![bulk(b"0")]),
+            Value::Array(vec![
+                bulk(b"0"),
+                Value::Array(vec![Value::Array(vec![bulk(b"g")])]),
+            ]),
+            Value::Array(vec![
+                bulk(b"0"),
+                Value::Array(vec![group(b"g", Value::Int(-2))]),
+            ]),
+            Value::Int(0),
+        ] {
+            let e = parse_groups(bad).unwrap_err();
+            assert!(e.to_string().contains("DQ.GROUPS"), "{e}");
+        }
+    }
+
+    #[test]
+    fn group_commands_send_what_the_server_takes_and_refuse_the_rest() {
+        use crate::args::sent;
+        assert_eq!(
+            sent(&pause_cmd(b"q", None, Some(b"t1")).unwrap()),
+            ["DQ.PAUSE", "q", "GROUP", "t1"]
+        );
+        assert_eq!(
+            sent(&pause_cmd(b"q", Some(Duration::from_micros(1500)), Some(b"t1")).unwrap()),
+            ["DQ.PAUSE", "q", "FOR", "2", "GROUP", "t1"]
+        );
+        assert_eq!(
+            sent(&pause_cmd(b"q", None, None).unwrap()),
+            ["DQ.PAUSE", "q"]
+        );
+        for group in [&b""[..], &[b'g'; 1025][..]] {
+            assert!(matches!(
+                pause_cmd(b"q", None, Some(group)),
+                Err(Error::Config(_))
+            ));
+        }
+        assert!(matches!(
+            pause_cmd(b"q", Some(Duration::ZERO), Some(b"g")),
+            Err(Error::Config(_))
+        ));
+        assert_eq!(
+            sent(&groups_cmd(b"q", "0", None, 7).unwrap()),
+            ["DQ.GROUPS", "q", "0", "COUNT", "7"]
+        );
+        assert_eq!(
+            sent(&groups_cmd(b"q", "7a", Some(b"t-*"), 100).unwrap()),
+            ["DQ.GROUPS", "q", "7a", "MATCH", "t-*", "COUNT", "100"]
+        );
+        for (cursor, count) in [("0", 0), ("0", 10_001), ("", 10)] {
+            assert!(matches!(
+                groups_cmd(b"q", cursor, None, count),
+                Err(Error::Config(_))
+            ));
+        }
     }
 
     #[test]

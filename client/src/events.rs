@@ -49,9 +49,11 @@ pub enum EventKind {
     Dropped,
     /// Per queue, no id: a PURGE (detail: how many).
     Purged,
-    /// Per queue, no id: DQ.PAUSE.
+    /// No id: DQ.PAUSE; detail `None` for the queue's own pause, the
+    /// group's name for DQ.PAUSE ... GROUP.
     Paused,
-    /// Per queue, no id: DQ.RESUME.
+    /// No id: DQ.RESUME; detail `None` for the queue's own, the group's
+    /// name for DQ.RESUME ... GROUP.
     Resumed,
     /// A type this client does not know (a newer module's), as sent.
     Other(String),
@@ -133,7 +135,8 @@ pub struct Event {
     /// The message's deliveries so far, where one applies.
     pub attempt: Option<u64>,
     /// `retry`'s and `dead`'s reason, `progress`'s value, `purged`'s
-    /// count, ...; `None` where the type has none.
+    /// count, the group of a group's `paused` or `resumed`, ...; `None`
+    /// where the type has none.
     pub detail: Option<Vec<u8>>,
 }
 
@@ -430,6 +433,33 @@ mod tests {
         assert_eq!(page.events[1].kind, EventKind::Purged);
         assert_eq!(page.events[1].id, None);
         assert_eq!(page.events[1].detail_lossy().as_deref(), Some("3"));
+        // A group's pause and resume name the group; the queue's own none.
+        let reply = Value::Array(vec![
+            Value::Int(12),
+            Value::Array(vec![
+                event(10, b"paused", Value::Nil, Value::Nil, bulk(b"tenant-\xff")),
+                event(11, b"resumed", Value::Nil, Value::Nil, bulk(b"tenant-\xff")),
+                event(12, b"paused", Value::Nil, Value::Nil, Value::Nil),
+            ]),
+        ]);
+        let groups = parse_events(reply).unwrap();
+        let kinds: Vec<&EventKind> = groups.events.iter().map(|e| &e.kind).collect();
+        assert_eq!(
+            kinds,
+            [&EventKind::Paused, &EventKind::Resumed, &EventKind::Paused]
+        );
+        assert_eq!(
+            groups.events[0].detail.as_deref(),
+            Some(&b"tenant-\xff"[..])
+        );
+        assert_eq!(
+            groups.events[1].detail_lossy().as_deref(),
+            Some("tenant-\u{fffd}")
+        );
+        assert_eq!(
+            (groups.events[0].id.clone(), groups.events[2].detail.clone()),
+            (None, None)
+        );
         // A type a newer module writes still comes through.
         assert_eq!(page.events[2].kind, EventKind::Other("teleported".into()));
         assert_eq!(page.events[2].kind.to_string(), "teleported");

@@ -25,7 +25,11 @@
 //! [`Queue::schedule`]) and flow control ([`Queue::pause`], `RATE` and
 //! `MAXINFLIGHT` through [`Queue::config_set`], a RATE read back as a
 //! [`Rate`]); on a [`ShardedQueue`] a schedule lives on the shard of its
-//! name and limits are split exactly. The [`admin`] calls take any
+//! name and limits are split exactly. Per group (a tenant, a customer):
+//! `GROUPLIMIT`, `GROUPRATE` and `ORDER` ([`Order`]) through
+//! `config_set`, [`Queue::pause_group`] and [`Queue::resume_group`], and
+//! [`Queue::groups`] listing each [`GroupInfo`]; a sharded queue keeps
+//! each group on one shard, so these hold per group exactly. The [`admin`] calls take any
 //! connection; [`admin::queues_with_stats`] reads every queue of a node,
 //! flow control included, in one call.
 //!
@@ -65,7 +69,9 @@ mod shard;
 #[cfg(test)]
 mod vectors;
 
-pub use admin::{Entry, InfoDq, JobOutcome, Message, QueueConfig, Rate, State, Stats};
+pub use admin::{
+    Entry, GroupInfo, InfoDq, JobOutcome, Message, Order, QueueConfig, Rate, State, Stats,
+};
 pub use args::parse_duration;
 pub use commands::{truncate_error, MAX_ERROR_BYTES, MAX_PROGRESS_BYTES};
 pub use consumer::{stop_on_signals, Consumer, ConsumerConfig, Source};

@@ -9,7 +9,7 @@ use futures_util::{Stream, StreamExt};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Value};
 
-use crate::admin::{self, Entry, JobOutcome, Message, QueueConfig, State, Stats};
+use crate::admin::{self, Entry, GroupInfo, JobOutcome, Message, QueueConfig, State, Stats};
 use crate::args::{check_attempt, check_id, message_options, ms, require};
 use crate::commands::{self, MAX_ERROR_BYTES};
 use crate::error::Error;
@@ -331,8 +331,12 @@ impl Queue {
 
     /// DQ.CONFIG SET: `("LEASE", "30000")`, `("BACKOFF", "DEFAULT")`, ...
     /// and the flow control: `("RATE", "100/1s")`, `("MAXINFLIGHT", "20")`
-    /// (`"0"` removes a limit). The server checks every pair first: one bad
-    /// pair changes nothing.
+    /// (`"0"` removes a limit); the groups' limits and order:
+    /// `("GROUPLIMIT", "5")` (at most 5 of each group out at once;
+    /// `"DEFAULT"`: 1), `("GROUPRATE", "10/1s")` (each group at most 10
+    /// deliveries a second; `"0"` removes it) and `("ORDER", "FAIR")`
+    /// ([`Order`](crate::Order); `"DEFAULT"`: PRIORITY). The server checks
+    /// every pair first: one bad pair changes nothing.
     pub async fn config_set(&self, pairs: &[(&str, &str)]) -> Result<(), Error> {
         admin::config_set(&mut self.con.clone(), self.name.as_bytes(), pairs).await
     }
@@ -347,6 +351,53 @@ impl Queue {
     /// DQ.RESUME: ends the pause; whether the queue was paused.
     pub async fn resume(&self) -> Result<bool, Error> {
         admin::resume(&mut self.con.clone(), self.name.as_bytes()).await
+    }
+
+    /// DQ.PAUSE ... GROUP: POP delivers nothing of `group` until
+    /// [`Queue::resume_group`], or until `for_` has passed; the rest of the
+    /// queue goes on. Its ready messages go back to waiting (keeping their
+    /// places), those in flight finish as usual. [`Error::Config`], with
+    /// nothing sent, for a group of 0 or over 1024 bytes, or a pause of 0.
+    pub async fn pause_group(
+        &self,
+        group: impl AsRef<[u8]>,
+        for_: Option<Duration>,
+    ) -> Result<(), Error> {
+        let (con, queue) = (&mut self.con.clone(), self.name.as_bytes());
+        admin::pause_group(con, queue, group.as_ref(), for_).await
+    }
+
+    /// DQ.RESUME ... GROUP: ends the group's pause; whether it was paused.
+    pub async fn resume_group(&self, group: impl AsRef<[u8]>) -> Result<bool, Error> {
+        let (con, queue) = (&mut self.con.clone(), self.name.as_bytes());
+        admin::resume_group(con, queue, group.as_ref()).await
+    }
+
+    /// Every group of the queue (those whose names match the glob
+    /// `pattern`, when given), in name order, with its counts and pause:
+    /// DQ.GROUPS page after page, each looking at `count` groups (1 to
+    /// 10000), until the cursor comes back 0. A group exists while it has
+    /// a message waiting, ready, in flight or delayed for a retry, or a
+    /// pause. [`Queue::groups_page`] reads one page.
+    pub async fn groups(
+        &self,
+        pattern: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<GroupInfo>, Error> {
+        let (con, queue) = (&mut self.con.clone(), self.name.as_bytes());
+        admin::groups(con, queue, pattern.map(str::as_bytes), count).await
+    }
+
+    /// One DQ.GROUPS page: the next cursor (`"0"` at the end; start with
+    /// `"0"`) and its groups.
+    pub async fn groups_page(
+        &self,
+        cursor: &str,
+        pattern: Option<&str>,
+        count: usize,
+    ) -> Result<(String, Vec<GroupInfo>), Error> {
+        let (con, queue) = (&mut self.con.clone(), self.name.as_bytes());
+        admin::groups_page(con, queue, cursor, pattern.map(str::as_bytes), count).await
     }
 
     /// DQ.SCHEDULE: creates or replaces the recurring schedule `name`, whose
@@ -549,7 +600,8 @@ impl ShardedQueue {
             .map(|n| Queue::new(self.con.clone(), n.clone()))
     }
 
-    /// The shards' DQ.STATS summed; `oldest-ready-age-ms` is the oldest
+    /// The shards' DQ.STATS summed (`groups` too: a group lives on one
+    /// shard); `oldest-ready-age-ms` is the oldest
     /// shard's, `next-due-at` the earliest. The flow control is the whole
     /// queue's: paused when any shard is (`paused_until` the latest end,
     /// `None` when a paused shard waits for DQ.RESUME); RATE and
@@ -575,7 +627,8 @@ impl ShardedQueue {
     }
 
     /// DQ.CONFIG of the sharded queue: the defaults of shard 0 (set through
-    /// [`ShardedQueue::config_set`], every shard has the same), the flow
+    /// [`ShardedQueue::config_set`], every shard has the same), GROUPLIMIT,
+    /// GROUPRATE and ORDER as shard 0 has them (every shard the same), the flow
     /// control of the whole queue as [`ShardedQueue::stats`] reads it, and
     /// RETAINMAX the sum of the shards' (`None` when no shard has one).
     pub async fn config(&self) -> Result<QueueConfig, Error> {
@@ -692,8 +745,12 @@ impl ShardedQueue {
     /// an n smaller than k (but not 0, which removes the limit) is refused
     /// with [`Error::Config`] before anything is sent. EVENTS is not
     /// split: each shard keeps its own last n (a reader per shard,
-    /// [`ShardedQueue::events`]). Every shard gets the same pairs, shard 0 first: a pair the
-    /// server refuses stops the call there, having changed nothing.
+    /// [`ShardedQueue::events`]). Nor are the groups' settings: each group
+    /// lives on one shard ([`ShardedQueue::group_shard`]), so `GROUPLIMIT`,
+    /// `GROUPRATE` and `ORDER` go to every shard as given and hold per
+    /// group exactly (ORDER FAIR is fair within each shard). Every shard
+    /// gets the same pairs, shard 0 first: a pair the server refuses stops
+    /// the call there, having changed nothing.
     pub async fn config_set(&self, pairs: &[(&str, &str)]) -> Result<(), Error> {
         let split = split_limits(pairs, self.shards.names().len())?;
         let pairs: Vec<(&str, &str)> = split.iter().map(|(f, v)| (*f, v.as_str())).collect();
@@ -718,6 +775,51 @@ impl ShardedQueue {
             was |= shard.resume().await?;
         }
         Ok(was)
+    }
+
+    /// The shard that holds `group`: the one [`ShardedQueue::add`] sends
+    /// every message of the group to (the same function in every dq
+    /// library), so its limits and pause hold there exactly.
+    pub fn group_shard(&self, group: &[u8]) -> &str {
+        self.shards.route(group)
+    }
+
+    /// [`Queue::pause_group`] on the group's shard only
+    /// ([`ShardedQueue::group_shard`]): the group's messages are all there.
+    pub async fn pause_group(
+        &self,
+        group: impl AsRef<[u8]>,
+        for_: Option<Duration>,
+    ) -> Result<(), Error> {
+        let group = group.as_ref();
+        Queue::new(self.con.clone(), self.group_shard(group))
+            .pause_group(group, for_)
+            .await
+    }
+
+    /// [`Queue::resume_group`] on the group's shard only: whether the group
+    /// was paused.
+    pub async fn resume_group(&self, group: impl AsRef<[u8]>) -> Result<bool, Error> {
+        let group = group.as_ref();
+        Queue::new(self.con.clone(), self.group_shard(group))
+            .resume_group(group)
+            .await
+    }
+
+    /// [`Queue::groups`] of each shard in turn (`count` groups looked at a
+    /// page), sorted by name: each group lives on one shard, so each is
+    /// listed once.
+    pub async fn groups(
+        &self,
+        pattern: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<GroupInfo>, Error> {
+        let mut all = Vec::new();
+        for shard in self.each() {
+            all.extend(shard.groups(pattern, count).await?);
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
     }
 
     /// The shard that holds schedule `name`: the one a message whose basis
@@ -1094,6 +1196,18 @@ mod tests {
         let e = split(&[("RETAINMAX", "3")], 4).unwrap_err().to_string();
         assert!(e.contains("RETAINMAX 3") && e.contains("4 shards"), "{e}");
         assert_eq!(split(&[("RETAINMAX", "0")], 4).unwrap()[0].1, "0");
+        // The groups' settings go unsplit: a group lives on one shard.
+        let pairs = [
+            ("GROUPLIMIT", "2"),
+            ("grouprate", "3/1s"),
+            ("ORDER", "FAIR"),
+        ];
+        let got = split(&pairs, 8).unwrap();
+        let want: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(f, v)| ((*f).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -284,6 +284,9 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 ("RETAIN", "retain_ms"),
                 ("RETAINMAX", "retain_max"),
                 ("EVENTS", "events"),
+                ("GROUPLIMIT", "group_limit"),
+                ("GROUPRATE", "group_rate"),
+                ("ORDER", "order"),
             ]
             .into_iter()
             .filter_map(|(field, k)| Some((field, a.setting(k)?)))
@@ -360,10 +363,16 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
                 .collect(),
         ),
         "pause" => {
-            admin::pause(con, qb, a.ms("for_ms")?).await?;
+            match a.bytes("group") {
+                Some(g) => admin::pause_group(con, qb, &g, a.ms("for_ms")?).await?,
+                None => admin::pause(con, qb, a.ms("for_ms")?).await?,
+            }
             Json::Null
         }
-        "resume" => json!(admin::resume(con, qb).await?),
+        "resume" => json!(match a.bytes("group") {
+            Some(g) => admin::resume_group(con, qb, &g).await?,
+            None => admin::resume(con, qb).await?,
+        }),
         "queues" => {
             let pattern = a.bytes("match");
             if a.flag("with_stats") {
@@ -468,6 +477,7 @@ fn stats(s: &Stats) -> Json {
         ),
         ("next-due-at".to_owned(), json!(s.next_due_at)),
         ("schedules".to_owned(), json!(s.schedules)),
+        ("groups".to_owned(), json!(s.groups)),
         ("paused".to_owned(), json!(u8::from(s.paused))),
         ("paused-until".to_owned(), json!(s.paused_until)),
         ("rate".to_owned(), json!(s.rate)),
@@ -483,6 +493,7 @@ fn config(c: &QueueConfig) -> Json {
         "rate": c.rate, "max-inflight": c.max_inflight, "paused": u8::from(c.paused),
         "paused-until": c.paused_until, "throttled": c.throttled, "retain-ms": c.retain_ms,
         "retain-ms-from": c.retain_ms_from, "retain-max": c.retain_max, "events": c.events,
+        "group-limit": c.group_limit, "group-rate": c.group_rate, "order": c.order,
     })
 }
 
