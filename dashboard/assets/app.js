@@ -1,7 +1,7 @@
 // Progressive only: every page reads and acts without this file.
 // On pages that ask for it (body[data-refresh]), reload every few seconds
-// unless the reader unticks "auto-refresh" (remembered in localStorage)
-// or is in the middle of selecting text.
+// unless the reader unticks "auto-refresh" (remembered in localStorage),
+// is in the middle of selecting text, or is typing in a box.
 (function () {
   "use strict";
   var seconds = parseInt(document.body.getAttribute("data-refresh") || "", 10);
@@ -21,7 +21,10 @@
   }
   setInterval(function () {
     var selecting = window.getSelection && String(window.getSelection()).length > 0;
-    if (on && !selecting && document.visibilityState !== "hidden") {
+    // Nor while a box is being filled in (a filter, a pause's length).
+    var active = document.activeElement;
+    var typing = active && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName) && active.type !== "checkbox";
+    if (on && !selecting && !typing && document.visibilityState !== "hidden") {
       window.location.reload();
     }
   }, seconds * 1000);

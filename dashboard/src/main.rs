@@ -11,6 +11,7 @@ mod backend;
 mod charts;
 mod discovery;
 mod events;
+mod groups;
 mod http;
 mod list;
 mod metrics;

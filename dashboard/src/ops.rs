@@ -51,6 +51,10 @@ impl At<'_> {
         pages::queue_url(&self.server.addr, self.queue)
     }
 
+    fn groups_page(&self) -> String {
+        pages::groups_url(&self.server.addr, self.queue)
+    }
+
     fn message_page(&self, id: &[u8]) -> String {
         pages::message_url(&self.server.addr, self.queue, id)
     }
@@ -87,7 +91,7 @@ trait Action: Sized {
 }
 
 /// Every action's name, for the answer to one that is none of them.
-const NAMES: [&str; 7] = [
+const NAMES: [&str; 9] = [
     Redrive::NAME,
     RedriveAll::NAME,
     Cancel::NAME,
@@ -95,6 +99,8 @@ const NAMES: [&str; 7] = [
     Unschedule::NAME,
     Pause::NAME,
     Resume::NAME,
+    GroupPause::NAME,
+    GroupResume::NAME,
 ];
 
 /// The action a (checked) POST to `/q/SERVER/QUEUE/action` names: its
@@ -117,6 +123,8 @@ pub async fn perform(
         Unschedule::NAME => perform_one::<Unschedule>(ctx, &at, form).await,
         Pause::NAME => perform_one::<Pause>(ctx, &at, form).await,
         Resume::NAME => perform_one::<Resume>(ctx, &at, form).await,
+        GroupPause::NAME => perform_one::<GroupPause>(ctx, &at, form).await,
+        GroupResume::NAME => perform_one::<GroupResume>(ctx, &at, form).await,
         _ => Err(fail(
             StatusCode::BAD_REQUEST,
             "Unknown action",
@@ -584,6 +592,217 @@ impl Action for Resume {
     }
 }
 
+/// The group an action on one group names: the form's `group`
+/// (percent-encoded, as ids are), 1 to 1024 bytes as DQ.ADD GROUP takes.
+#[derive(Debug, PartialEq, Eq)]
+struct GroupName(Vec<u8>);
+
+impl GroupName {
+    fn parse(form: &Form) -> Result<GroupName, Fail> {
+        let group = encoded(form, "group")
+            .filter(|g| !g.is_empty() && g.len() <= crate::groups::MAX_GROUP)
+            .ok_or_else(|| bad_form("This action needs a group (1 to 1024 bytes)."))?;
+        Ok(GroupName(group))
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![("group", url_part(&self.0))]
+    }
+}
+
+/// Where a group's pause or resume goes: the queue itself, or, on a
+/// shard of a sharded queue, the shard the client libraries route the
+/// group's messages to (dq-client's `shard_of` of its name: a group lives
+/// on one shard, docs/sharding.md).
+struct GroupHome {
+    queue: Vec<u8>,
+    server: Arc<Server>,
+    /// `group g of queue orders`, `group g of sharded queue jobs (on its
+    /// shard jobs~1of4~7)`.
+    words: String,
+}
+
+impl GroupHome {
+    async fn of(at: &At<'_>, group: &GroupName) -> Result<GroupHome, Fail> {
+        let g = label(&group.0, 200);
+        let Some(set) = find_shards(at.app, &at.server, at.queue).await else {
+            return Ok(GroupHome {
+                queue: at.queue.to_vec(),
+                server: at.server.clone(),
+                words: format!("group {g} of queue {}", at.name()),
+            });
+        };
+        let index = dq_client::shard_of(&group.0, set.name.count) as usize;
+        let Some(shard) = set.shards.get(index) else {
+            return Err(fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal error",
+                format!("shard {index} of {} is not in its layout", set.name.count),
+            ));
+        };
+        let server = shard.server.clone().ok_or_else(|| {
+            fail(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Cluster changing",
+                format!(
+                    "No known master serves the slot of shard {}, which holds group {g}. \
+                     Nothing was done; try again once the cluster has settled.",
+                    label(&shard.name, 200)
+                ),
+            )
+        })?;
+        Ok(GroupHome {
+            queue: shard.name.clone(),
+            server,
+            words: format!(
+                "group {g} of sharded queue {} (on its shard {})",
+                label(set.name.base.as_bytes(), 200),
+                label(&shard.name, 200)
+            ),
+        })
+    }
+
+    fn failed(&self, e: dq_client::Error) -> Fail {
+        if refused(&e) {
+            fail(
+                StatusCode::BAD_REQUEST,
+                "Refused by the server",
+                e.to_string(),
+            )
+        } else {
+            redis_fail(e)
+        }
+    }
+}
+
+/// DQ.PAUSE ... GROUP g [FOR]: POP delivers none of the group's messages
+/// until resumed, or for a while; the rest of the queue goes on.
+#[derive(Debug, PartialEq, Eq)]
+struct GroupPause {
+    group: GroupName,
+    /// None: until DQ.RESUME.
+    for_ms: Option<u64>,
+    /// The length as typed, sent back through the confirmation.
+    text: String,
+}
+
+impl Action for GroupPause {
+    const NAME: &'static str = "group-pause";
+    const DANGER: bool = true;
+
+    fn parse(form: &Form) -> Result<Self, Fail> {
+        let group = GroupName::parse(form)?;
+        let Pause { for_ms, text } = Pause::parse(form)?;
+        Ok(GroupPause {
+            group,
+            for_ms,
+            text,
+        })
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let mut f = self.group.fields();
+        if !self.text.is_empty() {
+            f.push(("for", self.text.clone()));
+        }
+        f
+    }
+
+    async fn confirm(&self, at: &At<'_>) -> Result<Confirmation, Fail> {
+        let home = GroupHome::of(at, &self.group).await?;
+        Ok(Confirmation {
+            question: format!(
+                "Pause {} {}? POP delivers none of its messages until then: its ready \
+                 messages go back to waiting, those in flight finish as usual, and the rest of \
+                 the queue goes on.",
+                home.words,
+                pause_words(self.for_ms)
+            ),
+            button: "Yes, pause it".to_string(),
+            back: at.groups_page(),
+        })
+    }
+
+    async fn run(&self, at: &At<'_>) -> Result<Done, Fail> {
+        let home = GroupHome::of(at, &self.group).await?;
+        let mut con = home.server.con.clone();
+        crate::groups::pause(
+            &mut con,
+            &home.queue,
+            &self.group.0,
+            self.for_ms.map(Duration::from_millis),
+        )
+        .await
+        .map_err(|e| home.failed(e))?;
+        let until = self.for_ms.map_or(String::new(), |ms| {
+            format!(
+                ", until {}",
+                crate::render::time(now_ms().saturating_add(ms))
+            )
+        });
+        Ok(Done {
+            what: format!(
+                "Paused {} {}{until} (DQ.PAUSE replied OK).",
+                home.words,
+                pause_words(self.for_ms)
+            ),
+            back: at.groups_page(),
+        })
+    }
+}
+
+/// DQ.RESUME ... GROUP g: POP delivers the group's messages again.
+#[derive(Debug, PartialEq, Eq)]
+struct GroupResume {
+    group: GroupName,
+}
+
+impl Action for GroupResume {
+    const NAME: &'static str = "group-resume";
+    const DANGER: bool = false;
+
+    fn parse(form: &Form) -> Result<Self, Fail> {
+        Ok(GroupResume {
+            group: GroupName::parse(form)?,
+        })
+    }
+
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        self.group.fields()
+    }
+
+    async fn confirm(&self, at: &At<'_>) -> Result<Confirmation, Fail> {
+        let home = GroupHome::of(at, &self.group).await?;
+        Ok(Confirmation {
+            question: format!(
+                "Resume {}? POP delivers its messages again at once.",
+                home.words
+            ),
+            button: "Yes, resume it".to_string(),
+            back: at.groups_page(),
+        })
+    }
+
+    async fn run(&self, at: &At<'_>) -> Result<Done, Fail> {
+        let home = GroupHome::of(at, &self.group).await?;
+        let mut con = home.server.con.clone();
+        let was = crate::groups::resume(&mut con, &home.queue, &self.group.0)
+            .await
+            .map_err(|e| home.failed(e))?;
+        let what = if was {
+            format!("Resumed {} (DQ.RESUME replied 1).", home.words)
+        } else {
+            let mut words = home.words.clone();
+            words[..1].make_ascii_uppercase();
+            format!("{words} was not paused (DQ.RESUME replied 0).")
+        };
+        Ok(Done {
+            what,
+            back: at.groups_page(),
+        })
+    }
+}
+
 /// What a pause or a resume acts on: every shard of a sharded queue, each
 /// on its own master, or else the queue itself.
 struct Whole {
@@ -751,6 +970,14 @@ mod tests {
             }
         );
         assert_eq!(round_trip::<Resume>(""), Resume);
+        let gp = round_trip::<GroupPause>("group=t%2520%25FF&for=90s");
+        assert_eq!(
+            (gp.group.0.as_slice(), gp.for_ms),
+            (&b"t \xff"[..], Some(90_000))
+        );
+        let gp = round_trip::<GroupPause>("group=t");
+        assert_eq!(gp.for_ms, None);
+        assert_eq!(round_trip::<GroupResume>("group=a%252Fb").group.0, b"a/b");
     }
 
     #[test]
@@ -784,6 +1011,23 @@ mod tests {
             why(Pause::parse(&form("for=soon"))),
             (400, "Bad pause length".into())
         );
+        assert_eq!(
+            why(GroupPause::parse(&form("for=1m"))),
+            (400, "Bad form".into())
+        );
+        assert_eq!(
+            why(GroupPause::parse(&form("group=g&for=soon"))),
+            (400, "Bad pause length".into())
+        );
+        let long = format!("group={}", "g".repeat(1025));
+        assert_eq!(
+            why(GroupResume::parse(&form(&long))),
+            (400, "Bad form".into())
+        );
+        assert_eq!(
+            why(GroupResume::parse(&form("group="))),
+            (400, "Bad form".into())
+        );
     }
 
     #[test]
@@ -796,15 +1040,21 @@ mod tests {
             (Unschedule::NAME, Unschedule::DANGER),
             (Pause::NAME, Pause::DANGER),
             (Resume::NAME, Resume::DANGER),
+            (GroupPause::NAME, GroupPause::DANGER),
+            (GroupResume::NAME, GroupResume::DANGER),
         ]
         .into_iter()
         .filter(|(_, danger)| *danger)
         .map(|(name, _)| name)
         .collect();
-        assert_eq!(red, ["cancel", "purge", "unschedule", "pause"]);
+        assert_eq!(
+            red,
+            ["cancel", "purge", "unschedule", "pause", "group-pause"]
+        );
         assert_eq!(
             format!("The action must be {}.", one_of(&NAMES)),
-            "The action must be redrive, redrive-all, cancel, purge, unschedule, pause or resume."
+            "The action must be redrive, redrive-all, cancel, purge, unschedule, pause, resume, \
+             group-pause or group-resume."
         );
     }
 

@@ -7,6 +7,7 @@ use maud::{html, Markup, DOCTYPE};
 
 use crate::backend::{rates, recent_rate, Point};
 use crate::charts::{chart, spark, Series};
+use crate::groups::{self, Group, GroupConfig, Paused};
 use crate::list::{page_links, Has, ListQuery, Sort, MAX_PER_PAGE, PER_PAGE};
 use crate::newest::Bound;
 use crate::render::{self, count, label, lossy, relative, time, url_part, when, when_at, Payload};
@@ -403,6 +404,53 @@ pub struct QueuePage<'a> {
     pub done: Option<DoneView>,
     pub entries: &'a [Listed],
     pub window: &'a str,
+    /// GROUPLIMIT, GROUPRATE and ORDER (DQ.CONFIG).
+    pub group_config: &'a GroupConfig,
+    /// How many groups the queue has (DQ.STATS `groups`); None when the
+    /// server does not say.
+    pub group_count: Option<u64>,
+    /// Set on the groups tab (`tab=groups`), which lists groups instead
+    /// of messages.
+    pub groups: Option<&'a GroupsTab>,
+}
+
+/// A group and the queue holding it (a shard, for a sharded queue).
+pub struct GroupRow {
+    pub group: Group,
+    pub server: String,
+    pub queue: Vec<u8>,
+}
+
+impl AsRef<Group> for GroupRow {
+    fn as_ref(&self) -> &Group {
+        &self.group
+    }
+}
+
+/// The groups tab: a page of the groups read, sorted by backlog.
+pub struct GroupsTab {
+    /// The filter box as typed.
+    pub filter: Vec<u8>,
+    /// This page's groups.
+    pub rows: Vec<GroupRow>,
+    /// Groups read that match the filter, on every page.
+    pub matched: usize,
+    pub page: usize,
+    pub pages: usize,
+    /// Set when the reading stopped at its bound with groups left.
+    pub cut: Option<Cut>,
+    /// The groups are every shard's of a sharded queue.
+    pub sharded: bool,
+    /// Masters that could not be read (their shards' groups are missing).
+    pub unreadable: Vec<(String, String)>,
+}
+
+/// Where the groups tab stopped reading.
+pub struct Cut {
+    /// Groups looked at per queue (per shard) at most.
+    pub per_queue: usize,
+    /// Queues (shards) that had more.
+    pub queues_cut: usize,
 }
 
 /// How a queue page's tab lists its messages.
@@ -751,6 +799,33 @@ fn settings_card(p: &QueuePage) -> Markup {
                     @if c.events == 0 { "none kept" } @else { "the last " (count(c.events)) }
                     " " a href=(crate::events::events_url(p.server, p.name)) { "feed" }
                 }
+                @let g = p.group_config;
+                dt title="at most this many messages of each group ready or in flight at once (GROUPLIMIT)" { "group limit" }
+                dd id="group-limit" {
+                    @match g.limit {
+                        Some(n) => { (count(n)) " per group" },
+                        None => span.muted { "not reported" },
+                    }
+                }
+                dt title="each group at most n deliveries in any window of this length (GROUPRATE)" { "group rate" }
+                dd id="group-rate" {
+                    @match &g.rate {
+                        Some(r) => { code { (r) } " " span.muted { (group_rate_words(r)) } },
+                        None => span.muted { "none" },
+                    }
+                }
+                dt title="the order POP takes ready messages in (ORDER)" { "order" }
+                dd id="order" {
+                    @match g.order.as_deref() {
+                        Some("fair") => { "fair " span.muted { "(the groups in turn)" } },
+                        Some("priority") => { "priority " span.muted { "(priority, then due, across groups)" } },
+                        Some(o) => (o),
+                        None => span.muted { "not reported" },
+                    }
+                }
+                @if p.sharding.is_some() {
+                    dd.from { "group settings: this shard's" }
+                }
             }
         }
     }
@@ -832,6 +907,170 @@ fn action_form(
     }
 }
 
+/// A queue page's groups tab.
+pub fn groups_url(server: &str, queue: &[u8]) -> String {
+    format!("{}?tab=groups", queue_url(server, queue))
+}
+
+/// A page of the groups tab, with its filter.
+pub fn groups_page_url(server: &str, queue: &[u8], filter: &[u8], page: usize) -> String {
+    let mut url = groups_url(server, queue);
+    if !filter.is_empty() {
+        url.push_str(&format!("&group={}", url_part(filter)));
+    }
+    if page > 1 {
+        url.push_str(&format!("&page={page}"));
+    }
+    url
+}
+
+/// `at most 10 deliveries per group in any 1s (GROUPRATE)`.
+fn group_rate_words(rate: &str) -> String {
+    match Rate::parse(rate) {
+        Some(Rate { deliveries: n, .. }) => format!(
+            "at most {} deliveries per group in any {} (GROUPRATE)",
+            count(n),
+            rate.split_once('/').map_or("", |(_, w)| w)
+        ),
+        None => format!("GROUPRATE {rate}"),
+    }
+}
+
+fn group_paused(paused: Paused, now: u64) -> Markup {
+    html! {
+        @match paused {
+            Paused::No => span.muted { "no" },
+            Paused::UntilResumed => { span.badge.st-paused { "paused" } " until resumed" },
+            Paused::Until(t) => { span.badge.st-paused { "paused" } " until " (time(t)) " " span.muted { "(" (relative(t, now)) ")" } },
+        }
+    }
+}
+
+/// The groups tab's body: the filter, the groups sorted by backlog with
+/// their pause and resume (unless read-only), and the pages.
+fn groups_view(ctx: &Ctx, p: &QueuePage, g: &GroupsTab) -> Markup {
+    let at_page = |n: usize| groups_page_url(p.server, p.name, &g.filter, n);
+    let first = (g.page - 1) * groups::PER_PAGE + 1;
+    let last = (first + g.rows.len()).saturating_sub(1);
+    html! {
+        section.groups id="groups" {
+            form.filters id="group-filter" method="get" action=(queue_url(p.server, p.name)) {
+                input type="hidden" name="tab" value="groups";
+                label {
+                    span.k { "group" }
+                    input type="search" name="group" id="group-filter-box" value=(lossy(&g.filter))
+                        placeholder="text, or a glob: tenant-*"
+                        title="a part of the name; with * ? or [ a glob, as DQ.GROUPS MATCH takes";
+                }
+                button.btn type="submit" id="group-filter-apply" { "Filter" }
+                @if !g.filter.is_empty() {
+                    a.btn.ghost id="group-filter-clear" href=(groups_url(p.server, p.name)) { "Clear" }
+                }
+            }
+            @if let Some(sh) = p.sharding.filter(|_| g.sharded) {
+                p.muted.shard-note id="groups-shard-note" {
+                    "The groups of every shard of sharded queue " b { (label(sh.base.as_bytes(), 80)) }
+                    ": a group lives on one shard (the libraries route its messages by its name), and "
+                    "pausing or resuming a group acts on that shard."
+                }
+            }
+            @for (addr, e) in &g.unreadable {
+                p.alert { "Master " (addr) " could not be read, so its shards' groups are missing: " (e) }
+            }
+            @if let Some(c) = &g.cut {
+                p.alert id="groups-cut" {
+                    @if g.sharded {
+                        "Showing the first " (count(c.per_queue as u64)) " groups by name of each shard: "
+                        (c.queues_cut) " shard" (if c.queues_cut == 1 { " has" } else { "s have" }) " more, not read"
+                    } @else {
+                        "Showing the first " (count(c.per_queue as u64)) " groups by name: the queue has more, not read"
+                    }
+                    " (this tab looks at " (count(groups::MAX_GROUPS as u64)) " groups at most), so the order by backlog and the pages are of those."
+                    @if !g.filter.is_empty() { " The filter keeps those of them that match." }
+                }
+            }
+            @if g.rows.is_empty() {
+                p.muted id="no-groups" {
+                    @if g.filter.is_empty() {
+                        "No groups: a group appears with its first message added with GROUP (or its pause), and goes when it has nothing left."
+                    } @else {
+                        "No group matches the filter."
+                    }
+                }
+            } @else {
+                table.messages.groups id="group-table" {
+                    thead { tr {
+                        th { "group" }
+                        th.num title="due messages held back by GROUPLIMIT, GROUPRATE or the group's pause" { "waiting" }
+                        th.num { "ready" }
+                        th.num { "in flight" }
+                        th { "paused" }
+                        @if g.sharded { th { "shard" } }
+                        @if !ctx.read_only { th {} }
+                    } }
+                    tbody {
+                        @for row in &g.rows {
+                            @let gr = &row.group;
+                            tr data-group=(lossy(&gr.name)) {
+                                td.group-name { code { (label(&gr.name, 80)) } }
+                                td.num.waiting { (count(gr.waiting)) }
+                                td.num.ready { (count(gr.ready)) }
+                                td.num.inflight { (count(gr.inflight)) }
+                                td.paused { (group_paused(gr.paused, ctx.now)) }
+                                @if g.sharded {
+                                    td.shard { a href=(queue_url(&row.server, &row.queue)) { (label(&row.queue, 40)) } }
+                                }
+                                @if !ctx.read_only {
+                                    td.group-actions {
+                                        div.actions {
+                                            form.action.pause-form.group-pause-form method="post" action=(action_url(p.server, p.name)) {
+                                                input type="hidden" name="csrf" value=(ctx.csrf);
+                                                input type="hidden" name="op" value="group-pause";
+                                                input type="hidden" name="group" value=(url_part(&gr.name));
+                                                input.group-pause-for type="text" name="for" size="10"
+                                                    placeholder="until resumed" title="empty: until resumed; or 90s, 10m, 1h 30m, 2d, or milliseconds";
+                                                button.btn.danger type="submit" { "Pause" }
+                                            }
+                                            @if gr.paused != Paused::No {
+                                                (action_form(ctx, p.server, p.name, &[("op", b"group-resume"), ("group", &gr.name)], "Resume", false))
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            nav.pager.list-pager id="group-pager" {
+                span.showing {
+                    @if g.matched == 0 { "0 groups" } @else {
+                        "Showing " b { (count(first as u64)) "–" (count(last as u64)) } " of " b { (count(g.matched as u64)) } " group" (if g.matched == 1 { "" } else { "s" })
+                    }
+                }
+                @if g.pages > 1 {
+                    span.pages {
+                        @if g.page > 1 {
+                            a.prev href=(at_page(g.page - 1)) rel="prev" { "‹ prev" }
+                        }
+                        @for n in page_links(g.page, g.pages) {
+                            @match n {
+                                Some(n) if n == g.page => { span.current aria-current="page" { (n) } }
+                                Some(n) => { a.page href=(at_page(n)) { (n) } }
+                                None => { span.gap { "…" } }
+                            }
+                        }
+                        @if g.page < g.pages {
+                            a.next href=(at_page(g.page + 1)) rel="next" { "next ›" }
+                        }
+                    }
+                }
+                span.muted.hint { "by backlog (waiting + ready), most first; read with DQ.GROUPS" }
+            }
+        }
+    }
+}
+
 pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
     let title = label(p.name, 80);
     let tab = |st: Option<State>| -> String {
@@ -862,6 +1101,12 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
             }
             div.tile { span.k { "oldest ready" } span.v { (p.stats.oldest_ready_age_ms.map_or("—".to_string(), render::age)) } }
             div.tile { span.k { "next due" } span.v.small { (p.stats.next_due_at.map_or("—".to_string(), |t| relative(t, ctx.now))) } }
+            @if let Some(n) = p.group_count {
+                a.tile href=(groups_url(p.server, p.name)) title=(if p.sharding.is_some() { "groups of this shard (DQ.STATS groups)" } else { "groups (DQ.STATS groups)" }) {
+                    span.k { "groups" }
+                    span.v id="count-groups" { (count(n)) }
+                }
+            }
         }
         section.charts {
             (chart(&format!("Messages, last {}", p.window), &state_series(&p.history), 520, 110, true, ""))
@@ -898,11 +1143,18 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
         (schedules_card(ctx, p))
         section.card {
             nav.tabs {
-                a.active[p.state.is_none()] href=(tab(None)) { "all" }
+                a.active[p.state.is_none() && p.groups.is_none()] href=(tab(None)) { "all" }
                 @for st in State::ALL {
-                    a.active[p.state == Some(st)] id=(format!("tab-{}", st.as_str())) href=(tab(Some(st))) { (st.as_str()) " " span.n { (count(p.stats.count(st))) } }
+                    a.active[p.state == Some(st) && p.groups.is_none()] id=(format!("tab-{}", st.as_str())) href=(tab(Some(st))) { (st.as_str()) " " span.n { (count(p.stats.count(st))) } }
+                }
+                a.active[p.groups.is_some()] id="tab-groups" href=(groups_url(p.server, p.name)) {
+                    "groups"
+                    @if let Some(n) = p.group_count { " " span.n { (count(n)) } }
                 }
             }
+            @if let Some(g) = p.groups {
+                (groups_view(ctx, p, g))
+            } @else {
             @if let Some(st) = p.state {
                 nav.order {
                     span.muted { "order: " }
@@ -977,6 +1229,7 @@ pub fn queue_page(ctx: &Ctx, p: &QueuePage) -> Markup {
                         span.muted.hint { "paged with DQ.SCAN, in storage order" }
                     }
                 },
+            }
             }
         }
     };
@@ -1314,6 +1567,80 @@ mod tests {
     }
 
     #[test]
+    fn the_groups_tab_escapes_names_and_has_no_forms_when_read_only() {
+        let stats = Stats::default();
+        let config = QueueConfig::default();
+        let tab = GroupsTab {
+            filter: b"<f>".to_vec(),
+            rows: vec![GroupRow {
+                group: Group {
+                    name: b"<script>g()</script>".to_vec(),
+                    waiting: 2,
+                    ready: 1,
+                    inflight: 0,
+                    paused: Paused::UntilResumed,
+                },
+                server: "h:1".into(),
+                queue: b"q".to_vec(),
+            }],
+            matched: 1,
+            page: 1,
+            pages: 1,
+            cut: Some(Cut {
+                per_queue: 10_000,
+                queues_cut: 1,
+            }),
+            sharded: false,
+            unreadable: Vec::new(),
+        };
+        let gc = GroupConfig {
+            limit: Some(3),
+            rate: Some("10/1s".into()),
+            order: Some("fair".into()),
+        };
+        let html = |c: &Ctx| {
+            let page = QueuePage {
+                server: "h:1",
+                name: b"q",
+                stats: &stats,
+                schedules: &[],
+                sharding: None,
+                config: &config,
+                history: Vec::new(),
+                state: None,
+                cursor: 0,
+                next_cursor: 0,
+                order: Order::Storage,
+                done: None,
+                entries: &[],
+                window: "10m",
+                group_config: &gc,
+                group_count: Some(1),
+                groups: Some(&tab),
+            };
+            queue_page(c, &page).into_string()
+        };
+        let page = html(&ctx());
+        assert!(!page.contains("<script>g()"));
+        assert!(page.contains("&lt;script&gt;g()&lt;/script&gt;"));
+        assert!(page.contains(r#"name="group" value="%3Cscript%3Eg%28%29%3C%2Fscript%3E""#));
+        assert!(page.contains(r#"value="&lt;f&gt;""#));
+        assert!(page.contains("Showing the first 10,000 groups by name"));
+        assert!(
+            page.contains(r#"<dd id="group-limit">3 per group</dd>"#),
+            "{page}"
+        );
+        assert!(page.contains(r#"id="count-groups">1<"#));
+        assert!(page.contains("group-pause"));
+        let mut ro = ctx();
+        ro.read_only = true;
+        let page = html(&ro);
+        assert!(!page.contains(r#"method="post""#));
+        assert!(!page.contains("group-pause"));
+        assert!(page.contains(r#"id="group-table""#));
+    }
+
+    #[test]
     fn a_sharded_queues_limits_add_up_when_every_shard_has_the_same() {
         let mut sh = Sharding {
             base: "jobs".into(),
@@ -1432,6 +1759,9 @@ mod tests {
             done: None,
             entries: &entries,
             window: "10m",
+            group_config: &GroupConfig::default(),
+            group_count: None,
+            groups: None,
         };
         let ctx = Ctx {
             now: 120_000,
@@ -1540,6 +1870,9 @@ mod tests {
                 done: None,
                 entries: &[],
                 window: "10m",
+                group_config: &GroupConfig::default(),
+                group_count: None,
+                groups: None,
             };
             queue_page(&ctx(), &page).into_string()
         };
@@ -1632,6 +1965,9 @@ mod tests {
             }),
             entries: &entries,
             window: "10m",
+            group_config: &GroupConfig::default(),
+            group_count: None,
+            groups: None,
         };
         let ctx = Ctx {
             now: 120_000,

@@ -11,6 +11,7 @@ use hyper::StatusCode;
 use crate::app::App;
 use crate::backend::{Backend, Server};
 use crate::discovery::{find_shards, ShardSet};
+use crate::groups;
 use crate::http::{check_id, fail, html, plain, redis_fail, refused, utf8, Fail, Resp};
 use crate::list::{self, ListQuery};
 use crate::newest::{Bound, Pick};
@@ -166,16 +167,24 @@ pub async fn queue_page(
              go by older and newer",
         ));
     }
+    let on_groups = groups_tab_asked(query)?;
     app.existing_queue(&server, queue).await?;
     let mut con = server.con.clone();
-    let stats = admin::stats(&mut con, queue).await.map_err(redis_fail)?;
-    let config = admin::config(&mut con, queue).await.map_err(redis_fail)?;
+    // One DQ.STATS: the client's record and the `groups` field it lacks.
+    let (stats, group_count) = groups::stats(&con, queue).await.map_err(redis_fail)?;
+    let (config, group_config) = groups::config(&con, queue).await.map_err(redis_fail)?;
     let shards = find_shards(app, &server, queue).await;
     let schedules = schedules_of(&server, queue, &stats, shards.as_ref()).await?;
+    let groups_tab = match on_groups {
+        true => Some(groups_tab(&server, queue, shards.as_ref(), query).await?),
+        false => None,
+    };
     let mut entries = Vec::new();
     let mut next = cursor;
     let mut done = None;
     match (order, state) {
+        // The groups tab lists groups, not messages.
+        _ if on_groups => next = 0,
         (Order::Newest, _) => {
             let (rows, view) = newest_done(&mut con, queue, bound, stats.done).await?;
             (entries, next, done) = (rows, 0, Some(view));
@@ -247,8 +256,119 @@ pub async fn queue_page(
         done,
         entries: &entries,
         window: &app.window,
+        group_config: &group_config,
+        group_count,
+        groups: groups_tab.as_ref(),
     };
     Ok(html(StatusCode::OK, pages::queue_page(ctx, &page)))
+}
+
+/// Whether the queue page's `tab` asks for the groups (else the messages).
+fn groups_tab_asked(query: &[(String, Vec<u8>)]) -> Result<bool, Fail> {
+    match form_value(query, "tab") {
+        None | Some(b"" | b"messages") => Ok(false),
+        Some(b"groups") => Ok(true),
+        Some(_) => Err(fail(
+            StatusCode::BAD_REQUEST,
+            "Bad tab",
+            "tab must be groups, or messages (the default)",
+        )),
+    }
+}
+
+/// The groups tab: the queue's groups (every shard's, for a shard of a
+/// sharded queue: a group lives on one shard) matching the filter box,
+/// read with DQ.GROUPS up to [`groups::MAX_GROUPS`] looked at, sorted by
+/// backlog and paged here.
+async fn groups_tab(
+    server: &Arc<Server>,
+    queue: &[u8],
+    shards: Option<&ShardSet>,
+    query: &[(String, Vec<u8>)],
+) -> Result<pages::GroupsTab, Fail> {
+    let filter = form_value(query, "group").unwrap_or(b"").to_vec();
+    if filter.len() > 2 * groups::MAX_GROUP + 2 {
+        return Err(fail(
+            StatusCode::BAD_REQUEST,
+            "Bad filter",
+            "The group filter is at most 2050 bytes.",
+        ));
+    }
+    let page = match form_value(query, "page") {
+        None | Some(b"") => 1,
+        Some(p) => utf8(p, "page")?
+            .parse::<usize>()
+            .ok()
+            .filter(|&p| p >= 1)
+            .ok_or_else(|| {
+                fail(
+                    StatusCode::BAD_REQUEST,
+                    "Bad page",
+                    "page must be a positive integer",
+                )
+            })?,
+    };
+    let pattern = groups::pattern(&filter);
+    // The queues holding groups: this one, or every shard that exists.
+    let (holders, unreadable) = match shards {
+        None => (vec![(server.clone(), queue.to_vec())], Vec::new()),
+        Some(set) => (
+            set.shards
+                .iter()
+                .filter(|s| s.stats.is_some())
+                .filter_map(|s| Some((s.server.clone()?, s.name.clone())))
+                .collect::<Vec<_>>(),
+            set.unreadable.clone(),
+        ),
+    };
+    let budget = groups::MAX_GROUPS.div_ceil(holders.len().max(1)).max(1);
+    let mut reads = tokio::task::JoinSet::new();
+    for (s, q) in holders {
+        let pattern = pattern.clone();
+        reads.spawn(async move {
+            let mut con = s.con.clone();
+            let got = groups::read(&mut con, &q, pattern.as_deref(), budget).await;
+            (s.addr.clone(), q, got)
+        });
+    }
+    let mut rows = Vec::new();
+    let mut cut = 0usize;
+    while let Some(done) = reads.join_next().await {
+        let (addr, q, got) = done.map_err(|e| {
+            fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal error",
+                e.to_string(),
+            )
+        })?;
+        let got = got.map_err(redis_fail)?;
+        cut += usize::from(got.cut);
+        rows.extend(got.groups.into_iter().map(|group| pages::GroupRow {
+            group,
+            server: addr.clone(),
+            queue: q.clone(),
+        }));
+    }
+    groups::sort(&mut rows);
+    let matched = rows.len();
+    let pages_n = matched.div_ceil(groups::PER_PAGE).max(1);
+    let page = page.min(pages_n);
+    let from = ((page - 1) * groups::PER_PAGE).min(matched);
+    let to = (from + groups::PER_PAGE).min(matched);
+    let rows: Vec<pages::GroupRow> = rows.drain(from..to).collect();
+    Ok(pages::GroupsTab {
+        filter,
+        rows,
+        matched,
+        page,
+        pages: pages_n,
+        cut: (cut > 0).then_some(pages::Cut {
+            per_queue: budget,
+            queues_cut: cut,
+        }),
+        sharded: shards.is_some(),
+        unreadable,
+    })
 }
 
 /// A tab's order: `storage` (DQ.SCAN, paged by cursor) or `next` (DQ.PEEK:
