@@ -68,7 +68,7 @@ pub fn layout(title: &str, crumbs: &[(String, String)], refresh: bool, body: Mar
                     }
                 }
                 main { (body) }
-                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, PEEK, CONFIG, SCHEDULES, EVENTS · " a href="/metrics" { "/metrics" } }
+                footer { "dq-dashboard " (env!("CARGO_PKG_VERSION")) " · reads through DQ.QUEUES, STATS, GET, SCAN, PEEK, CONFIG, SCHEDULES, EVENTS, GROUPS · " a href="/metrics" { "/metrics" } }
             }
         }
     }
