@@ -15,7 +15,9 @@ use redis::{Connection, Value};
 
 use super::flow::command_calls;
 use crate::clients::{pop_entries, Finish};
-use crate::harness::{best_of, busy, drive, info, payload, timed, BenchServer, Config, Scale, GIVE_UP};
+use crate::harness::{
+    best_of, busy, drive, info, payload, timed, BenchServer, Config, Scale, GIVE_UP,
+};
 use crate::report::{Report, Row};
 
 const SCENARIO: &str = "15 groups";
@@ -84,7 +86,10 @@ fn fair_throughput(cfg: &Config, s: &Scale, report: &mut Report) {
     let run = |order: &'static str| {
         move || {
             let server = Server::with_module(cfg);
-            config(&mut server.conn(), &["GROUPLIMIT", "1000000", "ORDER", order]);
+            config(
+                &mut server.conn(),
+                &["GROUPLIMIT", "1000000", "ORDER", order],
+            );
             preload(&server, s, n, |i| format!("g{}", i % 1000));
             drain(&server, s, n)
         }
@@ -158,7 +163,17 @@ fn group_rate(cfg: &Config, s: &Scale, report: &mut Report) {
     let run_for = Duration::from_secs(if s.burst_n > 200_000 { 4 } else { 2 });
     let server = Server::with_module(cfg);
     let mut c = server.conn();
-    config(&mut c, &["GROUPLIMIT", "100", "GROUPRATE", "10/1s", "EVENTS", "100000"]);
+    config(
+        &mut c,
+        &[
+            "GROUPLIMIT",
+            "100",
+            "GROUPRATE",
+            "10/1s",
+            "EVENTS",
+            "100000",
+        ],
+    );
     drive(server.conns(s.conns), groups * per_group, |p, i| {
         p.cmd("DQ.ADD")
             .arg("q")

@@ -21,9 +21,14 @@
 //! that have some: POP serves the group at the front and puts it at the
 //! back. The ring is not saved: a reload starts the turn from the groups'
 //! first ready messages, in ready order. A replica replaying POP's claims
-//! turns its ring the same way, so it stays in step with its master.
+//! turns its ring the same way, so it stays in step with its master: POP
+//! takes no more turns than there are ready messages, since a turn that
+//! finds nothing drops groups from the ring and a replica has no such
+//! turn to replay.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use std::cmp::Reverse;
 
 use super::journal::Kind;
 use super::{Event, Queue, Rare, ReadyKey, Slot, State, TimeKey, FOREVER};
@@ -206,12 +211,12 @@ impl Queue {
     /// it holds none (and nobody waits before it), and the gate must be
     /// open. True when it may be ready.
     pub(super) fn admit(&mut self, slot: Slot, now: u64) -> bool {
-        let limit = self.config().group_limit() as usize;
-        let group_rate = self.config().group_rate;
         let record = self.messages.at(slot);
         let Some(name) = record.group() else {
             return true;
         };
+        let config = Rare::of(&self.rare).config.clone_limits();
+        let (limit, group_rate) = (config.0 as usize, config.1);
         let holds = record.holds_group;
         let rare = Rare::make(&mut self.rare);
         if !rare.groups.contains_key(name) {
@@ -376,11 +381,6 @@ impl Queue {
         self.hand_on(name, now);
     }
 
-    /// When the timer next has a group to look at.
-    pub(super) fn next_wake(&self) -> Option<u64> {
-        Rare::of(&self.rare).wakes.first().map(|(at, _)| *at)
-    }
-
     /// A delivery of a grouped message: GROUPRATE's log counts it.
     pub(super) fn log_group_delivery(&mut self, slot: Slot, now: u64) {
         let Some(rate) = self.config().group_rate else {
@@ -467,9 +467,10 @@ impl Queue {
     }
 
     /// GROUPLIMIT, GROUPRATE or ORDER changed: every group's gate is
-    /// looked at again.
+    /// looked at again (what the new limits no longer allow goes back to
+    /// its line, what they now allow comes out), then ORDER FAIR's turn
+    /// starts again from the ready order.
     pub(super) fn regroup(&mut self, now: u64) {
-        self.rebuild_fair();
         let names: Vec<Box<[u8]>> = Rare::of(&self.rare).groups.keys().cloned().collect();
         for name in names {
             if self.config().group_rate.is_none() {
@@ -481,7 +482,47 @@ impl Queue {
                     flow.log = DeliveryLog::default();
                 }
             }
+            self.hold_back_excess(&name, now);
             self.hand_on(&name, now);
+        }
+        self.rebuild_fair();
+    }
+
+    /// After GROUPLIMIT or GROUPRATE was lowered: the group's ready
+    /// messages beyond what the new limits allow go back to its line, the
+    /// last in ready order first — giving up their places when over
+    /// GROUPLIMIT, keeping them when over GROUPRATE. Those in flight finish.
+    fn hold_back_excess(&mut self, name: &[u8], now: u64) {
+        let (limit, group_rate) = Rare::of(&self.rare).config.clone_limits();
+        loop {
+            let Some(group) = Rare::of(&self.rare).groups.get(name) else {
+                return;
+            };
+            let over_limit = group.holders.len() > limit as usize;
+            let over_rate = group_rate.is_some_and(|rate| {
+                u64::from(group.ready) > group.flow().log.allowance(now, &rate)
+            });
+            if !over_limit && !over_rate {
+                return;
+            }
+            let last = group
+                .holders
+                .iter()
+                .copied()
+                .filter(|&s| self.messages.at(s).state == State::Ready)
+                .max_by_key(|&s| {
+                    let r = self.messages.at(s);
+                    (Reverse(r.priority), r.due_at, r.seq)
+                });
+            let Some(slot) = last else {
+                return;
+            };
+            self.unindex(slot);
+            if over_limit {
+                self.free_group(slot);
+            }
+            self.messages.at_mut(slot).state = State::Waiting;
+            self.index(slot);
         }
     }
 
@@ -627,7 +668,7 @@ impl Queue {
                     .keys()
                     .map(|name| line + alloc_size(name.len()))
                     .sum::<usize>()
-                + f.len() * size_of::<ReadyKey>() * 3 / 2
+                + self.ready.len() * size_of::<ReadyKey>() * 3 / 2
                 + f.ring.capacity() * size_of::<Option<Box<[u8]>>>()
         });
         groups + wakes + fair

@@ -516,7 +516,10 @@ impl Queue {
     /// counted as throttled.
     pub fn pop(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Delivery> {
         let ready = self.ready.len();
-        let allowed = count.min(self.allowance(now));
+        // Never more turns than there are ready messages: under ORDER FAIR
+        // a turn that finds nothing drops groups from the ring, which a
+        // replica replaying the claims would not do.
+        let allowed = count.min(self.allowance(now)).min(ready);
         let mut taken = Vec::new();
         while taken.len() < allowed {
             let Some(slot) = self.next_ready() else {
@@ -1160,13 +1163,23 @@ impl Queue {
     /// The earliest time the timer has work here: a delayed message falling
     /// due, a lease ending, a TTL running out or a schedule's run.
     pub fn next_due(&self) -> Option<u64> {
-        let rare = Rare::of(&self.rare);
-        [&self.delayed, &self.inflight, &rare.expiry]
-            .into_iter()
-            .filter_map(|set| set.first().map(|k| k.0))
-            .chain(rare.schedules.earliest())
-            .chain(self.next_wake())
-            .min()
+        fn earlier(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        let mut due = earlier(
+            self.delayed.first().map(|k| k.0),
+            self.inflight.first().map(|k| k.0),
+        );
+        // Called on every write: a plain queue has no rare parts to look at.
+        if let Some(rare) = self.rare.as_deref() {
+            due = earlier(due, rare.expiry.first().map(|k| k.0));
+            due = earlier(due, rare.schedules.earliest());
+            due = earlier(due, rare.wakes.first().map(|(at, _)| *at));
+        }
+        due
     }
 
     pub fn stats(&self) -> Stats {
@@ -1255,6 +1268,7 @@ impl Queue {
     fn unindex(&mut self, slot: Slot) {
         let record = self.messages.at(slot);
         let seq = record.seq;
+        let expiry = record.live_expiry();
         match record.state {
             State::Delayed => {
                 self.delayed.remove(&(record.due_at, seq, slot));
@@ -1293,8 +1307,7 @@ impl Queue {
                 }
             }
         }
-        let record = self.messages.at(slot);
-        if let Some(at) = record.live_expiry() {
+        if let Some(at) = expiry {
             Rare::make(&mut self.rare).expiry.remove(&(at, seq, slot));
         }
         Rare::tidy(&mut self.rare);
@@ -1304,6 +1317,7 @@ impl Queue {
     fn index(&mut self, slot: Slot) {
         let record = self.messages.at(slot);
         let seq = record.seq;
+        let expiry = record.live_expiry();
         match record.state {
             State::Delayed => {
                 self.delayed.insert((record.due_at, seq, slot));
@@ -1339,8 +1353,7 @@ impl Queue {
                 }
             }
         }
-        let record = self.messages.at(slot);
-        if let Some(at) = record.live_expiry() {
+        if let Some(at) = expiry {
             Rare::make(&mut self.rare).expiry.insert((at, seq, slot));
         }
     }

@@ -9,11 +9,34 @@
 //!   the model's own log of deliveries; MPOP over two queues, in either
 //!   order, takes from the first that can deliver and counts no throttle
 //!   for one it passes over.
+//! - **Groups** (three names, and messages without one): GROUPLIMIT,
+//!   GROUPRATE and ORDER change, groups are paused (for a while or until
+//!   resumed) and resumed. The ready records are already the deliverable
+//!   ones (the gate acts as a message becomes ready), so ORDER PRIORITY's
+//!   reference is as above; under ORDER FAIR the model keeps the turn
+//!   itself — a group joins at the back with its first ready message,
+//!   the group in front is served and goes to the back, one with nothing
+//!   ready leaves when its turn comes, and setting the order or a limit,
+//!   or a load, builds it again from the ready order — and each POP must
+//!   follow it (groups that became ready in the same step may come in
+//!   either order; where that leaves the turn unknown, any run of POPs
+//!   must still be even: no group ready all along gets two more than
+//!   another). After every step, from the records: no group holds more
+//!   places than GROUPLIMIT (more only as many as it held when the limit
+//!   was lowered), none waits for a free place without a pause or
+//!   GROUPRATE to hold it, a group surely paused has nothing ready and
+//!   gets no delivery, a group's deliveries in any GROUPRATE window (the
+//!   model's own log, from the last change of the rate; messages ready
+//!   when it changed go as they are) are within it, and DQ.GROUPS tells
+//!   the same counts and pauses.
 //! - **A shadow replica** is handed what the step propagated (as the
 //!   command handlers build it: ADD with its id, CLAIM of the ids leased,
 //!   the delay a NACK chose, the lease a TOUCH gave, a tick's counts, ...)
 //!   and must reach the master's exact state; every so often it is saved
-//!   and loaded back, as a replica's full sync or a restart does.
+//!   and loaded back, as a replica's full sync or a restart does. Now and
+//!   then a POP is made on the replica too, as if it had been promoted,
+//!   and must deliver what the master did (ORDER FAIR's turn included,
+//!   unless a load rebuilt one side's turn alone).
 //! - **The event log** (seeds that keep events from the start): every
 //!   step's events are at the step's time, numbered on from the last; a
 //!   POP's are its deliveries, in order, with their attempts; the lifetime
@@ -27,9 +50,10 @@
 //!   budget left nothing due, a schedule's run is made at most once, never
 //!   early, never past END or LIMIT.
 //!
-//! `DQ_MODEL_TRACE=1 cargo test --lib model` prints each step.
+//! `DQ_MODEL_TRACE=1 cargo test --lib model` prints each step;
+//! `DQ_MODEL_SEED=n` runs seed `n` alone.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use super::codec;
 use super::journal::Entry;
@@ -76,7 +100,46 @@ struct Side {
     deliveries: Vec<(u64, u64)>,
     /// The pause as set: until when.
     paused_until: Option<u64>,
+    /// Each group's deliveries while GROUPRATE stays as it is (and the
+    /// clock has not stepped back), at the time the queue logs them.
+    group_log: HashMap<Vec<u8>, Vec<u64>>,
+    /// Each group's pause as set: until when, and the latest time shown
+    /// since (the pause surely holds while that is before its end).
+    group_pauses: HashMap<Vec<u8>, (u64, u64)>,
+    /// Groups that may hold more places than GROUPLIMIT, as many as they
+    /// held when it was lowered (shrinking as their messages finish).
+    group_caps: HashMap<Vec<u8>, usize>,
+    /// ORDER FAIR's turn as the model sees it: blocks of groups whose
+    /// order among themselves is not known (groups that got their first
+    /// ready message in the same step), most of them of one group.
+    ring: VecDeque<Vec<GKey>>,
+    /// Whether `ring` is the queue's turn; if not, until the turn is
+    /// known again, POP is checked for fairness only.
+    ring_sure: bool,
+    /// While the turn is not known: the groups ready at the start of a
+    /// run of POPs with nothing between, and what each got since.
+    stretch: Option<(HashSet<GKey>, HashMap<GKey, u32>)>,
+    /// Whether the replica's turn is the master's: only a load of one of
+    /// them alone rebuilds it apart.
+    shadow_turn_same: bool,
+    /// The next POP is made on the replica too, as if it were promoted,
+    /// instead of replaying its claims.
+    pop_on_shadow: bool,
 }
+
+/// Ids as text, for messages.
+fn show_all(ids: &[Vec<u8>]) -> Vec<String> {
+    ids.iter()
+        .map(|id| String::from_utf8_lossy(id).into_owned())
+        .collect()
+}
+
+/// A group of ORDER FAIR's turn: `None` stands for the messages without
+/// a group.
+type GKey = Option<Vec<u8>>;
+
+/// Where a ready message stands in ready order: priority, due, seq.
+type ReadyKeyOf = (Reverse<i32>, u64, u64);
 
 impl Side {
     fn new() -> Side {
@@ -85,7 +148,102 @@ impl Side {
             shadow: Queue::new(),
             deliveries: Vec::new(),
             paused_until: None,
+            group_log: HashMap::new(),
+            group_pauses: HashMap::new(),
+            group_caps: HashMap::new(),
+            ring: VecDeque::new(),
+            ring_sure: true,
+            stretch: None,
+            shadow_turn_same: true,
+            pop_on_shadow: false,
         }
+    }
+
+    /// Each group's ready messages, in ready order, read from the records.
+    fn ready_by_group(&self) -> BTreeMap<GKey, VecDeque<Vec<u8>>> {
+        let mut ready: Vec<(ReadyKeyOf, GKey, Vec<u8>)> = self
+            .q
+            .messages
+            .iter()
+            .filter(|(_, r)| r.state == State::Ready)
+            .map(|(_, r)| {
+                let g = r.group().map(<[u8]>::to_vec);
+                ((Reverse(r.priority), r.due_at, r.seq), g, r.id().to_vec())
+            })
+            .collect();
+        ready.sort();
+        let mut by_group: BTreeMap<GKey, VecDeque<Vec<u8>>> = BTreeMap::new();
+        for (.., g, id) in ready {
+            by_group.entry(g).or_default().push_back(id);
+        }
+        by_group
+    }
+
+    /// The groups that have ready messages, in the order of their first
+    /// one (how the queue builds its turn after ORDER FAIR is set, or a
+    /// load).
+    fn ready_groups_in_order(&self) -> Vec<GKey> {
+        let mut seen = HashSet::new();
+        let mut order = Vec::new();
+        for id in self.ready_in_order() {
+            let g = self.q.get(&id).and_then(|r| r.group()).map(<[u8]>::to_vec);
+            if seen.insert(g.clone()) {
+                order.push(g);
+            }
+        }
+        order
+    }
+
+    /// The groups that have a ready message.
+    fn ready_groups(&self) -> BTreeSet<GKey> {
+        self.q
+            .messages
+            .iter()
+            .filter(|(_, r)| r.state == State::Ready)
+            .map(|(_, r)| r.group().map(<[u8]>::to_vec))
+            .collect()
+    }
+
+    fn in_ring(&self, g: &GKey) -> bool {
+        self.ring.iter().any(|block| block.contains(g))
+    }
+
+    /// After a step other than POP: a group that got a ready message and
+    /// is not in the turn joins it at the back (several at once: in an
+    /// order the model does not know).
+    fn sync_ring(&mut self) {
+        if !self.q.config().fair {
+            self.ring.clear();
+            self.ring_sure = true;
+            return;
+        }
+        let entrants: Vec<GKey> = self
+            .ready_groups()
+            .into_iter()
+            .filter(|g| !self.in_ring(g))
+            .collect();
+        if !entrants.is_empty() {
+            self.ring.push_back(entrants);
+        }
+    }
+
+    /// The turn as the queue builds it anew: the groups in the order of
+    /// their first ready message (`order`, read before the change), then
+    /// those the change made ready (`then_by_name`: one after another, by
+    /// name, as the queue hands its groups on).
+    fn rebuild_ring(&mut self, order: Vec<GKey>, then_by_name: bool) {
+        self.ring = order.into_iter().map(|g| vec![g]).collect();
+        self.ring_sure = true;
+        self.stretch = None;
+        if then_by_name && self.q.config().fair {
+            let entrants: Vec<GKey> = self
+                .ready_groups()
+                .into_iter()
+                .filter(|g| !self.in_ring(g))
+                .collect();
+            self.ring.extend(entrants.into_iter().map(|g| vec![g]));
+        }
+        self.sync_ring();
     }
 }
 
@@ -254,6 +412,12 @@ impl Side {
         let ready = self.ready_in_order();
         let allowed = self.allowance(now);
         let expected: Vec<Vec<u8>> = ready.iter().take(count.min(allowed)).cloned().collect();
+        let fair = self.q.config().fair;
+        let by_group = if fair {
+            self.ready_by_group()
+        } else {
+            BTreeMap::new()
+        };
         let throttles = self.q.counters().get(Counter::Throttled);
         let seq_before = self.q.journal().last_seq();
         let taken = self.q.pop(now, count, deadline);
@@ -288,16 +452,23 @@ impl Side {
             );
         }
         let got: Vec<Vec<u8>> = taken.iter().map(|d| d.id.clone()).collect();
-        assert_eq!(
-            got,
-            expected,
-            "{at}: POP {count} (allowance {allowed}; pause {:?} / queue's {:?}; config {:?}; log {:?} / queue's {:?})",
-            self.paused_until,
-            Rare::of(&self.q.rare).flow.paused_until,
-            self.q.config(),
-            self.deliveries,
-            Rare::of(&self.q.rare).flow.log.entries().collect::<Vec<_>>()
-        );
+        if fair {
+            // As many as the reference says, in the turn the model keeps.
+            assert_eq!(got.len(), expected.len(), "{at}: ORDER FAIR POP {count}");
+            self.check_fair(by_group, &got, at);
+        } else {
+            assert_eq!(
+                got,
+                expected,
+                "{at}: POP {count} (allowance {allowed}; pause {:?} / queue's {:?}; config {:?}; log {:?} / queue's {:?})",
+                self.paused_until,
+                Rare::of(&self.q.rare).flow.paused_until,
+                self.q.config(),
+                self.deliveries,
+                Rare::of(&self.q.rare).flow.log.entries().collect::<Vec<_>>()
+            );
+        }
+        self.check_group_deliveries(now, latest, &got, at);
         let throttled = self.q.counters().get(Counter::Throttled) > throttles;
         assert_eq!(
             throttled,
@@ -330,9 +501,24 @@ impl Side {
             let t = self.deliveries.last().map_or(now, |l| l.0.max(now));
             self.deliveries.push((t, taken.len() as u64));
         }
-        // Propagated as CLAIM [THROTTLED] deadline ids, when it delivered
-        // or was held back.
-        if !taken.is_empty() || throttled {
+        if std::mem::take(&mut self.pop_on_shadow) && (!fair || self.shadow_turn_same) {
+            // A replica promoted now would make the same POP: it turned
+            // ORDER FAIR's ring as its master did (unless a load rebuilt
+            // its turn alone).
+            let on_shadow: Vec<Vec<u8>> = self
+                .shadow
+                .pop(now, count, deadline)
+                .into_iter()
+                .map(|d| d.id)
+                .collect();
+            assert_eq!(
+                show_all(&on_shadow),
+                show_all(&got),
+                "{at}: the replica, promoted, would deliver otherwise (fair {fair})"
+            );
+        } else if !taken.is_empty() || throttled {
+            // Propagated as CLAIM [THROTTLED] deadline ids, when it
+            // delivered or was held back.
             if throttled {
                 self.shadow.count_throttle();
             }
@@ -342,9 +528,134 @@ impl Side {
     }
 }
 
+impl Side {
+    /// A POP under ORDER FAIR: each group's messages go in ready order,
+    /// and the groups in the turn the model keeps (or, while it does not
+    /// know the turn, evenly: see `stretch`).
+    fn check_fair(
+        &mut self,
+        mut by_group: BTreeMap<GKey, VecDeque<Vec<u8>>>,
+        got: &[Vec<u8>],
+        at: &str,
+    ) {
+        let group_of: HashMap<Vec<u8>, GKey> = by_group
+            .iter()
+            .flat_map(|(g, ids)| ids.iter().map(move |id| (id.clone(), g.clone())))
+            .collect();
+        let (start, tally) = self
+            .stretch
+            .get_or_insert_with(|| (by_group.keys().cloned().collect(), HashMap::new()));
+        let start = start.clone();
+        let mut tally = std::mem::take(tally);
+        for (i, id) in got.iter().enumerate() {
+            let Some(g) = group_of.get(id) else {
+                panic!("{at}: ORDER FAIR delivered {id:?}, which was not ready");
+            };
+            assert_eq!(
+                by_group.get(g).and_then(|l| l.front()),
+                Some(id),
+                "{at}: ORDER FAIR delivery {i}: not the first ready of group {g:?} ({by_group:?})"
+            );
+            while self.ring_sure {
+                let Some(block) = self.ring.front() else {
+                    panic!("{at}: ORDER FAIR delivered {id:?} of {g:?}, but no group is in turn");
+                };
+                let has = |g: &GKey| by_group.get(g).is_some_and(|l| !l.is_empty());
+                let with_ready = block.iter().filter(|g| has(g)).count();
+                if with_ready == 0 {
+                    // Nothing ready when its turn comes: it leaves.
+                    self.ring.pop_front();
+                    continue;
+                }
+                if with_ready < block.len() {
+                    // Which of these left the turn depends on an order
+                    // the model does not know.
+                    self.ring_sure = false;
+                    break;
+                }
+                let Some(pos) = block.iter().position(|b| b == g) else {
+                    panic!(
+                        "{at}: ORDER FAIR delivery {i}: {id:?} of group {g:?}, but the turn is {block:?} (ring {:?}; ready {by_group:?})",
+                        self.ring
+                    );
+                };
+                if let Some(block) = self.ring.front_mut() {
+                    block.remove(pos);
+                    if block.is_empty() {
+                        self.ring.pop_front();
+                    }
+                }
+                self.ring.push_back(vec![g.clone()]);
+                break;
+            }
+            if let Some(line) = by_group.get_mut(g) {
+                line.pop_front();
+            }
+            *tally.entry(g.clone()).or_default() += 1;
+        }
+        // Round-robin: of the groups ready all along since the run of POPs
+        // began, none got two more than another.
+        let steady: Vec<(&GKey, u32)> = start
+            .iter()
+            .filter(|g| by_group.get(*g).is_some_and(|l| !l.is_empty()))
+            .map(|g| (g, tally.get(g).copied().unwrap_or(0)))
+            .collect();
+        let most = steady.iter().map(|s| s.1).max().unwrap_or(0);
+        let least = steady.iter().map(|s| s.1).min().unwrap_or(0);
+        assert!(
+            most <= least + 1,
+            "{at}: ORDER FAIR: deliveries since the POPs began {steady:?}"
+        );
+        if let Some(stretch) = self.stretch.as_mut() {
+            stretch.1 = tally;
+        }
+    }
+
+    /// Each delivery of a group: never while the group is paused, and
+    /// within GROUPRATE in every window (the model's own log).
+    fn check_group_deliveries(&mut self, now: u64, latest: u64, got: &[Vec<u8>], at: &str) {
+        let rate = self.q.config().group_rate;
+        for id in got {
+            let Some(g) = self.q.get(id).and_then(|r| r.group()).map(<[u8]>::to_vec) else {
+                continue;
+            };
+            if let Some(&(until, seen)) = self.group_pauses.get(&g) {
+                assert!(
+                    !(seen < until && now < until),
+                    "{at}: {id:?} delivered while group {g:?} is paused until {until} (latest {latest})"
+                );
+            }
+            let Some(rate) = rate else {
+                continue;
+            };
+            let log = self.group_log.entry(g.clone()).or_default();
+            let t = log.last().map_or(now, |&l| l.max(now));
+            log.push(t);
+            let since = t.saturating_sub(rate.window_ms);
+            let in_window = log.iter().filter(|&&d| d > since).count() as u64;
+            assert!(
+                in_window <= rate.limit,
+                "{at}: group {g:?} had {in_window} deliveries in the {} ms up to {t}, GROUPRATE {rate:?} (log {log:?})",
+                rate.window_ms
+            );
+            let keep_from = log.len().saturating_sub(rate.limit as usize + 1);
+            log.drain(..keep_from);
+        }
+    }
+}
+
 /// The test; see the module's doc.
 #[test]
 fn random_operations_deliver_what_the_reference_says_and_a_replica_follows() {
+    // DQ_MODEL_SEED=n runs that seed alone (with DQ_MODEL_TRACE, to follow
+    // a failure).
+    if let Some(seed) = std::env::var("DQ_MODEL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        run(seed, 700);
+        return;
+    }
     let runs: usize = (1..=40u64).map(|seed| run(seed, 700)).sum();
     // The sequences do reach the schedules' runs, not only their setup.
     assert!(runs > 200, "only {runs} runs made");
@@ -381,6 +692,14 @@ fn run(seed: u64, steps: usize) -> usize {
         m.main.shadow.set_config(m.now, config);
         m.from_events = Some(Counters::default());
     }
+    if seed % 4 == 2 {
+        // ORDER FAIR from the start, with room for a few of each group.
+        let mut config = m.main.q.config().clone();
+        config.fair = true;
+        config.group_limit = Some(2);
+        m.set_group_config(config);
+    }
+    let mut previous_now = m.now;
     for step in 0..steps {
         m.step = step;
         // The clock: mostly on, sometimes still, now and then a leap (so
@@ -391,8 +710,17 @@ fn run(seed: u64, steps: usize) -> usize {
             5 => m.now.saturating_sub(1 + next(2_000)),
             _ => m.now + 1 + next(40),
         };
+        if m.now < previous_now {
+            // Deliveries logged before the clock stepped back are at times
+            // it has not shown since: GROUPRATE's windows count from here.
+            m.main.group_log.clear();
+        }
+        previous_now = m.now;
         m.latest = m.latest.max(m.now);
         let now = m.now;
+        for (_, seen) in m.main.group_pauses.values_mut() {
+            *seen = (*seen).max(now);
+        }
         let id = format!("m{}", next(25)).into_bytes();
         let before: HashSet<Vec<u8>> = [&m.main.q, &m.other.q]
             .iter()
@@ -406,7 +734,7 @@ fn run(seed: u64, steps: usize) -> usize {
         let seq_before = m.main.q.journal().last_seq();
         let mut runs: Vec<Runs> = Vec::new();
         let p = policy_of(&m.main.q);
-        let op = next(21);
+        let op = next(23);
         if std::env::var("DQ_MODEL_TRACE").is_ok() {
             eprintln!(
                 "step {step} now {now} op {op} log {:?} / {:?} rate {:?}",
@@ -422,6 +750,48 @@ fn run(seed: u64, steps: usize) -> usize {
                     .collect::<Vec<_>>(),
                 m.main.q.config().rate
             );
+            let c = m.main.q.config();
+            let flows: Vec<_> = m
+                .main
+                .q
+                .group_flows()
+                .map(|(g, f)| {
+                    (
+                        String::from_utf8_lossy(g).into_owned(),
+                        f.paused_until,
+                        f.log.entries().collect::<Vec<_>>(),
+                    )
+                })
+                .collect();
+            let mut grouped: Vec<_> = m
+                .main
+                .q
+                .messages
+                .iter()
+                .filter(|(_, r)| {
+                    r.group().is_some() && !matches!(r.state, State::Done | State::Dead)
+                })
+                .map(|(_, r)| {
+                    (
+                        r.group().map(|g| String::from_utf8_lossy(g).into_owned()),
+                        String::from_utf8_lossy(r.id()).into_owned(),
+                        r.state,
+                        r.holds_group,
+                        r.due_at,
+                        r.priority,
+                    )
+                })
+                .collect();
+            grouped.sort();
+            eprintln!(
+                "  groups limit {:?} rate {:?} fair {} flows {flows:?} wakes {:?} ring {:?} sure {}\n  messages {grouped:?}",
+                c.group_limit,
+                c.group_rate,
+                c.fair,
+                Rare::of(&m.main.q.rare).wakes,
+                m.main.ring,
+                m.main.ring_sure
+            );
         }
         match op {
             0..=2 => {
@@ -433,9 +803,9 @@ fn run(seed: u64, steps: usize) -> usize {
                 }
                 req.id = (!generated).then_some(&id[..]);
                 req.priority = next(3) as i32;
-                if next(3) == 0 {
-                    req.group = Some(if next(2) == 0 { b"g1" } else { b"g2" });
-                }
+                // Three groups, and messages without one: groups are busy.
+                req.group =
+                    [None, None, Some(&b"g1"[..]), Some(b"g2"), Some(b"g3")][next(5) as usize];
                 if next(6) == 0 {
                     req.expire_at = Some(now + 1 + next(300));
                 }
@@ -468,7 +838,10 @@ fn run(seed: u64, steps: usize) -> usize {
                     assert!(m.main.shadow.add(now, &replayed).is_some(), "{}", m.at());
                 }
             }
-            3..=5 => m.pop(1 + next(4) as usize, now + 1 + next(200)),
+            3..=5 => {
+                m.main.pop_on_shadow = next(3) == 0;
+                m.pop(1 + next(4) as usize, now + 1 + next(200))
+            }
             6 => {
                 // ACK, or DONE with results; RETAINMAX may drop old ones.
                 may_leave.insert(id.clone());
@@ -545,23 +918,40 @@ fn run(seed: u64, steps: usize) -> usize {
                 // passed): the server's timer comes back at once for that,
                 // and so does this loop, at most twice.
                 let budget = 1 + next(8) as usize;
-                for round in 0..3 {
+                // Now and then the timer comes back at once after a tick
+                // that used its whole budget, as the server's does, until
+                // all that is due is done (group wake-ups included).
+                let drain = next(4) == 0;
+                let mut short = 0;
+                for round in 0..200 {
                     let work = m.main.q.tick(now, budget, &p);
                     runs.extend(work.runs.iter().cloned());
+                    if round > 0 && work.ttl_expired > 0 {
+                        // A message made ready in an earlier round may have
+                        // expired: its group may have joined ORDER FAIR's
+                        // turn unseen.
+                        m.main.ring_sure = false;
+                    }
+                    if std::env::var("DQ_MODEL_TRACE").is_ok() {
+                        eprintln!("  tick {round}: {work:?}");
+                    }
                     if !work.is_empty() {
                         let sp = policy_of(&m.main.shadow);
                         let done = m.main.shadow.replay_tick(now, &work, &sp);
                         assert_eq!(done, work, "{}: the replica's tick", m.at());
                     }
                     let left = m.main.q.next_due().filter(|&at| at <= now);
-                    if work.done() == budget || left.is_none() {
+                    if left.is_none() || (work.done() == budget && !drain) {
                         break;
                     }
-                    assert!(
-                        round < 2,
-                        "{}: ticks that did less than their budget ({work:?} of {budget}) left {left:?} due",
-                        m.at()
-                    );
+                    if work.done() < budget {
+                        short += 1;
+                        assert!(
+                            short <= 2,
+                            "{}: ticks that did less than their budget ({work:?} of {budget}) left {left:?} due",
+                            m.at()
+                        );
+                    }
                 }
             }
             11 => {
@@ -687,6 +1077,11 @@ fn run(seed: u64, steps: usize) -> usize {
                     if m.main.q.purge(now, state) > 0 {
                         m.main.shadow.purge(now, state);
                     }
+                    if state.is_none() {
+                        // A new value: ORDER FAIR's turn starts empty.
+                        m.main.rebuild_ring(Vec::new(), false);
+                        m.main.shadow_turn_same = true;
+                    }
                 }
             }
             18 => {
@@ -736,6 +1131,26 @@ fn run(seed: u64, steps: usize) -> usize {
                 }
             }
             19 => m.mpop(next(2) == 0, 1 + next(4) as usize, now + 1 + next(200)),
+            21 => {
+                // Groups' limits and order.
+                let mut config = m.main.q.config().clone();
+                match next(3) {
+                    0 => config.group_limit = [None, Some(1), Some(2), Some(3)][next(4) as usize],
+                    1 => {
+                        config.group_rate = (next(3) > 0).then(|| Rate {
+                            limit: 1 + next(3),
+                            window_ms: 500 + next(2_500),
+                        })
+                    }
+                    _ => config.fair = next(2) == 0,
+                }
+                m.set_group_config(config);
+            }
+            22 => {
+                // A group paused (for a while or until resumed), resumed.
+                let g = format!("g{}", 1 + next(4)).into_bytes();
+                m.pause_or_resume_group(&g, next(2) == 0, &mut next);
+            }
             _ => {
                 // A full sync or a restart: the replica is saved and loaded
                 // back, and so is the master now and then.
@@ -743,6 +1158,13 @@ fn run(seed: u64, steps: usize) -> usize {
                     codec::copy(&m.main.shadow).unwrap_or_else(|e| panic!("{}: {e}", m.at()));
                 if next(4) == 0 {
                     m.main.q = codec::copy(&m.main.q).unwrap_or_else(|e| panic!("{}: {e}", m.at()));
+                    // A loaded queue's turn: its groups in the order of
+                    // their first ready message.
+                    let order = m.main.ready_groups_in_order();
+                    m.main.rebuild_ring(order, false);
+                    m.main.shadow_turn_same = true;
+                } else {
+                    m.main.shadow_turn_same = false;
                 }
             }
         }
@@ -750,7 +1172,12 @@ fn run(seed: u64, steps: usize) -> usize {
             side.q.take_events();
             side.shadow.take_events();
         }
+        if !matches!(op, 3..=5 | 19) {
+            m.main.stretch = None;
+        }
+        m.main.sync_ring();
         check(&mut m, &before, &may_leave, &runs);
+        check_groups(&mut m);
         check_outcomes(&mut m, &done_before, &may_leave_done);
         check_events(&mut m, seq_before);
     }
@@ -825,6 +1252,165 @@ fn check(m: &mut Model, before: &HashSet<Vec<u8>>, may_leave: &HashSet<Vec<u8>>,
     m.attempts.retain(|id, _| held(id));
     for gone in before.iter().filter(|id| !held(id)) {
         assert!(may_leave.contains(gone), "{}: {gone:?} vanished", m.at());
+    }
+}
+
+/// Every group (recomputed from the records): at most GROUPLIMIT places
+/// taken (or as many as it held when the limit was lowered), nothing
+/// ready while it is surely paused, nothing waiting for a place that is
+/// free (no GROUPRATE, no pause), and DQ.GROUPS tells the same.
+fn check_groups(m: &mut Model) {
+    let at = m.at();
+    let side = &mut m.main;
+    let limit = side.q.config().group_limit() as usize;
+    // Places, ready, in flight, waiting.
+    let mut per: BTreeMap<Vec<u8>, [usize; 4]> = BTreeMap::new();
+    for (_, r) in side.q.messages.iter() {
+        let Some(g) = r.group() else {
+            continue;
+        };
+        let c = per.entry(g.to_vec()).or_default();
+        if matches!(r.state, State::Ready | State::Inflight) || r.holds_group {
+            c[0] += 1;
+        }
+        match r.state {
+            State::Ready => c[1] += 1,
+            State::Inflight => c[2] += 1,
+            State::Waiting => c[3] += 1,
+            _ => {}
+        }
+    }
+    let surely_paused = |g: &[u8]| {
+        side.group_pauses
+            .get(g)
+            .filter(|&&(until, seen)| seen < until)
+            .map(|p| p.0)
+    };
+    for (g, c) in &per {
+        let cap = side.group_caps.get(g).copied().unwrap_or(0).max(limit);
+        assert!(
+            c[0] <= cap,
+            "{at}: group {g:?} has {} places taken, GROUPLIMIT {limit} (cap {cap}; {c:?})",
+            c[0]
+        );
+        if let Some(until) = surely_paused(g) {
+            assert_eq!(
+                c[1], 0,
+                "{at}: group {g:?} paused until {until} has ready messages"
+            );
+        }
+        if side.q.config().group_rate.is_none() && !side.group_pauses.contains_key(g) && c[3] > 0 {
+            assert!(
+                c[0] >= limit,
+                "{at}: group {g:?} keeps {} waiting with {} of {limit} places taken",
+                c[3],
+                c[0]
+            );
+        }
+    }
+    // A lowered limit: the places above it go as their messages finish.
+    side.group_caps = per
+        .iter()
+        .filter_map(|(g, c)| {
+            let cap = side.group_caps.get(g).copied().unwrap_or(0).max(limit);
+            let now_cap = c[0].min(cap);
+            (now_cap > limit).then(|| (g.clone(), now_cap))
+        })
+        .collect();
+    let (listed, more) = side.q.groups_from(b"", usize::MAX, |_| true);
+    assert!(more.is_none(), "{at}");
+    assert_eq!(listed.len(), side.q.group_count(), "{at}");
+    for info in &listed {
+        let c = per.get(info.name).copied().unwrap_or_default();
+        assert_eq!(
+            (info.ready, info.inflight, info.waiting),
+            (c[1] as u64, c[2] as u64, c[3] as u64),
+            "{at}: DQ.GROUPS of {:?}",
+            info.name
+        );
+        if let Some(until) = surely_paused(info.name) {
+            assert_eq!(
+                info.paused_until,
+                Some(until),
+                "{at}: {:?}'s pause",
+                info.name
+            );
+        }
+    }
+    for (g, c) in &per {
+        if c[0] + c[3] > 0 || surely_paused(g).is_some() {
+            assert!(
+                listed.iter().any(|i| i.name == &g[..]),
+                "{at}: group {g:?} ({c:?}) not listed"
+            );
+        }
+    }
+}
+
+impl Model {
+    /// GROUPLIMIT, GROUPRATE or ORDER set on master and replica.
+    fn set_group_config(&mut self, config: QueueConfig) {
+        let now = self.now;
+        let side = &mut self.main;
+        let old = side.q.config().clone();
+        if (old.group_limit, old.group_rate, old.fair)
+            == (config.group_limit, config.group_rate, config.fair)
+        {
+            return;
+        }
+        let mut places: HashMap<Vec<u8>, usize> = HashMap::new();
+        for (_, r) in side.q.messages.iter() {
+            if let Some(g) = r.group() {
+                if matches!(r.state, State::Ready | State::Inflight) || r.holds_group {
+                    *places.entry(g.to_vec()).or_default() += 1;
+                }
+            }
+        }
+        side.q.set_config(now, config.clone());
+        side.shadow.set_config(now, config.clone());
+        if old.group_rate != config.group_rate {
+            side.group_log.clear();
+        }
+        if old.group_limit() != config.group_limit() {
+            // Those already out finish; the limit holds from then on.
+            let limit = config.group_limit() as usize;
+            side.group_caps = places.into_iter().filter(|&(_, n)| n > limit).collect();
+        }
+        // The queue builds its turn again, from the ready order once the
+        // new limits are applied.
+        let order = side.ready_groups_in_order();
+        side.rebuild_ring(order, false);
+        side.shadow_turn_same = true;
+    }
+
+    /// PAUSE GROUP (always propagated) or RESUME GROUP (propagated when
+    /// it changed something).
+    fn pause_or_resume_group(&mut self, g: &[u8], pause: bool, next: &mut impl FnMut(u64) -> u64) {
+        let (now, at) = (self.now, self.at());
+        let side = &mut self.main;
+        if pause {
+            let until = match next(3) {
+                0 => FOREVER,
+                1 => now + 1 + next(300),
+                _ => now + 1 + next(3_000),
+            };
+            side.q.pause_group(now, g, until);
+            side.shadow.pause_group(now, g, until);
+            side.group_pauses.insert(g.to_vec(), (until, now));
+            return;
+        }
+        let known = side.group_pauses.remove(g);
+        let (was, changed) = side.q.resume_group(now, g);
+        if changed {
+            side.shadow.resume_group(now, g);
+        }
+        match known {
+            None => assert_eq!((was, changed), (false, false), "{at}: RESUME GROUP {g:?}"),
+            Some((until, seen)) if seen < until => {
+                assert_eq!((was, changed), (true, true), "{at}: RESUME GROUP {g:?}")
+            }
+            Some(_) => assert!(!was || changed, "{at}: RESUME GROUP {g:?}"),
+        }
     }
 }
 
