@@ -47,8 +47,8 @@ use dq_testkit::Build;
 use harness::{Config, Scale};
 use report::{machine, markdown, Report};
 use scenarios::{
-    add_throughput, backlog, burst, events, flow, groups, idle, lateness, lifecycle, many_queues, memory,
-    outcomes, schedules, server_lines, unlink,
+    add_throughput, backlog, burst, events, flow, groups, idle, lateness, lifecycle, many_queues,
+    memory, outcomes, schedules, server_lines, unlink,
 };
 use svg::lateness_svg;
 
