@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use std::cmp::Reverse;
 
+use super::index::SortedIndex;
 use super::journal::Kind;
 use super::{Event, Queue, Rare, ReadyKey, Slot, State, TimeKey, FOREVER};
 use crate::core::flow::DeliveryLog;
@@ -105,7 +106,9 @@ pub(super) struct Fair {
 
 #[derive(Debug, Default, Clone)]
 struct FairLine {
-    ready: BTreeSet<ReadyKey>,
+    /// Runs of sorted keys, as the ready index: a group's ready messages
+    /// mostly arrive in order and leave from the front.
+    ready: SortedIndex<ReadyKey>,
     /// In the ring (maybe with no ready message left: the ring drops it
     /// when it comes round).
     in_ring: bool,
@@ -150,7 +153,7 @@ impl Fair {
             Some(name) => {
                 if let Some(line) = self.lines.get_mut(name) {
                     line.ready.remove(key);
-                    if line.ready.is_empty() && !line.in_ring {
+                    if (line.ready.len() == 0) && !line.in_ring {
                         self.lines.remove(name);
                     }
                 }
@@ -166,7 +169,7 @@ impl Fair {
         while let Some(front) = self.ring.front() {
             if self
                 .line(front.as_deref())
-                .is_some_and(|l| !l.ready.is_empty())
+                .is_some_and(|l| l.ready.len() > 0)
             {
                 return;
             }
@@ -668,7 +671,11 @@ impl Queue {
                     .keys()
                     .map(|name| line + alloc_size(name.len()))
                     .sum::<usize>()
-                + self.ready.len() * size_of::<ReadyKey>() * 3 / 2
+                + f.lines
+                    .values()
+                    .map(|l| l.ready.heap_bytes())
+                    .sum::<usize>()
+                + f.ungrouped.ready.heap_bytes()
                 + f.ring.capacity() * size_of::<Option<Box<[u8]>>>()
         });
         groups + wakes + fair
