@@ -363,6 +363,7 @@ fn get_and_stats_reply_shapes_under_resp2_and_resp3() {
         "oldest-ready-age-ms",
         "next-due-at",
         "schedules",
+        "groups",
         "paused",
         "paused-until",
         "rate",
