@@ -8,7 +8,7 @@ reports for it. Run by scripts/test-dashboard under scripts/with-servers
 
 from datetime import datetime, timezone
 
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -103,7 +103,11 @@ def test_the_feed_shows_events_newest_first_by_type_live_and_a_messages_history(
         browser.get(dashboard.url(path("orders") + "/events"))
         wait(browser).until(EC.presence_of_element_located((By.ID, "events")))
         r.execute_command("DQ.ADD", "orders", "y", "ID", "c")
-        wait(browser).until(lambda d: rows(d)[:1] == [(7, "added", "c", "", "")])
+        # The page reloads itself meanwhile: a read that lands mid-reload
+        # fails in the driver (a stale row, or "unhandled inspector error"),
+        # so any driver error here means "look again".
+        reloading = WebDriverWait(browser, WAIT, poll_frequency=0.1, ignored_exceptions=(WebDriverException,))
+        reloading.until(lambda d: rows(d)[:1] == [(7, "added", "c", "", "")])
     finally:
         browser.execute_script("localStorage.setItem('dq-dashboard-refresh', 'off')")
 
