@@ -27,7 +27,7 @@ use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::grammar::glob;
 use crate::server::command::Command;
 use crate::server::key::{open_read, read};
-use crate::server::reply::int;
+use crate::server::reply::{cursor_page, int};
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -113,8 +113,10 @@ fn encode_cursor(name: &[u8]) -> String {
     name.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn entry(info: &GroupInfo<'_>) -> RedisValue {
-    let paused = match info.paused_until {
+/// `[group, waiting, ready, inflight, paused-until]`; a pause whose time
+/// has passed at `now` is no pause.
+fn entry(info: &GroupInfo<'_>, now: u64) -> RedisValue {
+    let paused = match info.paused_until.filter(|&until| until > now) {
         None => RedisValue::Null,
         Some(FOREVER) => RedisValue::Integer(-1),
         Some(until) => int(until),
@@ -137,23 +139,12 @@ fn groups(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
         Some(queue) => {
             let keep = |name: &[u8]| parsed.pattern.is_none_or(|p| glob::matches(p, name));
             let (found, next) = queue.groups_from(&parsed.from, parsed.count, keep);
-            let entries = found
-                .iter()
-                // A pause whose time has passed is no pause.
-                .map(|g| GroupInfo {
-                    paused_until: g.paused_until.filter(|&u| u > now),
-                    ..g.clone()
-                })
-                .map(|g| entry(&g))
-                .collect();
+            let entries = found.iter().map(|g| entry(g, now)).collect();
             (next.map_or_else(|| "0".to_string(), encode_cursor), entries)
         }
         None => ("0".to_string(), Vec::new()),
     };
-    Ok(RedisValue::Array(vec![
-        RedisValue::BulkString(next),
-        RedisValue::Array(entries),
-    ]))
+    Ok(cursor_page(next, entries))
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use crate::grammar::args::{parse_count, parse_in_range, parse_state, Options};
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse, STATE};
 use crate::server::command::Command;
 use crate::server::key::{open_read, read};
+use crate::server::reply::cursor_page;
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -91,10 +92,7 @@ fn scan(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
         }
         None => (0, Vec::new()),
     };
-    Ok(RedisValue::Array(vec![
-        RedisValue::BulkString(next.to_string()),
-        RedisValue::Array(entries),
-    ]))
+    Ok(cursor_page(next.to_string(), entries))
 }
 
 #[cfg(test)]

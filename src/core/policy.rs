@@ -77,12 +77,6 @@ impl QueueConfig {
         fair: false,
     };
 
-    /// GROUPLIMIT and GROUPRATE, copied out (the queue reads them while it
-    /// changes its groups).
-    pub fn clone_limits(&self) -> (u32, Option<Rate>) {
-        (self.group_limit(), self.group_rate)
-    }
-
     /// How many messages of one group may be out at once.
     pub fn group_limit(&self) -> u32 {
         self.group_limit.unwrap_or(1)

@@ -66,6 +66,15 @@ pub fn reply_record_list(ctx: &Context, records: Vec<Fields>) -> RedisValue {
     RedisValue::NoReply
 }
 
+/// One step of a cursor iteration (DQ.SCAN, DQ.GROUPS): the next cursor,
+/// as SCAN gives it (a bulk string, `0` at the end), and the entries.
+pub fn cursor_page(next: String, entries: Vec<RedisValue>) -> RedisValue {
+    RedisValue::Array(vec![
+        RedisValue::BulkString(next),
+        RedisValue::Array(entries),
+    ])
+}
+
 pub fn int(v: u64) -> RedisValue {
     RedisValue::Integer(i64::try_from(v).unwrap_or(i64::MAX))
 }

@@ -218,8 +218,10 @@ impl Queue {
         let Some(name) = record.group() else {
             return true;
         };
-        let config = Rare::of(&self.rare).config.clone_limits();
-        let (limit, group_rate) = (config.0 as usize, config.1);
+        let (limit, group_rate) = (
+            self.config().group_limit() as usize,
+            self.config().group_rate,
+        );
         let holds = record.holds_group;
         let rare = Rare::make(&mut self.rare);
         if !rare.groups.contains_key(name) {
@@ -496,7 +498,7 @@ impl Queue {
     /// last in ready order first — giving up their places when over
     /// GROUPLIMIT, keeping them when over GROUPRATE. Those in flight finish.
     fn hold_back_excess(&mut self, name: &[u8], now: u64) {
-        let (limit, group_rate) = Rare::of(&self.rare).config.clone_limits();
+        let (limit, group_rate) = (self.config().group_limit(), self.config().group_rate);
         loop {
             let Some(group) = Rare::of(&self.rare).groups.get(name) else {
                 return;
@@ -520,13 +522,20 @@ impl Queue {
             let Some(slot) = last else {
                 return;
             };
-            self.unindex(slot);
-            if over_limit {
-                self.free_group(slot);
-            }
-            self.messages.at_mut(slot).state = State::Waiting;
-            self.index(slot);
+            self.send_back(slot, over_limit);
         }
+    }
+
+    /// A ready message goes back to its group's line, giving up its place
+    /// (GROUPLIMIT lowered) or keeping it (a group pause, GROUPRATE
+    /// lowered).
+    fn send_back(&mut self, slot: Slot, give_up_place: bool) {
+        self.unindex(slot);
+        if give_up_place {
+            self.free_group(slot);
+        }
+        self.messages.at_mut(slot).state = State::Waiting;
+        self.index(slot);
     }
 
     /// Pauses one group until `until` (`FOREVER`: until RESUME GROUP): its
@@ -542,9 +551,7 @@ impl Queue {
             .filter(|&slot| self.messages.at(slot).state == State::Ready)
             .collect();
         for slot in ready {
-            self.unindex(slot);
-            self.messages.at_mut(slot).state = State::Waiting;
-            self.index(slot);
+            self.send_back(slot, false);
         }
         self.settle_group(name, now);
         self.note_queue(now, Kind::Paused, Some(name));
