@@ -726,7 +726,7 @@ impl Action for GroupPause {
     async fn run(&self, at: &At<'_>) -> Result<Done, Fail> {
         let home = GroupHome::of(at, &self.group).await?;
         let mut con = home.server.con.clone();
-        crate::groups::pause(
+        admin::pause_group(
             &mut con,
             &home.queue,
             &self.group.0,
@@ -786,7 +786,7 @@ impl Action for GroupResume {
     async fn run(&self, at: &At<'_>) -> Result<Done, Fail> {
         let home = GroupHome::of(at, &self.group).await?;
         let mut con = home.server.con.clone();
-        let was = crate::groups::resume(&mut con, &home.queue, &self.group.0)
+        let was = admin::resume_group(&mut con, &home.queue, &self.group.0)
             .await
             .map_err(|e| home.failed(e))?;
         let what = if was {

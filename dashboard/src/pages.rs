@@ -2,12 +2,12 @@
 //! maud, and nothing is inserted with `PreEscaped` (the SVG charts of
 //! charts.rs are maud markup too).
 
-use dq_client::{Entry, Message, QueueConfig, Rate, ScheduleInfo, State, Stats};
+use dq_client::{Entry, GroupInfo, Message, QueueConfig, Rate, ScheduleInfo, State, Stats};
 use maud::{html, Markup, DOCTYPE};
 
 use crate::backend::{rates, recent_rate, Point};
 use crate::charts::{chart, spark, Series};
-use crate::groups::{self, Group, GroupConfig, Paused};
+use crate::groups;
 use crate::list::{page_links, Has, ListQuery, Sort, MAX_PER_PAGE, PER_PAGE};
 use crate::newest::Bound;
 use crate::render::{self, count, label, lossy, relative, time, url_part, when, when_at, Payload};
@@ -404,10 +404,8 @@ pub struct QueuePage<'a> {
     pub done: Option<DoneView>,
     pub entries: &'a [Listed],
     pub window: &'a str,
-    /// GROUPLIMIT, GROUPRATE and ORDER (DQ.CONFIG).
-    pub group_config: &'a GroupConfig,
     /// How many groups the queue has (DQ.STATS `groups`); None when the
-    /// server does not say.
+    /// server does not say ([`groups::count`]).
     pub group_count: Option<u64>,
     /// Set on the groups tab (`tab=groups`), which lists groups instead
     /// of messages.
@@ -416,15 +414,9 @@ pub struct QueuePage<'a> {
 
 /// A group and the queue holding it (a shard, for a sharded queue).
 pub struct GroupRow {
-    pub group: Group,
+    pub group: GroupInfo,
     pub server: String,
     pub queue: Vec<u8>,
-}
-
-impl AsRef<Group> for GroupRow {
-    fn as_ref(&self) -> &Group {
-        &self.group
-    }
 }
 
 /// The groups tab: a page of the groups read, sorted by backlog.
@@ -799,28 +791,29 @@ fn settings_card(p: &QueuePage) -> Markup {
                     @if c.events == 0 { "none kept" } @else { "the last " (count(c.events)) }
                     " " a href=(crate::events::events_url(p.server, p.name)) { "feed" }
                 }
-                @let g = p.group_config;
                 dt title="at most this many messages of each group ready or in flight at once (GROUPLIMIT)" { "group limit" }
                 dd id="group-limit" {
-                    @match g.limit {
-                        Some(n) => { (count(n)) " per group" },
-                        None => span.muted { "not reported" },
+                    // 0: a module without groups.
+                    @match c.group_limit {
+                        0 => span.muted { "not reported" },
+                        n => { (count(u64::from(n))) " per group" },
                     }
                 }
                 dt title="each group at most n deliveries in any window of this length (GROUPRATE)" { "group rate" }
                 dd id="group-rate" {
-                    @match &g.rate {
-                        Some(r) => { code { (r) } " " span.muted { (group_rate_words(r)) } },
+                    @match &c.group_rate {
+                        Some(r) => { code { (r) } " " span.muted { (group_rate_words(r, c.group_rate_limit())) } },
                         None => span.muted { "none" },
                     }
                 }
                 dt title="the order POP takes ready messages in (ORDER)" { "order" }
                 dd id="order" {
-                    @match g.order.as_deref() {
-                        Some("fair") => { "fair " span.muted { "(the groups in turn)" } },
-                        Some("priority") => { "priority " span.muted { "(priority, then due, across groups)" } },
-                        Some(o) => (o),
-                        None => span.muted { "not reported" },
+                    @match c.order.as_str() {
+                        "fair" => { "fair " span.muted { "(the groups in turn)" } },
+                        "priority" => { "priority " span.muted { "(priority, then due, across groups)" } },
+                        // Empty: a module without groups.
+                        "" => span.muted { "not reported" },
+                        o => (o),
                     }
                 }
                 @if p.sharding.is_some() {
@@ -925,8 +918,8 @@ pub fn groups_page_url(server: &str, queue: &[u8], filter: &[u8], page: usize) -
 }
 
 /// `at most 10 deliveries per group in any 1s (GROUPRATE)`.
-fn group_rate_words(rate: &str) -> String {
-    match Rate::parse(rate) {
+fn group_rate_words(rate: &str, read: Option<Rate>) -> String {
+    match read {
         Some(Rate { deliveries: n, .. }) => format!(
             "at most {} deliveries per group in any {} (GROUPRATE)",
             count(n),
@@ -936,12 +929,12 @@ fn group_rate_words(rate: &str) -> String {
     }
 }
 
-fn group_paused(paused: Paused, now: u64) -> Markup {
+fn group_paused(g: &GroupInfo, now: u64) -> Markup {
     html! {
-        @match paused {
-            Paused::No => span.muted { "no" },
-            Paused::UntilResumed => { span.badge.st-paused { "paused" } " until resumed" },
-            Paused::Until(t) => { span.badge.st-paused { "paused" } " until " (time(t)) " " span.muted { "(" (relative(t, now)) ")" } },
+        @match (g.paused, g.paused_until) {
+            (false, _) => span.muted { "no" },
+            (true, None) => { span.badge.st-paused { "paused" } " until resumed" },
+            (true, Some(t)) => { span.badge.st-paused { "paused" } " until " (time(t)) " " span.muted { "(" (relative(t, now)) ")" } },
         }
     }
 }
@@ -1016,7 +1009,7 @@ fn groups_view(ctx: &Ctx, p: &QueuePage, g: &GroupsTab) -> Markup {
                                 td.num.waiting { (count(gr.waiting)) }
                                 td.num.ready { (count(gr.ready)) }
                                 td.num.inflight { (count(gr.inflight)) }
-                                td.paused { (group_paused(gr.paused, ctx.now)) }
+                                td.paused { (group_paused(gr, ctx.now)) }
                                 @if g.sharded {
                                     td.shard { a href=(queue_url(&row.server, &row.queue)) { (label(&row.queue, 40)) } }
                                 }
@@ -1031,7 +1024,7 @@ fn groups_view(ctx: &Ctx, p: &QueuePage, g: &GroupsTab) -> Markup {
                                                     placeholder="until resumed" title="empty: until resumed; or 90s, 10m, 1h 30m, 2d, or milliseconds";
                                                 button.btn.danger type="submit" { "Pause" }
                                             }
-                                            @if gr.paused != Paused::No {
+                                            @if gr.paused {
                                                 (action_form(ctx, p.server, p.name, &[("op", b"group-resume"), ("group", &gr.name)], "Resume", false))
                                             }
                                         }
@@ -1569,16 +1562,22 @@ mod tests {
     #[test]
     fn the_groups_tab_escapes_names_and_has_no_forms_when_read_only() {
         let stats = Stats::default();
-        let config = QueueConfig::default();
+        let config = QueueConfig {
+            group_limit: 3,
+            group_rate: Some("10/1s".into()),
+            order: "fair".into(),
+            ..QueueConfig::default()
+        };
         let tab = GroupsTab {
             filter: b"<f>".to_vec(),
             rows: vec![GroupRow {
-                group: Group {
+                group: GroupInfo {
                     name: b"<script>g()</script>".to_vec(),
                     waiting: 2,
                     ready: 1,
                     inflight: 0,
-                    paused: Paused::UntilResumed,
+                    paused: true,
+                    paused_until: None,
                 },
                 server: "h:1".into(),
                 queue: b"q".to_vec(),
@@ -1592,11 +1591,6 @@ mod tests {
             }),
             sharded: false,
             unreadable: Vec::new(),
-        };
-        let gc = GroupConfig {
-            limit: Some(3),
-            rate: Some("10/1s".into()),
-            order: Some("fair".into()),
         };
         let html = |c: &Ctx| {
             let page = QueuePage {
@@ -1614,7 +1608,6 @@ mod tests {
                 done: None,
                 entries: &[],
                 window: "10m",
-                group_config: &gc,
                 group_count: Some(1),
                 groups: Some(&tab),
             };
@@ -1759,7 +1752,6 @@ mod tests {
             done: None,
             entries: &entries,
             window: "10m",
-            group_config: &GroupConfig::default(),
             group_count: None,
             groups: None,
         };
@@ -1870,7 +1862,6 @@ mod tests {
                 done: None,
                 entries: &[],
                 window: "10m",
-                group_config: &GroupConfig::default(),
                 group_count: None,
                 groups: None,
             };
@@ -1965,7 +1956,6 @@ mod tests {
             }),
             entries: &entries,
             window: "10m",
-            group_config: &GroupConfig::default(),
             group_count: None,
             groups: None,
         };

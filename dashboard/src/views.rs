@@ -170,9 +170,8 @@ pub async fn queue_page(
     let on_groups = groups_tab_asked(query)?;
     app.existing_queue(&server, queue).await?;
     let mut con = server.con.clone();
-    // One DQ.STATS: the client's record and the `groups` field it lacks.
-    let (stats, group_count) = groups::stats(&con, queue).await.map_err(redis_fail)?;
-    let (config, group_config) = groups::config(&con, queue).await.map_err(redis_fail)?;
+    let stats = admin::stats(&mut con, queue).await.map_err(redis_fail)?;
+    let config = admin::config(&mut con, queue).await.map_err(redis_fail)?;
     let shards = find_shards(app, &server, queue).await;
     let schedules = schedules_of(&server, queue, &stats, shards.as_ref()).await?;
     let groups_tab = match on_groups {
@@ -256,8 +255,7 @@ pub async fn queue_page(
         done,
         entries: &entries,
         window: &app.window,
-        group_config: &group_config,
-        group_count,
+        group_count: groups::count(&stats, &config),
         groups: groups_tab.as_ref(),
     };
     Ok(html(StatusCode::OK, pages::queue_page(ctx, &page)))
@@ -349,7 +347,7 @@ async fn groups_tab(
             queue: q.clone(),
         }));
     }
-    groups::sort(&mut rows);
+    groups::sort(&mut rows, |r| &r.group);
     let matched = rows.len();
     let pages_n = matched.div_ceil(groups::PER_PAGE).max(1);
     let page = page.min(pages_n);
