@@ -1522,6 +1522,29 @@ mod tests {
         }
     }
 
+    /// Queue `q` on `h:1`, the "all" tab in storage order, with nothing
+    /// listed: each test sets what it looks at.
+    fn queue<'a>(stats: &'a Stats, config: &'a QueueConfig) -> QueuePage<'a> {
+        QueuePage {
+            server: "h:1",
+            name: b"q",
+            stats,
+            schedules: &[],
+            sharding: None,
+            config,
+            history: Vec::new(),
+            state: None,
+            cursor: 0,
+            next_cursor: 0,
+            order: Order::Storage,
+            done: None,
+            entries: &[],
+            window: "10m",
+            group_count: None,
+            groups: None,
+        }
+    }
+
     #[test]
     fn a_script_payload_id_and_error_are_escaped() {
         let m = Message {
@@ -1594,22 +1617,9 @@ mod tests {
         };
         let html = |c: &Ctx| {
             let page = QueuePage {
-                server: "h:1",
-                name: b"q",
-                stats: &stats,
-                schedules: &[],
-                sharding: None,
-                config: &config,
-                history: Vec::new(),
-                state: None,
-                cursor: 0,
-                next_cursor: 0,
-                order: Order::Storage,
-                done: None,
-                entries: &[],
-                window: "10m",
                 group_count: Some(1),
                 groups: Some(&tab),
+                ..queue(&stats, &config)
             };
             queue_page(c, &page).into_string()
         };
@@ -1738,22 +1748,8 @@ mod tests {
             },
         ];
         let mut page = QueuePage {
-            server: "h:1",
-            name: b"q",
-            stats: &stats,
-            schedules: &[],
-            sharding: None,
-            config: &config,
-            history: Vec::new(),
-            state: None,
-            cursor: 0,
-            next_cursor: 0,
-            order: Order::Storage,
-            done: None,
             entries: &entries,
-            window: "10m",
-            group_count: None,
-            groups: None,
+            ..queue(&stats, &config)
         };
         let ctx = Ctx {
             now: 120_000,
@@ -1848,22 +1844,8 @@ mod tests {
         };
         let html = |config: &QueueConfig, sharding: Option<&Sharding>| {
             let page = QueuePage {
-                server: "h:1",
-                name: b"q",
-                stats: &stats,
-                schedules: &[],
                 sharding,
-                config,
-                history: Vec::new(),
-                state: None,
-                cursor: 0,
-                next_cursor: 0,
-                order: Order::Storage,
-                done: None,
-                entries: &[],
-                window: "10m",
-                group_count: None,
-                groups: None,
+                ..queue(&stats, config)
             };
             queue_page(&ctx(), &page).into_string()
         };
@@ -1936,16 +1918,7 @@ mod tests {
             id: id.to_vec(),
         };
         let mut page = QueuePage {
-            server: "h:1",
-            name: b"q",
-            stats: &stats,
-            schedules: &[],
-            sharding: None,
-            config: &config,
-            history: Vec::new(),
             state: Some(State::Done),
-            cursor: 0,
-            next_cursor: 0,
             order: Order::Newest,
             done: Some(DoneView {
                 first: 51,
@@ -1955,9 +1928,7 @@ mod tests {
                 scans: None,
             }),
             entries: &entries,
-            window: "10m",
-            group_count: None,
-            groups: None,
+            ..queue(&stats, &config)
         };
         let ctx = Ctx {
             now: 120_000,
