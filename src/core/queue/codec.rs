@@ -299,12 +299,13 @@ fn put_schedule(out: &mut Vec<u8>, name: &[u8], s: &Schedule) {
     }
 }
 
-/// A message's own options: a presence mask, then each one present.
-fn put_options(out: &mut Vec<u8>, o: &Options) {
+/// A message's own options: a presence mask, then each one present. The
+/// group is passed apart: a record keeps it outside its options.
+fn put_options(out: &mut Vec<u8>, o: &Options, group: Option<&[u8]>) {
     let mask = u8::from(o.max_attempts.is_some())
         | u8::from(o.backoff.is_some()) << 1
         | u8::from(o.expire_at.is_some()) << 2
-        | u8::from(o.group.is_some()) << 3
+        | u8::from(group.is_some()) << 3
         | u8::from(o.retain_ms.is_some()) << 4;
     out.push(mask);
     if let Some(n) = o.max_attempts {
@@ -316,7 +317,7 @@ fn put_options(out: &mut Vec<u8>, o: &Options) {
     if let Some(at) = o.expire_at {
         put_uint(out, at);
     }
-    if let Some(g) = &o.group {
+    if let Some(g) = group {
         put_bytes(out, g);
     }
     if let Some(ms) = o.retain_ms {
@@ -332,12 +333,13 @@ fn put_terms(
     due_at: u64,
     added_at: u64,
     options: &Options,
+    group: Option<&[u8]>,
 ) {
     put_i32(out, priority);
     put_uint(out, seq);
     put_uint(out, due_at);
     put_uint(out, added_at);
-    put_options(out, options);
+    put_options(out, options, group);
 }
 
 const NO_OPTIONS: Options = Options {
@@ -360,7 +362,15 @@ pub fn put_record(out: &mut Vec<u8>, r: &Record) {
     put_bytes(out, r.payload());
     let extra = r.extra();
     let options = extra.map_or(&NO_OPTIONS, |e| &e.options);
-    put_terms(out, r.priority, r.seq, r.due_at, r.added_at, options);
+    put_terms(
+        out,
+        r.priority,
+        r.seq,
+        r.due_at,
+        r.added_at,
+        options,
+        r.group(),
+    );
     let (death, last_error, replacement, progress) = match extra {
         Some(e) => (
             e.death,
@@ -391,7 +401,10 @@ pub fn put_record(out: &mut Vec<u8>, r: &Record) {
     }
     if let Some(v) = replacement {
         let t = &v.terms;
-        put_terms(out, t.priority, t.seq, t.due_at, t.added_at, &t.options);
+        let group = t.options.group.as_deref();
+        put_terms(
+            out, t.priority, t.seq, t.due_at, t.added_at, &t.options, group,
+        );
         put_bytes(out, &v.payload);
     }
     if let Some(p) = progress {

@@ -1375,10 +1375,12 @@ impl Queue {
             .filter_map(|(_, r)| r.extra())
             .map(|e| {
                 alloc_size(size_of::<Extra>())
-                    + e.options.group.as_ref().map_or(0, |g| boxed(g.len()))
                     + e.last_error.as_ref().map_or(0, |t| boxed(t.len()))
                     + e.replacement.as_ref().map_or(0, |v| {
-                        alloc_size(size_of::<Version>()) + boxed(v.payload.len())
+                        let group = v.terms.options.group.as_ref();
+                        alloc_size(size_of::<Version>())
+                            + boxed(v.payload.len())
+                            + group.map_or(0, |g| boxed(g.len()))
                     })
             })
             .sum();

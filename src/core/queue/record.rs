@@ -1,10 +1,13 @@
 //! One message as the queue value holds it.
 //!
 //! The fields every message uses sit inline; the options few messages carry
-//! (their own retry policy, a TTL, a group, a death, a last error, a newer
-//! version waiting for the current delivery to end) sit behind one pointer,
-//! so a plain message costs one 80-byte slot and one allocation holding its
-//! id and payload together.
+//! (their own retry policy, a TTL, a death, a last error, a newer version
+//! waiting for the current delivery to end) sit behind one pointer, so a
+//! plain message costs one 72-byte slot and one allocation holding its id
+//! and payload together. A GROUP name sits in that allocation too, between
+//! the id and the payload: groups are how thousands of tenants share a
+//! queue, and a pointer to rare fields holding only a name would cost more
+//! than the message.
 
 use crate::core::backoff::Backoff;
 
@@ -117,6 +120,8 @@ pub struct Options {
     /// Unix ms by which it must be acknowledged (ADD's TTL), else it dies.
     pub expire_at: Option<u64>,
     /// GROUP given on ADD: at most one message of a group is out at a time.
+    /// A record keeps it in its data (`Record::group`), so in its rare
+    /// fields this is always `None`.
     pub group: Option<Box<[u8]>>,
     /// RETAIN given on ADD: how long it is kept once done (0: not kept);
     /// `None` follows the queue and module.
@@ -165,14 +170,16 @@ impl Extra {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
-    /// The id, then the payload: one allocation. A done message's holds its
+    /// The id, then (with [`GROUPED`] set in `id_len`) the group name after
+    /// its length as 2 bytes (little-endian), then the payload: one
+    /// allocation. A done message's holds its
     /// result after the payload, then a trailer saying its length (see
     /// [`trailer`]), so that keeping a result costs no field in every
     /// record, and a short one a single byte more.
     data: Box<[u8]>,
     /// Ids are at most `args::MAX_ID_LEN` bytes (checked by the parser,
-    /// the codec and the importer), so two bytes hold the
-    /// length, and the record fits 72 bytes instead of 80.
+    /// the codec and the importer), so two bytes hold the length, and the
+    /// record fits 72 bytes instead of 80; the top bit is [`GROUPED`].
     id_len: u16,
     pub state: State,
     /// This message holds its group (see `Queue::take_group`): set while it is
@@ -198,14 +205,19 @@ pub struct Record {
     extra: Option<Box<Extra>>,
 }
 
-const _: () = assert!(crate::core::limits::MAX_ID_LEN <= u16::MAX as usize);
+/// `id_len`'s flag: a group name follows the id.
+const GROUPED: u16 = 0x8000;
 
-fn id_len(id: &[u8]) -> u16 {
+const _: () = assert!(crate::core::limits::MAX_ID_LEN < GROUPED as usize);
+
+/// `id_len` of an id (with or without a group).
+fn id_len(id: &[u8], group: Option<&[u8]>) -> u16 {
     debug_assert!(
-        id.len() <= crate::core::limits::MAX_ID_LEN,
-        "an unchecked id"
+        id.len() <= crate::core::limits::MAX_ID_LEN
+            && group.is_none_or(|g| g.len() <= crate::core::limits::MAX_ID_LEN),
+        "an unchecked id or group"
     );
-    id.len() as u16
+    id.len() as u16 | if group.is_some() { GROUPED } else { 0 }
 }
 
 /// The last byte of a done message's data: the result's length when below
@@ -228,20 +240,27 @@ fn trailer(len: Option<usize>) -> ([u8; 5], usize) {
     }
 }
 
-/// The id and payload as one allocation.
-fn joined(id: &[u8], payload: &[u8]) -> Box<[u8]> {
-    let mut data = Vec::with_capacity(id.len() + payload.len());
+/// The id, group and payload as one allocation.
+fn joined(id: &[u8], group: Option<&[u8]>, payload: &[u8]) -> Box<[u8]> {
+    let group_len = group.map_or(0, |g| 2 + g.len());
+    let mut data = Vec::with_capacity(id.len() + group_len + payload.len());
     data.extend_from_slice(id);
+    if let Some(g) = group {
+        // Group names are at most MAX_ID_LEN bytes: two bytes hold the length.
+        data.extend_from_slice(&(g.len() as u16).to_le_bytes());
+        data.extend_from_slice(g);
+    }
     data.extend_from_slice(payload);
     data.into_boxed_slice()
 }
 
 impl Record {
     /// A fresh, undelivered message, not yet placed.
-    pub fn new(id: &[u8], payload: &[u8], terms: Terms) -> Record {
+    pub fn new(id: &[u8], payload: &[u8], mut terms: Terms) -> Record {
+        let group = terms.options.group.take();
         let mut record = Record {
-            data: joined(id, payload),
-            id_len: id_len(id),
+            data: joined(id, group.as_deref(), payload),
+            id_len: id_len(id, group.as_deref()),
             state: State::Delayed,
             holds_group: false,
             priority: 0,
@@ -260,14 +279,17 @@ impl Record {
     /// This record becomes a newer version of itself: delivery numbering
     /// goes on, the attempt budget starts again, a death, error, result or
     /// progress is forgotten.
-    pub fn install(&mut self, payload: &[u8], terms: Terms) {
-        self.data = joined(self.id(), payload);
+    pub fn install(&mut self, payload: &[u8], mut terms: Terms) {
+        let group = terms.options.group.take();
+        self.data = joined(self.id(), group.as_deref(), payload);
+        self.id_len = id_len(self.id(), group.as_deref());
         self.state = State::Delayed;
         self.lease_deadline = 0;
         self.attempt_base = self.attempt;
         self.set_terms(terms);
     }
 
+    /// Sets the terms but the group, which the caller put in `data`.
     fn set_terms(&mut self, terms: Terms) {
         let Terms {
             priority,
@@ -287,16 +309,31 @@ impl Record {
         self.extra = (!extra.is_empty()).then(|| Box::new(extra));
     }
 
+    fn id_end(&self) -> usize {
+        usize::from(self.id_len & !GROUPED)
+    }
+
+    /// Where the group name is in `data`, if the message has one.
+    fn group_at(&self) -> Option<(usize, usize)> {
+        if self.id_len & GROUPED == 0 {
+            return None;
+        }
+        let at = self.id_end();
+        let len = u16::from_le_bytes([self.data[at], self.data[at + 1]]);
+        Some((at + 2, usize::from(len)))
+    }
+
     pub fn id(&self) -> &[u8] {
-        &self.data[..self.id_len as usize]
+        &self.data[..self.id_end()]
     }
 
     pub fn payload(&self) -> &[u8] {
+        let start = self.group_at().map_or(self.id_end(), |(at, len)| at + len);
         let end = match self.state {
             State::Done => self.result_at().0,
             _ => self.data.len(),
         };
-        &self.data[self.id_len as usize..end]
+        &self.data[start..end]
     }
 
     /// A done message's data: where its result starts and its length
@@ -375,8 +412,9 @@ impl Record {
     pub fn expire_at(&self) -> Option<u64> {
         self.options().and_then(|o| o.expire_at)
     }
+    /// GROUP given on ADD (kept in `data`, not in the rare fields).
     pub fn group(&self) -> Option<&[u8]> {
-        self.options().and_then(|o| o.group.as_deref())
+        self.group_at().map(|(at, len)| &self.data[at..at + len])
     }
     pub fn death(&self) -> Option<Death> {
         self.extra().and_then(|e| e.death)
@@ -475,6 +513,19 @@ mod tests {
         assert_eq!((r.id(), r.payload()), (&b"a"[..], &b"two"[..]));
         assert_eq!(r.last_error(), None);
         assert_eq!(r.group(), Some(&b"g"[..]));
+        // The group sits in the data allocation, not in the rare fields.
+        assert!(r.extra().is_none());
+        assert_eq!(r.data_len(), 1 + 2 + 1 + 3);
+        r.finish(1, 2, Some(b"ok"));
+        assert_eq!((r.payload(), r.result()), (&b"two"[..], Some(&b"ok"[..])));
+        assert_eq!(r.group(), Some(&b"g"[..]));
+        let mut plain = terms();
+        plain.options.group = None;
+        r.install(b"three", plain);
+        assert_eq!(
+            (r.id(), r.payload(), r.group()),
+            (&b"a"[..], &b"three"[..], None)
+        );
     }
 
     #[test]
