@@ -26,7 +26,7 @@
 //! finds nothing drops groups from the ring and a replica has no such
 //! turn to replay.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use std::cmp::Reverse;
 
@@ -97,7 +97,10 @@ pub struct GroupInfo<'a> {
 /// ORDER FAIR's turn (see the module's doc).
 #[derive(Debug, Default, Clone)]
 pub(super) struct Fair {
-    lines: BTreeMap<Box<[u8]>, FairLine>,
+    /// Hashed, not ordered: the ring keeps the order, and POP looks a line
+    /// up a few times per message (std's hasher, since clients choose the
+    /// names).
+    lines: HashMap<Box<[u8]>, FairLine>,
     /// The messages without a group: one more line.
     ungrouped: FairLine,
     /// Groups in turn; `None` stands for the messages without a group.
@@ -183,13 +186,24 @@ impl Fair {
         }
     }
 
-    /// The next message in turn; its group goes to the back.
+    /// The next message in turn; its group goes to the back. (What
+    /// `drop_spent` does, with one look at each line.)
     fn next(&mut self) -> Option<Slot> {
-        self.drop_spent();
-        let name = self.ring.pop_front()?;
-        let slot = self.line(name.as_deref())?.ready.first()?.3;
-        self.ring.push_back(name);
-        Some(slot)
+        loop {
+            let first = self.line(self.ring.front()?.as_deref());
+            let first = first.and_then(|l| l.ready.first()).map(|k| k.3);
+            let name = self.ring.pop_front()?;
+            if let Some(slot) = first {
+                self.ring.push_back(name);
+                return Some(slot);
+            }
+            match name {
+                Some(name) => {
+                    self.lines.remove(&name);
+                }
+                None => self.ungrouped.in_ring = false,
+            }
+        }
     }
 
     /// A replayed POP took a message of `group`: the turn moves on as the
@@ -224,11 +238,9 @@ impl Queue {
         );
         let holds = record.holds_group;
         let rare = Rare::make(&mut self.rare);
-        if !rare.groups.contains_key(name) {
-            rare.groups.insert(name.into(), Group::default());
-        }
-        let Some(group) = rare.groups.get_mut(name) else {
-            unreachable!("inserted above");
+        let group = match rare.groups.get_mut(name) {
+            Some(group) => group,
+            None => rare.groups.entry(name.into()).or_default(),
         };
         let open = gate_open(group, now, group_rate);
         if holds {
@@ -260,10 +272,36 @@ impl Queue {
     }
 
     /// The message leaves its group: its place goes to whoever waits.
+    /// (`free_group` then `hand_on`, looking the group up once when
+    /// nobody waits, as in most groups most of the time.)
     pub(super) fn release_group(&mut self, slot: Slot, now: u64) {
-        if let Some(group) = self.free_group(slot) {
-            self.hand_on(&group, now);
+        let group_rate = self.config().group_rate;
+        let record = self.messages.at_mut(slot);
+        if !record.holds_group {
+            return;
         }
+        record.holds_group = false;
+        let Some(name) = self.messages.at(slot).group() else {
+            return;
+        };
+        let Some(rare) = self.rare.as_deref_mut() else {
+            return;
+        };
+        let Some(group) = rare.groups.get_mut(name) else {
+            return;
+        };
+        if let Some(at) = group.holders.iter().position(|&s| s == slot) {
+            group.holders.remove(at);
+        }
+        if group.waiting.is_empty() {
+            if settle(group, &mut rare.wakes, name, now, group_rate) {
+                rare.groups.remove(name);
+                Rare::tidy(&mut self.rare);
+            }
+            return;
+        }
+        let name: Box<[u8]> = name.into();
+        self.hand_on(&name, now);
     }
 
     /// Lets the group's waiting messages out, first in line first, while
@@ -273,21 +311,28 @@ impl Queue {
         let limit = self.config().group_limit() as usize;
         let group_rate = self.config().group_rate;
         loop {
-            let Some(group) = Rare::of(&self.rare).groups.get(name) else {
+            let Some(rare) = self.rare.as_deref_mut() else {
                 return;
             };
-            let Some(&(_, _, next)) = group.waiting.first() else {
-                break;
+            let Some(group) = rare.groups.get_mut(name) else {
+                return;
             };
-            let holds = self.messages.at(next).holds_group;
-            if !gate_open(group, now, group_rate) || (!holds && group.holders.len() >= limit) {
-                break;
+            let next = group.waiting.first().map(|&(_, _, next)| next);
+            let next = next.map(|next| (next, self.messages.at(next).holds_group));
+            let Some((next, holds)) = next.filter(|&(_, holds)| {
+                gate_open(group, now, group_rate) && (holds || group.holders.len() < limit)
+            }) else {
+                if settle(group, &mut rare.wakes, name, now, group_rate) {
+                    rare.groups.remove(name);
+                    Rare::tidy(&mut self.rare);
+                }
+                return;
+            };
+            if !holds {
+                group.holders.push(next);
             }
             self.unindex(next);
             if !holds {
-                if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(name) {
-                    group.holders.push(next);
-                }
                 self.messages.at_mut(next).holds_group = true;
             }
             // It was due when it began to wait, whatever the clock says now
@@ -297,12 +342,9 @@ impl Queue {
                 self.note(now, Kind::Ready, next, None);
             }
         }
-        self.settle_group(name, now);
     }
 
-    /// Forgets a group nothing keeps, or moves its wake-up to when its gate
-    /// next opens by itself (a pause's end, the rate's window moving on)
-    /// or, with nothing else left, when its rate log runs out.
+    /// Forgets a group nothing keeps, or moves its wake-up (see `settle`).
     fn settle_group(&mut self, name: &[u8], now: u64) {
         let group_rate = self.config().group_rate;
         let Some(rare) = self.rare.as_deref_mut() else {
@@ -311,41 +353,7 @@ impl Queue {
         let Some(group) = rare.groups.get_mut(name) else {
             return;
         };
-        if let (Some(flow), Some(rate)) = (group.flow.as_deref_mut(), group_rate) {
-            flow.log.prune(now, &rate);
-        }
-        let wake = match group.flow.as_deref() {
-            None => None,
-            Some(flow) => match flow.paused_until {
-                Some(until) if until > now => (until != FOREVER).then_some(until),
-                _ => match group_rate {
-                    // Held back by the rate: look again when the oldest
-                    // delivery in the window leaves it.
-                    Some(rate)
-                        if !group.waiting.is_empty()
-                            && u64::from(group.ready) >= flow.log.allowance(now, &rate) =>
-                    {
-                        flow.log.next_leaves(now, &rate)
-                    }
-                    // Nothing left but the log: forget it when it runs out.
-                    Some(rate) if group.waiting.is_empty() && group.holders.is_empty() => {
-                        flow.log.entries().last().map(|(at, _)| at + rate.window_ms)
-                    }
-                    _ => None,
-                },
-            },
-        }
-        .map(|at| at.max(now + 1).min(crate::core::limits::MAX_TIME_MS));
-        set_wake(&mut rare.wakes, name, group, wake);
-        if let Some(flow) = group.flow.as_deref_mut() {
-            if flow.paused_until.is_some_and(|until| until <= now) {
-                flow.paused_until = None;
-            }
-            if flow.is_empty() && wake.is_none() {
-                group.flow = None;
-            }
-        }
-        if group.is_unused() {
+        if settle(group, &mut rare.wakes, name, now, group_rate) {
             rare.groups.remove(name);
             Rare::tidy(&mut self.rare);
         }
@@ -672,11 +680,13 @@ impl Queue {
             .map(|(_, name)| size_of::<(u64, Box<[u8]>)>() * 3 / 2 + alloc_size(name.len()))
             .sum();
         let fair = rare.fair.as_deref().map_or(0, |f| {
-            let line = (size_of::<Box<[u8]>>() + size_of::<FairLine>()) * 3 / 2;
+            // A hash table: a control byte beside each bucket.
+            let bucket = size_of::<(Box<[u8]>, FairLine)>() + 1;
             alloc_size(size_of::<Fair>())
+                + alloc_size(f.lines.capacity() * bucket)
                 + f.lines
                     .keys()
-                    .map(|name| line + alloc_size(name.len()))
+                    .map(|name| alloc_size(name.len()))
                     .sum::<usize>()
                 + f.lines
                     .values()
@@ -785,6 +795,54 @@ impl Queue {
         }
         Ok(())
     }
+}
+
+/// Moves a group's wake-up to when its gate next opens by itself (a
+/// pause's end, the rate's window moving on) or, with nothing else left,
+/// when its rate log runs out; forgets a pause that has ended. True when
+/// nothing keeps the group any more: the caller forgets it.
+fn settle(
+    group: &mut Group,
+    wakes: &mut BTreeSet<(u64, Box<[u8]>)>,
+    name: &[u8],
+    now: u64,
+    group_rate: Option<crate::core::flow::Rate>,
+) -> bool {
+    if let (Some(flow), Some(rate)) = (group.flow.as_deref_mut(), group_rate) {
+        flow.log.prune(now, &rate);
+    }
+    let wake = match group.flow.as_deref() {
+        None => None,
+        Some(flow) => match flow.paused_until {
+            Some(until) if until > now => (until != FOREVER).then_some(until),
+            _ => match group_rate {
+                // Held back by the rate: look again when the oldest
+                // delivery in the window leaves it.
+                Some(rate)
+                    if !group.waiting.is_empty()
+                        && u64::from(group.ready) >= flow.log.allowance(now, &rate) =>
+                {
+                    flow.log.next_leaves(now, &rate)
+                }
+                // Nothing left but the log: forget it when it runs out.
+                Some(rate) if group.waiting.is_empty() && group.holders.is_empty() => {
+                    flow.log.entries().last().map(|(at, _)| at + rate.window_ms)
+                }
+                _ => None,
+            },
+        },
+    }
+    .map(|at| at.max(now + 1).min(crate::core::limits::MAX_TIME_MS));
+    set_wake(wakes, name, group, wake);
+    if let Some(flow) = group.flow.as_deref_mut() {
+        if flow.paused_until.is_some_and(|until| until <= now) {
+            flow.paused_until = None;
+        }
+        if flow.is_empty() && wake.is_none() {
+            group.flow = None;
+        }
+    }
+    group.is_unused()
 }
 
 /// Moves a group's entry in the timer's wake-ups to `wake`.
