@@ -35,18 +35,142 @@ use super::journal::Kind;
 use super::{Event, Queue, Rare, ReadyKey, Slot, State, TimeKey, FOREVER};
 use crate::core::flow::DeliveryLog;
 
+/// A group's entry is kept small, since a queue may hold one per tenant:
+/// 40 bytes, with a place holder and an empty line inline.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct Group {
     /// The messages holding one of the group's places, in the order they
     /// took them.
-    pub holders: Vec<Slot>,
+    pub holders: Holders,
     /// Of those, how many are ready (GROUPRATE's gate counts them).
     pub ready: u32,
     /// Due messages the gate holds back (see the module's doc for the
     /// order).
-    pub waiting: BTreeSet<TimeKey>,
+    pub waiting: Line,
     /// A pause and GROUPRATE's recent deliveries: most groups have none.
     pub flow: Option<Box<GroupFlow>>,
+}
+
+/// The messages holding a group's places: under the default GROUPLIMIT 1,
+/// one, kept inline.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) enum Holders {
+    #[default]
+    None,
+    One(Slot),
+    // Boxed: a pointer keeps the entry at 40 bytes; a Vec would be 24.
+    #[allow(clippy::box_collection)]
+    Many(Box<Vec<Slot>>),
+}
+
+impl Holders {
+    pub fn as_slice(&self) -> &[Slot] {
+        match self {
+            Holders::None => &[],
+            Holders::One(slot) => std::slice::from_ref(slot),
+            Holders::Many(slots) => slots,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Holders::None)
+    }
+
+    pub fn first(&self) -> Option<Slot> {
+        self.as_slice().first().copied()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.as_slice().iter().copied()
+    }
+
+    pub fn push(&mut self, slot: Slot) {
+        *self = match std::mem::take(self) {
+            Holders::None => Holders::One(slot),
+            Holders::One(first) => Holders::Many(Box::new(vec![first, slot])),
+            Holders::Many(mut slots) => {
+                slots.push(slot);
+                Holders::Many(slots)
+            }
+        };
+    }
+
+    /// Takes `slot` out, keeping the others' order.
+    pub fn remove(&mut self, slot: Slot) {
+        match self {
+            Holders::One(first) if *first == slot => *self = Holders::None,
+            Holders::Many(slots) => {
+                if let Some(at) = slots.iter().position(|&s| s == slot) {
+                    slots.remove(at);
+                }
+                match slots.len() {
+                    0 => *self = Holders::None,
+                    1 => *self = Holders::One(slots[0]),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Heap bytes (MEMORY USAGE).
+    fn heap_bytes(&self) -> usize {
+        use crate::core::heap::alloc_size;
+        match self {
+            Holders::Many(slots) => {
+                alloc_size(std::mem::size_of::<Vec<Slot>>())
+                    + alloc_size(slots.capacity() * std::mem::size_of::<Slot>())
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// A group's waiting line: most groups have none, so an empty one costs a
+/// pointer.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[allow(clippy::box_collection)] // 8 bytes in the entry, not 24
+pub(super) struct Line(Option<Box<BTreeSet<TimeKey>>>);
+
+impl Line {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.as_deref().map_or(0, BTreeSet::len)
+    }
+
+    pub fn first(&self) -> Option<&TimeKey> {
+        self.0.as_deref().and_then(BTreeSet::first)
+    }
+
+    pub fn contains(&self, key: &TimeKey) -> bool {
+        self.0.as_deref().is_some_and(|line| line.contains(key))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &TimeKey> + '_ {
+        self.0.as_deref().into_iter().flatten()
+    }
+
+    pub fn insert(&mut self, key: TimeKey) -> bool {
+        self.0.get_or_insert_with(Box::default).insert(key)
+    }
+
+    pub fn remove(&mut self, key: &TimeKey) -> bool {
+        let Some(line) = self.0.as_deref_mut() else {
+            return false;
+        };
+        let removed = line.remove(key);
+        if line.is_empty() {
+            self.0 = None;
+        }
+        removed
+    }
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -264,9 +388,7 @@ impl Queue {
         record.holds_group = false;
         let name: Box<[u8]> = record.group()?.into();
         if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(&name) {
-            if let Some(at) = group.holders.iter().position(|&s| s == slot) {
-                group.holders.remove(at);
-            }
+            group.holders.remove(slot);
         }
         Some(name)
     }
@@ -290,9 +412,7 @@ impl Queue {
         let Some(group) = rare.groups.get_mut(name) else {
             return;
         };
-        if let Some(at) = group.holders.iter().position(|&s| s == slot) {
-            group.holders.remove(at);
-        }
+        group.holders.remove(slot);
         if group.waiting.is_empty() {
             if settle(group, &mut rare.wakes, name, now, group_rate) {
                 rare.groups.remove(name);
@@ -521,7 +641,6 @@ impl Queue {
             let last = group
                 .holders
                 .iter()
-                .copied()
                 .filter(|&s| self.messages.at(s).state == State::Ready)
                 .max_by_key(|&s| {
                     let r = self.messages.at(s);
@@ -555,7 +674,6 @@ impl Queue {
         let ready: Vec<Slot> = group
             .holders
             .iter()
-            .copied()
             .filter(|&slot| self.messages.at(slot).state == State::Ready)
             .collect();
         for slot in ready {
@@ -665,9 +783,13 @@ impl Queue {
             .map(|(name, g)| {
                 entry
                     + alloc_size(name.len())
-                    + match g.holders.capacity() {
-                        0 => 0,
-                        n => alloc_size(n * size_of::<Slot>()),
+                    + g.holders.heap_bytes()
+                    + if g.waiting.is_empty() {
+                        0
+                    } else {
+                        // The line's own box; its keys are counted with
+                        // the other indexes.
+                        alloc_size(size_of::<BTreeSet<TimeKey>>())
                     }
                     + g.flow.as_deref().map_or(0, |f| {
                         alloc_size(size_of::<GroupFlow>()) + f.log.heap_bytes()
@@ -722,7 +844,7 @@ impl Queue {
             let inflight = group
                 .holders
                 .iter()
-                .filter(|&&s| self.messages.at(s).state == State::Inflight)
+                .filter(|&s| self.messages.at(s).state == State::Inflight)
                 .count();
             let paused = group.flow().paused_until;
             found.push(GroupInfo {
@@ -739,7 +861,7 @@ impl Queue {
     /// The earliest message holding `group`'s first place, if any (DQ.GET's
     /// `waiting-for`).
     pub fn group_holder(&self, group: &[u8]) -> Option<&super::Record> {
-        let slot = *Rare::of(&self.rare).groups.get(group)?.holders.first()?;
+        let slot = Rare::of(&self.rare).groups.get(group)?.holders.first()?;
         Some(self.messages.at(slot))
     }
 
@@ -754,7 +876,7 @@ impl Queue {
                 return fail("is kept with nothing in it");
             }
             let mut ready = 0;
-            for &slot in &group.holders {
+            for slot in group.holders.iter() {
                 let record = self.messages.at(slot);
                 if !record.holds_group || record.group() != Some(&name[..]) {
                     return fail("names a stray holder");
@@ -876,5 +998,42 @@ fn gate_open(group: &Group, now: u64, rate: Option<crate::core::flow::Rate>) -> 
     match rate {
         Some(rate) => u64::from(group.ready) < flow.log.allowance(now, &rate),
         None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_entry_stays_small() {
+        assert_eq!(std::mem::size_of::<Group>(), 40);
+    }
+
+    #[test]
+    fn holders_keep_their_order_and_go_back_inline() {
+        let mut h = Holders::default();
+        assert!(h.is_empty());
+        h.push(7);
+        assert_eq!((h.first(), h.len(), h.heap_bytes()), (Some(7), 1, 0));
+        h.push(3);
+        h.push(9);
+        assert_eq!(h.as_slice(), &[7, 3, 9]);
+        h.remove(3);
+        h.remove(4);
+        assert_eq!(h.as_slice(), &[7, 9]);
+        h.remove(7);
+        assert_eq!((h.clone(), h.heap_bytes()), (Holders::One(9), 0));
+        h.remove(9);
+        assert!(h.is_empty());
+    }
+
+    #[test]
+    fn an_emptied_line_frees_its_box() {
+        let mut line = Line::default();
+        assert!(line.insert((5, 1, 2)) && !line.insert((5, 1, 2)));
+        assert!(line.contains(&(5, 1, 2)) && line.len() == 1);
+        assert!(line.remove(&(5, 1, 2)) && !line.remove(&(5, 1, 2)));
+        assert!(line.is_empty() && line.0.is_none());
     }
 }
