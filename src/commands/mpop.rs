@@ -13,12 +13,13 @@
 use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
-use crate::commands::pop::{entries, parse_options, try_pop, Attempt, PopOptions};
+use crate::commands::pop::{parse_options, reply_entries, try_pop, Attempt, PopOptions};
 use crate::core::error::{DqError, Result};
 use crate::grammar::args::parse_in_range;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
 use crate::server::blocking::{block_on_keys, may_block, Waiter};
 use crate::server::command::Command;
+use crate::server::reply::{put_array, put_bulk};
 
 pub const COMMAND: Command = Command {
     doc: CommandDoc {
@@ -96,10 +97,9 @@ fn first_delivering(
         // A queue that cannot deliver is passed over, not counted as a POP
         // its limits held back.
         if let Some(taken) = try_pop(ctx, name, count, lease_ms, Attempt::Wake)? {
-            return Ok(Some(RedisValue::Array(vec![
-                RedisValue::StringBuffer(name.as_slice().to_vec()),
-                entries(taken),
-            ])));
+            put_array(ctx, 2);
+            put_bulk(ctx, name.as_slice());
+            return Ok(Some(reply_entries(ctx, &taken)));
         }
     }
     Ok(None)

@@ -22,7 +22,7 @@ use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
 use crate::server::key::QueueKey;
 use crate::server::replication::Apply;
-use crate::server::reply::int;
+use crate::server::reply::{put_array, put_bulk, put_integer};
 use crate::server::settings;
 use crate::server::settings::lease_for;
 
@@ -107,7 +107,7 @@ fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
         options.lease_ms,
         Attempt::Command,
     )? {
-        return Ok(entries(taken));
+        return Ok(reply_entries(ctx, &taken));
     }
     match options.block {
         Some(timeout) if may_block(ctx) => {
@@ -172,20 +172,19 @@ pub fn try_pop(
     Ok((!popped.is_empty()).then_some(popped))
 }
 
-/// POP's reply: an array of `[id, payload, attempt]` entries.
-pub fn entries(popped: Vec<Delivery>) -> RedisValue {
-    RedisValue::Array(
-        popped
-            .into_iter()
-            .map(|d| {
-                RedisValue::Array(vec![
-                    RedisValue::StringBuffer(d.id),
-                    RedisValue::StringBuffer(d.payload),
-                    int(d.attempt.into()),
-                ])
-            })
-            .collect(),
-    )
+/// POP's reply, an array of `[id, payload, attempt]` entries, written to
+/// the client at once (the handler then returns the `NoReply` this
+/// returns): a reply of COUNT 100 built as a tree of values first cost a
+/// vector per entry and a walk over the tree.
+pub fn reply_entries(ctx: &Context, popped: &[Delivery]) -> RedisValue {
+    put_array(ctx, popped.len());
+    for d in popped {
+        put_array(ctx, 3);
+        put_bulk(ctx, &d.id);
+        put_bulk(ctx, &d.payload);
+        put_integer(ctx, d.attempt.into());
+    }
+    RedisValue::NoReply
 }
 
 /// Replays `CLAIM [THROTTLED] lease-deadline id...`: leases exactly those
@@ -220,7 +219,8 @@ impl Waiter for Waiting {
 
     fn try_now(&self, ctx: &Context) -> Result<Option<RedisValue>> {
         let name = RedisString::create_from_slice(ctx.ctx, &self.queue);
-        Ok(try_pop(ctx, &name, self.count, self.lease_ms, Attempt::Wake)?.map(entries))
+        let taken = try_pop(ctx, &name, self.count, self.lease_ms, Attempt::Wake)?;
+        Ok(taken.map(|taken| reply_entries(ctx, &taken)))
     }
 }
 

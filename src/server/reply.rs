@@ -39,6 +39,23 @@ pub fn reply_record(ctx: &Context, fields: Fields) -> RedisValue {
     RedisValue::NoReply
 }
 
+/// The head of an array of `len` elements, written to the client at once:
+/// a hot reply (POP's entries) streams its elements after it, with
+/// [`put_bulk`] and [`put_integer`], instead of building a tree of values.
+pub fn put_array(ctx: &Context, len: usize) {
+    raw::reply_with_array(ctx.ctx, len as c_long);
+}
+
+/// A bulk string, written to the client at once (see [`put_array`]).
+pub fn put_bulk(ctx: &Context, bytes: &[u8]) {
+    raw::reply_with_string_buffer(ctx.ctx, bytes.as_ptr().cast(), bytes.len());
+}
+
+/// An integer, written to the client at once (see [`put_array`]).
+pub fn put_integer(ctx: &Context, n: i64) {
+    raw::reply_with_long_long(ctx.ctx, n);
+}
+
 /// A word inside a record (a state, a reason, where a setting comes
 /// from): a bulk string, as the record's field names.
 pub fn word(text: &'static str) -> RedisValue {
