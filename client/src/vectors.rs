@@ -12,7 +12,7 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use serde_json::{json, Map, Value as Json};
 
-use crate::admin::{self, Entry, Message, QueueConfig, State, Stats};
+use crate::admin::{self, Entry, GroupInfo, Message, QueueConfig, State, Stats};
 use crate::error::Error;
 use crate::outcome::{NackState, Outcome};
 use crate::queue::{self, AddOptions, NackOptions};
@@ -62,7 +62,7 @@ impl ConnectionLike for Fake {
                 b"DQ.NACK" => Value::SimpleString("ready".into()),
                 b"DQ.GET" | b"DQ.POP" | b"DQ.MPOP" | b"DQ.SCHEDULE" | b"DQ.WAIT" => Value::Nil,
                 b"DQ.PEEK" | b"DQ.STATS" | b"DQ.SCHEDULES" | b"DQ.QUEUES" => Value::Array(vec![]),
-                b"DQ.SCAN" => {
+                b"DQ.SCAN" | b"DQ.GROUPS" => {
                     Value::Array(vec![Value::BulkString(b"0".to_vec()), Value::Array(vec![])])
                 }
                 // A log that reaches past any AFTER asked: no restart.
@@ -373,6 +373,13 @@ async fn call(con: &mut Fake, case: &Json) -> Result<Json, Error> {
             Some(g) => admin::resume_group(con, qb, &g).await?,
             None => admin::resume(con, qb).await?,
         }),
+        "groups" => {
+            let cursor = a.text("cursor").unwrap();
+            let pattern = a.bytes("match");
+            let (next, got) =
+                admin::groups_page(con, qb, &cursor, pattern.as_deref(), a.count()).await?;
+            json!({"cursor": next, "groups": got.iter().map(group).collect::<Vec<_>>()})
+        }
         "queues" => {
             let pattern = a.bytes("match");
             if a.flag("with_stats") {
@@ -494,6 +501,13 @@ fn config(c: &QueueConfig) -> Json {
         "paused-until": c.paused_until, "throttled": c.throttled, "retain-ms": c.retain_ms,
         "retain-ms-from": c.retain_ms_from, "retain-max": c.retain_max, "events": c.events,
         "group-limit": c.group_limit, "group-rate": c.group_rate, "order": c.order,
+    })
+}
+
+fn group(g: &GroupInfo) -> Json {
+    json!({
+        "name": g.name_lossy(), "waiting": g.waiting, "ready": g.ready, "inflight": g.inflight,
+        "paused": g.paused, "paused-until": g.paused_until,
     })
 }
 
@@ -677,6 +691,7 @@ fn the_vectors_cover_every_operation_and_form() {
         "done",
         "wait",
         "events",
+        "groups",
     ] {
         assert!(ops.contains(op), "{op}");
     }

@@ -28,6 +28,7 @@ const CANNED = {
   'DQ.ADD': Buffer.from('id'), 'DQ.NACK': Buffer.from('ready'), 'DQ.TOUCH': 1, 'DQ.GET': null, 'DQ.PEEK': [],
   'DQ.SCAN': [Buffer.from('0'), []], 'DQ.STATS': [], 'DQ.CONFIG': Buffer.from('OK'), 'DQ.SCHEDULES': [],
   'DQ.PAUSE': Buffer.from('OK'), 'DQ.QUEUES': [], 'DQ.POP': null, 'DQ.MPOP': null, 'DQ.WAIT': null,
+  'DQ.GROUPS': [Buffer.from('0'), []],
 };
 
 /** A command's argv as it goes on the wire: the RESP array toWritable() writes, read back. */
@@ -102,7 +103,8 @@ async function call(client, v) {
     case 'get': return q.get(id);
     case 'pop': return q.pop({ count, ...rest });
     case 'peek': return count === undefined ? q.peek(state) : q.peek(state, count);
-    case 'scan': return scanPage(client, q, cursor, { state, count });
+    case 'scan': return onePage(client, cursor, c.scanPage, () => q.scan({ state, count }));
+    case 'groups': return onePage(client, cursor, c.groupsPage, () => q.groups({ ...rest, count }));
     case 'redrive': return q.redrive({ count, ids });
     case 'purge': return q.purge(state);
     case 'config_set': return q.configSet(rest);
@@ -114,17 +116,19 @@ async function call(client, v) {
 }
 
 /**
- * One DQ.SCAN page: Queue.scan's request at `cursor` (an earlier page,
- * answered here, names it), its reply read by the page parser Queue.scan
- * uses; any later request is answered as the end.
+ * One page of a cursor's iteration (DQ.SCAN: Queue.scan; DQ.GROUPS:
+ * Queue.groups), as `open()` starts it: its request at `cursor` (an
+ * earlier page, answered here with nothing, names it), its reply read by
+ * `parse`, the page parser the iterator uses; any later request is
+ * answered as the end.
  */
-async function scanPage(client, q, cursor, options) {
+async function onePage(client, cursor, parse, open) {
   const sendCommand = client.sendCommand;
   let page = null;
   client.sendCommand = (cmd) => {
     if (page === null && argv(cmd)[2].toString() === cursor) {
       sendCommand(cmd);
-      page = cmd.promise.then(c.scanPage);
+      page = cmd.promise.then(parse);
       page.catch(() => {});
     } else {
       cmd.resolve([Buffer.from(page === null ? cursor : '0'), []]);
@@ -132,7 +136,7 @@ async function scanPage(client, q, cursor, options) {
     return cmd.promise;
   };
   try {
-    const pages = q.scan(options);
+    const pages = open();
     await pages.next();
     await pages.return();
   } finally {
@@ -214,7 +218,7 @@ for (const { lib, modes } of CLIENTS) {
 test('the vectors cover every operation, and every record in its four forms', () => {
   const ops = new Set(COMMANDS.map((v) => v.op));
   for (const op of ['add', 'pop', 'mpop', 'ack', 'done', 'wait', 'nack', 'touch', 'cancel', 'get', 'peek', 'scan', 'redrive', 'purge',
-    'stats', 'config', 'config_set', 'schedule', 'unschedule', 'schedules', 'pause', 'resume', 'queues']) {
+    'stats', 'config', 'config_set', 'schedule', 'unschedule', 'schedules', 'pause', 'resume', 'queues', 'groups']) {
     assert.ok(ops.has(op), op);
   }
   const forms = new Set(REPLIES.filter((v) => v.op === 'get' && v.words).map((v) => `${v.protocol}/${v.words}`));

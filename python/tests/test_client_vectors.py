@@ -58,7 +58,7 @@ def decode(resp: bytes, protocol: int, decode_responses: bool, never_decode: boo
 CANNED: Dict[bytes, Any] = {
     b"DQ.ADD": b"id", b"DQ.NACK": b"ready", b"DQ.TOUCH": 1, b"DQ.GET": None, b"DQ.PEEK": [],
     b"DQ.SCAN": [b"0", []], b"DQ.STATS": [], b"DQ.CONFIG": b"OK", b"DQ.SCHEDULES": [], b"DQ.PAUSE": b"OK",
-    b"DQ.QUEUES": [], b"DQ.POP": None, b"DQ.MPOP": None, b"DQ.WAIT": None,
+    b"DQ.QUEUES": [], b"DQ.POP": None, b"DQ.MPOP": None, b"DQ.WAIT": None, b"DQ.GROUPS": [b"0", []],
 }
 
 
@@ -105,6 +105,8 @@ def call(client: Fake, case: Dict[str, Any]) -> Any:
         return getattr(q, op)(a.pop("id"), **a)
     if op == "scan":
         return scan_page(client, q, a.pop("cursor"), a)
+    if op == "groups":
+        return groups_page(client, q, a.pop("cursor"), a)
     if op == "schedule":
         if "every_ms" in a:
             a["every"] = a.pop("every_ms")
@@ -127,6 +129,18 @@ def scan_page(client: Fake, q: dq.Queue, cursor: str, options: Dict[str, Any]) -
     return {"cursor": got, "entries": entries}
 
 
+def groups_page(client: Fake, q: dq.Queue, cursor: str, options: Dict[str, Any]) -> Dict[str, Any]:
+    """One DQ.GROUPS page of Queue.groups' stream: the one at `cursor` (an
+    earlier page, answered by hand with no groups, names it)."""
+    stream = dq.Queue.groups.stream(q, **options)  # type: ignore[attr-defined]
+    step = advance(stream)
+    if cursor != "0":
+        step = advance(stream, [(cursor, [])])  # a page of no groups yields nothing: the next step is the page
+    (page,) = step
+    got, groups = execute(client, page)
+    return {"cursor": got, "groups": groups}
+
+
 def normal(v: Any) -> Any:
     """A result in the vectors' form: server field names, text and bytes as str."""
     if isinstance(v, bytes):
@@ -138,6 +152,8 @@ def normal(v: Any) -> Any:
         return {"id": v.id, "payload": v.payload.decode(), "attempt": v.attempt}
     if isinstance(v, dq.JobOutcome):
         return {"state": v.state, "value": normal(v.result if v.state == "done" else v.error)}
+    if isinstance(v, dq.Group):  # a NamedTuple: before tuples
+        return {k.replace("_", "-"): normal(x) for k, x in v._asdict().items()}
     if isinstance(v, dq.Schedule):
         return {k.replace("_", "-"): normal(x) for k, x in vars(v).items()}
     if isinstance(v, dict):
@@ -210,7 +226,7 @@ def test_every_operation_and_form_is_covered() -> None:
     ops = {c["op"] for c in COMMANDS}
     assert ops >= {"add", "pop", "mpop", "ack", "done", "nack", "touch", "wait", "cancel", "get", "peek", "scan",
                    "redrive", "purge", "stats", "config", "config_set", "schedule", "unschedule", "schedules",
-                   "pause", "resume", "queues"}
+                   "pause", "resume", "queues", "groups"}
     forms = {(c["protocol"], c["words"]) for c in REPLIES if c["op"] == "get" and "words" in c}
     assert forms == {(2, "simple"), (2, "bulk"), (3, "simple"), (3, "bulk")}
 
