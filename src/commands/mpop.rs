@@ -13,7 +13,7 @@
 use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
-use crate::commands::pop::{parse_options, reply_entries, try_pop, Attempt, PopOptions};
+use crate::commands::pop::{parse_options, try_pop, Attempt, PopOptions};
 use crate::core::error::{DqError, Result};
 use crate::grammar::args::parse_in_range;
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
@@ -96,10 +96,12 @@ fn first_delivering(
     for name in names {
         // A queue that cannot deliver is passed over, not counted as a POP
         // its limits held back.
-        if let Some(taken) = try_pop(ctx, name, count, lease_ms, Attempt::Wake)? {
+        let head = || {
             put_array(ctx, 2);
             put_bulk(ctx, name.as_slice());
-            return Ok(Some(reply_entries(ctx, &taken)));
+        };
+        if try_pop(ctx, name, count, lease_ms, Attempt::Wake, head)? {
+            return Ok(Some(RedisValue::NoReply));
         }
     }
     Ok(None)

@@ -11,7 +11,7 @@ use redis_module::{Context, RedisString, RedisValue};
 
 use crate::commands::bytes;
 use crate::core::error::{DqError, Result};
-use crate::core::queue::{Counter, Delivery, Queue};
+use crate::core::queue::{Counter, Queue, Slot};
 use crate::grammar::args::{
     is_keyword, lease_deadline, parse_count, parse_deadline, parse_duration_arg, parse_lease,
     Options,
@@ -100,14 +100,9 @@ pub fn parse_options(options: &[&[u8]]) -> Result<PopOptions> {
 fn pop_or_block(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
     let PopArgs { queue, options } = parse(&argv[1..])?;
-    if let Some(taken) = try_pop(
-        ctx,
-        &args[1],
-        options.count,
-        options.lease_ms,
-        Attempt::Command,
-    )? {
-        return Ok(reply_entries(ctx, &taken));
+    let (count, lease_ms) = (options.count, options.lease_ms);
+    if try_pop(ctx, &args[1], count, lease_ms, Attempt::Command, || {})? {
+        return Ok(RedisValue::NoReply);
     }
     match options.block {
         Some(timeout) if may_block(ctx) => {
@@ -132,30 +127,32 @@ pub enum Attempt {
     Wake,
 }
 
-/// Pops from one queue now, as DQ.POP and DQ.MPOP do; `None` when it
-/// delivered nothing.
+/// Pops from one queue now, as DQ.POP and DQ.MPOP do, and replies with
+/// the entries taken, after what `head` writes (DQ.MPOP's queue name);
+/// false when it delivered nothing, and then it replied nothing.
 pub fn try_pop(
     ctx: &Context,
     name: &RedisString,
     count: usize,
     lease_ms: Option<u64>,
     attempt: Attempt,
-) -> Result<Option<Vec<Delivery>>> {
+    head: impl FnOnce(),
+) -> Result<bool> {
     let mut key = QueueKey::open(ctx, name)?;
     let Some(queue) = key.queue() else {
-        return Ok(None);
+        return Ok(false);
     };
     let now = now_ms();
     if attempt == Attempt::Wake && !queue.deliverable(now) {
-        return Ok(None);
+        return Ok(false);
     }
     let deadline = lease_deadline(now, lease_for(queue, lease_ms));
     let due_before = queue.next_due();
     let throttles = queue.counters().get(Counter::Throttled);
-    let popped = queue.pop(now, count, deadline);
+    let popped = queue.pop_slots(now, count, deadline);
     let throttled = queue.counters().get(Counter::Throttled) > throttles;
     if popped.is_empty() && !throttled {
-        return Ok(None);
+        return Ok(false);
     }
     // As XREADGROUP propagates XCLAIM: which ids, leased until when; and
     // whether the limits held this POP back (a counter).
@@ -164,27 +161,31 @@ pub fn try_pop(
         apply.bytes(b"THROTTLED");
     }
     apply.number(deadline);
-    for delivery in &popped {
-        apply.bytes(&delivery.id);
+    for &slot in &popped {
+        apply.bytes(queue.leased(slot).0);
     }
     apply.send();
+    if !popped.is_empty() {
+        head();
+        reply_entries(ctx, queue, &popped);
+    }
     key.announce(due_before);
-    Ok((!popped.is_empty()).then_some(popped))
+    Ok(!popped.is_empty())
 }
 
 /// POP's reply, an array of `[id, payload, attempt]` entries, written to
-/// the client at once (the handler then returns the `NoReply` this
-/// returns): a reply of COUNT 100 built as a tree of values first cost a
-/// vector per entry and a walk over the tree.
-pub fn reply_entries(ctx: &Context, popped: &[Delivery]) -> RedisValue {
+/// the client straight from the records: a reply of COUNT 100 built as a
+/// tree of values first cost two copies and a vector per entry, and a
+/// walk over the tree.
+fn reply_entries(ctx: &Context, queue: &Queue, popped: &[Slot]) {
     put_array(ctx, popped.len());
-    for d in popped {
+    for &slot in popped {
+        let (id, payload, attempt) = queue.leased(slot);
         put_array(ctx, 3);
-        put_bulk(ctx, &d.id);
-        put_bulk(ctx, &d.payload);
-        put_integer(ctx, d.attempt.into());
+        put_bulk(ctx, id);
+        put_bulk(ctx, payload);
+        put_integer(ctx, attempt.into());
     }
-    RedisValue::NoReply
 }
 
 /// Replays `CLAIM [THROTTLED] lease-deadline id...`: leases exactly those
@@ -219,8 +220,8 @@ impl Waiter for Waiting {
 
     fn try_now(&self, ctx: &Context) -> Result<Option<RedisValue>> {
         let name = RedisString::create_from_slice(ctx.ctx, &self.queue);
-        let taken = try_pop(ctx, &name, self.count, self.lease_ms, Attempt::Wake)?;
-        Ok(taken.map(|taken| reply_entries(ctx, &taken)))
+        let taken = try_pop(ctx, &name, self.count, self.lease_ms, Attempt::Wake, || {})?;
+        Ok(taken.then_some(RedisValue::NoReply))
     }
 }
 

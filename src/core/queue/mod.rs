@@ -515,6 +515,14 @@ impl Queue {
     /// `flow.rs`); a POP that got fewer than it asked because of them is
     /// counted as throttled.
     pub fn pop(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Delivery> {
+        let taken = self.pop_slots(now, count, lease_deadline);
+        taken.into_iter().map(|slot| self.delivered(slot)).collect()
+    }
+
+    /// [`Queue::pop`] without copying the messages out: the slots leased,
+    /// in order, to read with [`Queue::leased`] (what DQ.POP replies and
+    /// propagates straight from the records).
+    pub fn pop_slots(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Slot> {
         let ready = self.ready.len();
         // Never more turns than there are ready messages: under ORDER FAIR
         // a turn that finds nothing drops groups from the ring, which a
@@ -525,7 +533,8 @@ impl Queue {
             let Some(slot) = self.next_ready() else {
                 break;
             };
-            taken.push(self.lease(now, slot, lease_deadline));
+            self.lease(now, slot, lease_deadline);
+            taken.push(slot);
             fault::point("pop:batch");
         }
         self.note_throttle(count, taken.len(), ready);
@@ -547,7 +556,8 @@ impl Queue {
             if let Some(slot) = self.messages.find(id) {
                 if self.messages.at(slot).state == State::Ready {
                     self.turn_fair(slot);
-                    taken.push(self.lease(now, slot, lease_deadline));
+                    self.lease(now, slot, lease_deadline);
+                    taken.push(self.delivered(slot));
                 }
             }
         }
@@ -558,7 +568,23 @@ impl Queue {
         taken
     }
 
-    fn lease(&mut self, now: u64, slot: Slot, lease_deadline: u64) -> Delivery {
+    /// A leased message's id, payload and attempt.
+    pub fn leased(&self, slot: Slot) -> (&[u8], &[u8], u32) {
+        let record = self.messages.at(slot);
+        (record.id(), record.payload(), record.attempt)
+    }
+
+    /// A copy of a leased message (the API tests and the model use).
+    fn delivered(&self, slot: Slot) -> Delivery {
+        let (id, payload, attempt) = self.leased(slot);
+        Delivery {
+            id: id.to_vec(),
+            payload: payload.to_vec(),
+            attempt,
+        }
+    }
+
+    fn lease(&mut self, now: u64, slot: Slot, lease_deadline: u64) {
         self.unindex(slot);
         let record = self.messages.at_mut(slot);
         // A new delivery starts: the last one's PROGRESS no longer says
@@ -569,15 +595,9 @@ impl Queue {
         record.state = State::Inflight;
         record.attempt = record.attempt.saturating_add(1);
         record.lease_deadline = lease_deadline;
-        let delivery = Delivery {
-            id: record.id().to_vec(),
-            payload: record.payload().to_vec(),
-            attempt: record.attempt,
-        };
         self.index(slot);
         self.log_group_delivery(slot, now);
         self.note(now, Kind::Delivered, slot, None);
-        delivery
     }
 
     fn count_deliveries(&mut self, n: usize) {
