@@ -163,3 +163,56 @@ fn rdb_save_then_restart_keeps_queues_served() {
         ]
     );
 }
+
+/// An AOF an earlier release wrote, with POP's ids one argument each
+/// (`CLAIM deadline id...`; POP now writes `CLAIM PACKED deadline ids`),
+/// still replays: the messages it leased are in flight after a restart.
+#[test]
+fn an_aof_with_pop_ids_one_per_argument_still_replays() {
+    let mut server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut c = server.conn();
+    for id in ["m1", "m2", "m3"] {
+        cmd(&mut c, &format!("DQ.ADD q p ID {id}"));
+    }
+    server.crash();
+    let dir = server.dir.join("appendonlydir");
+    let incr = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .max()
+        .expect("an incremental AOF");
+    let now = now_ms().to_string();
+    let deadline = (now_ms() + 3_600_000).to_string();
+    let old = ["DQ.APPLY", "q", &now, "16", "CLAIM", &deadline, "m1", "m3"];
+    let mut resp = format!("*{}\r\n", old.len());
+    for arg in old {
+        resp.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&incr)
+        .unwrap();
+    std::io::Write::write_all(&mut file, resp.as_bytes()).unwrap();
+    drop(file);
+    server.start_again();
+    let mut c = server.conn();
+    let state = |c: &mut redis::Connection, id: &str| {
+        text(&field(&cmd(c, &format!("DQ.GET q {id}")), "state"))
+    };
+    assert_eq!(state(&mut c, "m1"), "inflight");
+    assert_eq!(state(&mut c, "m2"), "ready");
+    assert_eq!(state(&mut c, "m3"), "inflight");
+    let m1 = cmd(&mut c, "DQ.GET q m1");
+    assert_eq!(field(&m1, "attempt"), Value::Int(1));
+    // And what POP writes now: its ids packed in one argument.
+    assert_eq!(entries(&cmd(&mut c, "DQ.POP q")).len(), 1);
+    let written: Vec<u8> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .flat_map(|p| std::fs::read(p).unwrap())
+        .collect();
+    let packed = b"$5\r\nCLAIM\r\n$6\r\nPACKED\r\n";
+    assert!(written.windows(packed.len()).any(|w| w == packed));
+}

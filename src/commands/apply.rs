@@ -9,7 +9,7 @@
 //! | verb | from | arguments |
 //! |---|---|---|
 //! | `ADD` | DQ.ADD | DQ.ADD's, after the queue, with a generated id as `ID` |
-//! | `CLAIM` | DQ.POP, DQ.MPOP | `THROTTLED` when its limits held it back, the lease deadline, then the ids leased |
+//! | `CLAIM` | DQ.POP, DQ.MPOP | `THROTTLED` when its limits held it back, `PACKED`, the lease deadline, then the ids leased packed in one argument (`grammar::packed`; earlier releases wrote them one per argument, without `PACKED`) |
 //! | `ACK`, `CANCEL` | DQ.ACK, DQ.CANCEL | the ids |
 //! | `NACK` | DQ.NACK | id, `DELAY ms` or `DEAD`, optional `ERROR text` |
 //! | `TOUCH` | DQ.TOUCH | id, lease deadline |

@@ -17,6 +17,7 @@ use crate::grammar::args::{
     Options,
 };
 use crate::grammar::docs::{Arg, CommandDoc, KeyUse};
+use crate::grammar::packed::{pack_ids, unpack_ids};
 use crate::server::blocking::{block_on_keys, may_block, Waiter};
 use crate::server::clock::now_ms;
 use crate::server::command::{Command, Replayed};
@@ -155,16 +156,19 @@ pub fn try_pop(
         return Ok(false);
     }
     // As XREADGROUP propagates XCLAIM: which ids, leased until when; and
-    // whether the limits held this POP back (a counter).
+    // whether the limits held this POP back (a counter). The ids go
+    // packed in one argument (see `grammar::packed`).
     let mut apply = Apply::new(ctx, name, now, settings::max_attempts(), "CLAIM");
     if throttled {
         apply.bytes(b"THROTTLED");
     }
-    apply.number(deadline);
-    for &slot in &popped {
-        apply.bytes(queue.leased(slot).0);
-    }
-    apply.send();
+    let mut packed = Vec::new();
+    pack_ids(popped.iter().map(|&slot| queue.leased(slot).0), &mut packed);
+    apply
+        .bytes(b"PACKED")
+        .number(deadline)
+        .bytes(&packed)
+        .send();
     if !popped.is_empty() {
         head();
         reply_entries(ctx, queue, &popped);
@@ -199,11 +203,21 @@ pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
         }
         _ => args,
     };
+    // `PACKED deadline ids`, or (what earlier releases wrote, still in
+    // AOFs) `deadline id...`.
+    let (packed, args) = match args {
+        [flag, rest @ ..] if is_keyword(flag, "PACKED") => (true, rest),
+        _ => (false, args),
+    };
     let [deadline, ids @ ..] = args else {
         return Err(DqError::BadApply("CLAIM needs a deadline".into()));
     };
     let deadline = parse_deadline(deadline)?;
-    queue.claim(now, ids, deadline);
+    match (packed, ids) {
+        (false, ids) => queue.claim(now, ids, deadline),
+        (true, [ids]) => queue.claim(now, &unpack_ids(ids)?, deadline),
+        (true, _) => return Err(DqError::BadApply("CLAIM PACKED takes one argument".into())),
+    };
     Ok(())
 }
 
