@@ -88,7 +88,7 @@ def read_events(key: bytes, queue: str, after: After, count: int, block: Optiona
         if block is not None:
             args += [b"BLOCK", block]
         try:
-            reply = yield from one(Call(tuple(args), parse))
+            reply = yield from one(Call(tuple(args), parse, blocking=block is not None))
         except EventGap as gap:
             gap.queue = queue
             raise

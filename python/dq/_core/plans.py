@@ -58,12 +58,15 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
-    """One command: its arguments, how to read its reply and, rarely, the
-    cluster node to send it to (else redis-py routes it by its key)."""
+    """One command: its arguments, how to read its reply, rarely the
+    cluster node to send it to (else redis-py routes it by its key), and
+    whether it may wait on the server (a BLOCK): dq.asyncio ends such a
+    call on the server when its task is cancelled."""
 
     args: Tuple[Any, ...]
     parse: Callable[[Any], T]
     node: Any = None
+    blocking: bool = False
 
 
 @dataclass(frozen=True)

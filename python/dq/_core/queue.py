@@ -702,7 +702,7 @@ def _wait_blocking(key: bytes, id: bytes, ms: int, longest: Optional[int]) -> Pl
     left = ms
     while True:
         block = left if longest is None else min(left, longest)
-        outcome = yield from one(Call(("DQ.WAIT", key, id, b"BLOCK", block), parse_wait))
+        outcome = yield from one(Call(("DQ.WAIT", key, id, b"BLOCK", block), parse_wait, blocking=True))
         # The last part's nil is the answer: the time ran out (or CLIENT UNBLOCK ended the wait).
         if outcome is not None or block == left:
             return outcome
@@ -716,7 +716,7 @@ def pop_call(
 ) -> Call[List[Delivery]]:
     args: List[Any] = ["DQ.POP", queue._key, *_pop_options(count, block_ms, lease_ms)]
     name = queue.name
-    return Call(tuple(args), lambda reply: _deliveries(reply, name))
+    return Call(tuple(args), lambda reply: _deliveries(reply, name), blocking=block_ms is not None)
 
 
 def mpop_call(
@@ -733,7 +733,7 @@ def mpop_call(
         name = as_text(reply[0]) or ""
         return by_name.get(name), _deliveries(reply[1], name)
 
-    return Call(args, parse)
+    return Call(args, parse, blocking=block_ms is not None)
 
 
 def _pop_options(count: int, block_ms: Optional[int], lease_ms: Optional[int]) -> List[Any]:

@@ -1,18 +1,22 @@
 """How dq.asyncio runs the plans of dq/_core on a redis.asyncio client
 (Redis or RedisCluster): the calls of one step at once, a pause by
-asyncio.sleep, the streams of a Merge on a task each; and the base class that makes each command of dq/_core a
-coroutine function that does so."""
+asyncio.sleep, the streams of a Merge on a task each, a call that blocks
+on the server on a connection of its own that a cancellation unblocks;
+and the base class that makes each command of dq/_core a coroutine
+function that does so."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, AsyncGenerator, AsyncIterator, Callable, List
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Tuple
 
 import redis.exceptions
 
+from .._core.clients import single_connection
 from .._core.errors import DqError, translate
 from .._core.plans import Async, Call, Done, Items, Merge, Plan, Stream, T, advance
+from .._core.queue import is_cluster
 
 Client = Any  # redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster
 
@@ -30,13 +34,128 @@ async def execute(client: Client, call: Call[T]) -> T:
     """Runs one command; payloads come back as bytes whatever decode_responses says."""
     await ready(client)
     try:
-        if call.node is None:
+        if call.blocking and _own_connections(client):
+            reply = await _blocking(client, call.args)
+        elif call.node is None:
             reply = await client.execute_command(*call.args, NEVER_DECODE=True)
         else:
             reply = await client.execute_command(*call.args, target_nodes=call.node, NEVER_DECODE=True)
     except redis.exceptions.ResponseError as e:
         raise translate(e) from e
     return call.parse(reply)
+
+
+def _own_connections(client: Client) -> bool:
+    """Whether a blocking call can go on a connection dq takes itself: from
+    a standalone client's pool (not a single_connection_client's), or from
+    the pool of the cluster node that holds the queue."""
+    if is_cluster(client):
+        return hasattr(client, "get_node_from_key")
+    return not single_connection(client) and hasattr(getattr(client, "connection_pool", None), "get_connection")
+
+
+_NAMED_GET: Dict[type, bool] = {}  # a pool class -> whether its get_connection wants a command name
+
+
+async def _get_connection(pool: Any) -> Any:
+    # redis-py before 5.3 wants a command name, which 5.3 and later deprecate.
+    named = _NAMED_GET.get(type(pool))
+    if named is None:
+        param = inspect.signature(pool.get_connection).parameters.get("command_name")
+        named = _NAMED_GET[type(pool)] = param is not None and param.default is inspect.Parameter.empty
+    return await (pool.get_connection("DQ") if named else pool.get_connection())
+
+
+# What sends a cluster call that failed on the node's connection to
+# redis-py's routing, which follows redirects and refreshes its view of the
+# cluster (the slot moved, the node is down).
+_REROUTE = (redis.exceptions.AskError, redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError,
+            redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+async def _blocking(client: Client, args: Tuple[Any, ...]) -> Any:
+    """Runs a command that may wait on the server (BLOCK) on a connection
+    dq takes from the pool itself, sent after CLIENT ID in one write: the
+    id of the connection the server holds it on. Cancelled, it is over on
+    the server before the cancellation goes on to the caller: the
+    connection is closed (its reply, if one comes, is never read: it goes
+    back to the pool clean) and CLIENT UNBLOCK ends the call on the server
+    at once, rather than when the server sees the connection close, which
+    may come after the caller's next command: a DQ.POP nobody waits for
+    would lease a message added meanwhile."""
+    node = None
+    if is_cluster(client):
+        try:
+            node = client.get_node_from_key(args[2] if args[0] == "DQ.MPOP" else args[1])
+        except redis.exceptions.RedisClusterException:
+            pass  # a slot no node holds in the client's view: redis-py's routing finds out
+        if node is None:
+            return await client.execute_command(*args, NEVER_DECODE=True)
+        conn = node.acquire_connection()
+        if hasattr(node, "disconnect_if_needed"):  # redis-py 7 and later
+            await node.disconnect_if_needed(conn)
+    else:
+        pool = client.connection_pool
+        conn = await _get_connection(pool)
+
+    async def release() -> None:
+        if node is None:
+            await pool.release(conn)
+        elif hasattr(node, "release"):
+            node.release(conn)
+        else:  # redis-py before 7
+            node._free.append(conn)
+
+    ids: List[Optional[int]] = [None]
+
+    async def attempt() -> Any:
+        ids[0] = None
+        await conn.send_packed_command(conn.pack_commands([("CLIENT", "ID"), args]))
+        try:
+            ids[0] = int(await conn.read_response())
+        except redis.exceptions.ResponseError:
+            pass  # CLIENT ID is not allowed (ACL): the call goes on without
+        return await conn.read_response(disable_decoding=True)
+
+    async def failed(error: Exception) -> None:
+        await conn.disconnect()
+
+    released = False
+    try:
+        return await conn.retry.call_with_retry(attempt, failed)
+    except _REROUTE:
+        if node is None:
+            raise
+        await conn.disconnect()
+        released = True
+        await release()
+        return await client.execute_command(*args, NEVER_DECODE=True)
+    except asyncio.CancelledError:
+        released = True
+        # Shielded: a second cancellation does not leave the connection out of the pool.
+        await asyncio.shield(_abandon(client, node, conn, release, ids[0]))
+        raise
+    finally:
+        if not released:
+            await release()
+
+
+async def _abandon(client: Client, node: Any, conn: Any, release: Callable[[], Awaitable[None]],
+                   id: Optional[int]) -> None:
+    """Ends a cancelled blocking call: closes its connection, returns it to
+    the pool, and unblocks it on the server (from another connection)."""
+    try:
+        await conn.disconnect(nowait=True)
+    finally:
+        await release()
+    if id is not None:
+        try:
+            if node is None:
+                await client.execute_command("CLIENT", "UNBLOCK", id)
+            else:
+                await client.execute_command("CLIENT", "UNBLOCK", id, target_nodes=node)
+        except redis.exceptions.RedisError:
+            pass  # not allowed (ACL), or the server is gone: the closed connection ends the call
 
 
 async def _result(client: Client, call: Call[Any]) -> Any:
@@ -107,8 +226,8 @@ async def _merge(client: Client, streams: List[Stream[T]]) -> AsyncGenerator[Lis
     """Runs streams side by side, each on a task of its own, their pages
     handed over as they come through a queue of at most one page per
     stream: a task waits while its consumer is behind. Closing the consumer
-    (or an error of one stream, raised here) cancels them, which closes the
-    connection of a blocking call in progress and so ends it on the server."""
+    (or an error of one stream, raised here) cancels them, which ends a
+    blocking call in progress on the server (_blocking)."""
     pages: asyncio.Queue[Any] = asyncio.Queue(maxsize=len(streams))
 
     async def run(stream: Stream[T]) -> None:
