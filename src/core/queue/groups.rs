@@ -19,14 +19,16 @@
 //! ORDER FAIR keeps, beside the ready index, each group's ready messages
 //! (messages without a group form one more group) and a ring of the groups
 //! that have some: POP serves the group at the front and puts it at the
-//! back. The ring is not saved: a reload starts the turn from the groups'
+//! back. A group keeps its line's index, so POP and ACK find the line
+//! without looking a name up; a group forgotten while the ring holds its
+//! (empty) line and coming back before its turn takes that place again. The ring is not saved: a reload starts the turn from the groups'
 //! first ready messages, in ready order. A replica replaying POP's claims
 //! turns its ring the same way, so it stays in step with its master: POP
 //! takes no more turns than there are ready messages, since a turn that
 //! finds nothing drops groups from the ring and a replica has no such
 //! turn to replay.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use std::cmp::Reverse;
 
@@ -44,6 +46,8 @@ pub(super) struct Group {
     pub holders: Holders,
     /// Of those, how many are ready (GROUPRATE's gate counts them).
     pub ready: u32,
+    /// Its ORDER FAIR line (in the room `ready` leaves).
+    pub line: LineRef,
     /// Due messages the gate holds back (see the module's doc for the
     /// order).
     pub waiting: Line,
@@ -221,14 +225,38 @@ pub struct GroupInfo<'a> {
 /// ORDER FAIR's turn (see the module's doc).
 #[derive(Debug, Default, Clone)]
 pub(super) struct Fair {
-    /// Hashed, not ordered: the ring keeps the order, and POP looks a line
-    /// up a few times per message (std's hasher, since clients choose the
-    /// names).
-    lines: HashMap<Box<[u8]>, FairLine>,
+    /// The groups' lines, each named by its index ([`Line`]), which its
+    /// group keeps (`Group::line`): POP finds a line without looking its
+    /// group up by name.
+    lines: Vec<FairLine>,
+    /// Indexes of `lines` free for reuse.
+    free: Vec<u32>,
     /// The messages without a group: one more line.
     ungrouped: FairLine,
-    /// Groups in turn; `None` stands for the messages without a group.
-    ring: VecDeque<Option<Box<[u8]>>>,
+    /// Lines in turn.
+    ring: VecDeque<LineRef>,
+    /// Lines the ring holds whose groups were forgotten, by name: a group
+    /// of that name coming back takes its line's place in the turn again,
+    /// as if it had never left.
+    orphans: BTreeMap<Box<[u8]>, LineRef>,
+}
+
+/// A line of ORDER FAIR: an index into `Fair::lines`, or one of the two
+/// values below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct LineRef(u32);
+
+impl LineRef {
+    /// A group with no line (ORDER PRIORITY, or nothing ready yet).
+    pub const NONE: LineRef = LineRef(u32::MAX);
+    /// The messages without a group.
+    const UNGROUPED: LineRef = LineRef(u32::MAX - 1);
+}
+
+impl Default for LineRef {
+    fn default() -> LineRef {
+        LineRef::NONE
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -239,6 +267,9 @@ struct FairLine {
     /// In the ring (maybe with no ready message left: the ring drops it
     /// when it comes round).
     in_ring: bool,
+    /// Its group's name, when the group was forgotten while the ring held
+    /// the line: the ring frees it when it drops it (see `orphans`).
+    orphan: Option<Box<[u8]>>,
 }
 
 /// The key of a waiting message in its group's line: those holding a
@@ -248,102 +279,157 @@ pub(super) fn line_key(holds_group: bool, due_at: u64, seq: u64, slot: Slot) -> 
 }
 
 impl Fair {
-    fn line(&self, group: Option<&[u8]>) -> Option<&FairLine> {
-        match group {
-            Some(name) => self.lines.get(name),
-            None => Some(&self.ungrouped),
+    fn line(&self, line: LineRef) -> &FairLine {
+        match line {
+            LineRef::UNGROUPED => &self.ungrouped,
+            LineRef(at) => &self.lines[at as usize],
         }
     }
 
-    fn add(&mut self, group: Option<&[u8]>, key: ReadyKey) {
-        let line = match group {
-            Some(name) => {
-                if !self.lines.contains_key(name) {
-                    self.lines.insert(name.into(), FairLine::default());
-                }
-                match self.lines.get_mut(name) {
-                    Some(line) => line,
-                    None => unreachable!("inserted above"),
-                }
-            }
-            None => &mut self.ungrouped,
-        };
-        line.ready.insert(key);
-        if !line.in_ring {
-            line.in_ring = true;
-            self.ring.push_back(group.map(Into::into));
+    fn line_mut(&mut self, line: LineRef) -> &mut FairLine {
+        match line {
+            LineRef::UNGROUPED => &mut self.ungrouped,
+            LineRef(at) => &mut self.lines[at as usize],
         }
     }
 
-    fn remove(&mut self, group: Option<&[u8]>, key: &ReadyKey) {
-        match group {
-            Some(name) => {
-                if let Some(line) = self.lines.get_mut(name) {
-                    line.ready.remove(key);
-                    if (line.ready.len() == 0) && !line.in_ring {
-                        self.lines.remove(name);
-                    }
-                }
+    /// The line of a group that has none: the one it left in the ring, if
+    /// it was forgotten since, or a new, empty one.
+    fn line_for(&mut self, name: &[u8]) -> LineRef {
+        if !self.orphans.is_empty() {
+            if let Some(line) = self.orphans.remove(name) {
+                self.line_mut(line).orphan = None;
+                return line;
             }
+        }
+        self.new_line()
+    }
+
+    fn new_line(&mut self) -> LineRef {
+        match self.free.pop() {
+            Some(at) => LineRef(at),
             None => {
-                self.ungrouped.ready.remove(key);
+                self.lines.push(FairLine::default());
+                LineRef(self.lines.len() as u32 - 1)
             }
         }
     }
 
-    /// Drops the groups at the front that have nothing ready any more.
+    fn free_line(&mut self, line: LineRef) {
+        if line != LineRef::UNGROUPED && line != LineRef::NONE {
+            self.lines[line.0 as usize] = FairLine::default();
+            self.free.push(line.0);
+        }
+    }
+
+    /// The group `name` of this line is forgotten (it has nothing ready):
+    /// the line goes now, or when the ring drops it.
+    fn release(&mut self, line: LineRef, name: &[u8]) {
+        if line == LineRef::NONE {
+            return;
+        }
+        if self.line(line).in_ring {
+            self.line_mut(line).orphan = Some(name.into());
+            self.orphans.insert(name.into(), line);
+        } else {
+            self.free_line(line);
+        }
+    }
+
+    fn add(&mut self, line: LineRef, key: ReadyKey) {
+        let l = self.line_mut(line);
+        l.ready.insert(key);
+        if !l.in_ring {
+            l.in_ring = true;
+            self.ring.push_back(line);
+        }
+    }
+
+    /// Takes a key out of a line; true when the line is left empty and out
+    /// of the ring (its group may let it go).
+    fn remove(&mut self, line: LineRef, key: &ReadyKey) -> bool {
+        let l = self.line_mut(line);
+        l.ready.remove(key);
+        l.ready.len() == 0 && !l.in_ring
+    }
+
+    /// Takes the line at the front out of the ring: it has nothing ready.
+    fn drop_front(&mut self) {
+        if let Some(line) = self.ring.pop_front() {
+            let l = self.line_mut(line);
+            l.in_ring = false;
+            if let Some(name) = l.orphan.take() {
+                self.orphans.remove(&name);
+                self.free_line(line);
+            }
+        }
+    }
+
+    /// Drops the lines at the front that have nothing ready any more.
     fn drop_spent(&mut self) {
-        while let Some(front) = self.ring.front() {
-            if self
-                .line(front.as_deref())
-                .is_some_and(|l| l.ready.len() > 0)
-            {
+        while let Some(&front) = self.ring.front() {
+            if self.line(front).ready.len() > 0 {
                 return;
             }
-            match self.ring.pop_front() {
-                Some(Some(name)) => {
-                    self.lines.remove(&name);
-                }
-                Some(None) => self.ungrouped.in_ring = false,
-                None => {}
-            }
+            self.drop_front();
         }
     }
 
-    /// The next message in turn; its group goes to the back. (What
-    /// `drop_spent` does, with one look at each line.)
+    /// The next message in turn; its line goes to the back.
     fn next(&mut self) -> Option<Slot> {
         loop {
-            let first = self.line(self.ring.front()?.as_deref());
-            let first = first.and_then(|l| l.ready.first()).map(|k| k.3);
-            let name = self.ring.pop_front()?;
-            if let Some(slot) = first {
-                self.ring.push_back(name);
+            let front = *self.ring.front()?;
+            if let Some(key) = self.line(front).ready.first() {
+                let slot = key.3;
+                self.ring.rotate_left(1);
                 return Some(slot);
             }
-            match name {
-                Some(name) => {
-                    self.lines.remove(&name);
-                }
-                None => self.ungrouped.in_ring = false,
-            }
+            self.drop_front();
         }
     }
 
-    /// A replayed POP took a message of `group`: the turn moves on as the
+    /// A replayed POP took a message of `line`: the turn moves on as the
     /// master's did.
-    fn turn(&mut self, group: Option<&[u8]>) {
+    fn turn(&mut self, line: LineRef) {
         self.drop_spent();
-        if self.ring.front().map(Option::as_deref) == Some(group) {
-            if let Some(name) = self.ring.pop_front() {
-                self.ring.push_back(name);
-            }
+        if self.ring.front() == Some(&line) {
+            self.ring.rotate_left(1);
         }
     }
 
     /// Ready messages it holds (`check`).
     fn len(&self) -> usize {
-        self.lines.values().map(|l| l.ready.len()).sum::<usize>() + self.ungrouped.ready.len()
+        self.lines.iter().map(|l| l.ready.len()).sum::<usize>() + self.ungrouped.ready.len()
+    }
+
+    /// Heap bytes (MEMORY USAGE).
+    fn heap_bytes(&self) -> usize {
+        use crate::core::heap::alloc_size;
+        use std::mem::size_of;
+        alloc_size(size_of::<Fair>())
+            + alloc_size(self.lines.capacity() * size_of::<FairLine>())
+            + self
+                .lines
+                .iter()
+                .map(|l| l.ready.heap_bytes())
+                .sum::<usize>()
+            + self.ungrouped.ready.heap_bytes()
+            + alloc_size(self.free.capacity() * size_of::<u32>())
+            + alloc_size(self.ring.capacity() * size_of::<LineRef>())
+            + self
+                .orphans
+                .keys()
+                .map(|name| 2 * alloc_size(name.len()) + size_of::<(Box<[u8]>, LineRef)>() * 3 / 2)
+                .sum::<usize>()
+    }
+}
+
+/// Forgets a group nothing keeps, with its ORDER FAIR line.
+fn forget_group(rare: &mut Rare, name: &[u8]) {
+    if let Some(group) = rare.groups.remove(name) {
+        if let Some(fair) = rare.fair.as_deref_mut() {
+            fair.release(group.line, name);
+        }
     }
 }
 
@@ -415,7 +501,7 @@ impl Queue {
         group.holders.remove(slot);
         if group.waiting.is_empty() {
             if settle(group, &mut rare.wakes, name, now, group_rate) {
-                rare.groups.remove(name);
+                forget_group(rare, name);
                 Rare::tidy(&mut self.rare);
             }
             return;
@@ -443,7 +529,7 @@ impl Queue {
                 gate_open(group, now, group_rate) && (holds || group.holders.len() < limit)
             }) else {
                 if settle(group, &mut rare.wakes, name, now, group_rate) {
-                    rare.groups.remove(name);
+                    forget_group(rare, name);
                     Rare::tidy(&mut self.rare);
                 }
                 return;
@@ -474,7 +560,7 @@ impl Queue {
             return;
         };
         if settle(group, &mut rare.wakes, name, now, group_rate) {
-            rare.groups.remove(name);
+            forget_group(rare, name);
             Rare::tidy(&mut self.rare);
         }
     }
@@ -542,24 +628,43 @@ impl Queue {
     /// Keeps a group's count of ready messages and ORDER FAIR's lines as a
     /// message enters (`+1`) or leaves (`-1`) the ready index.
     pub(super) fn count_ready(&mut self, slot: Slot, key: &ReadyKey, entering: bool) {
-        let record = self.messages.at(slot);
-        let name = record.group();
+        let name = self.messages.at(slot).group();
         let Some(rare) = self.rare.as_deref_mut() else {
             return;
         };
-        if let Some(fair) = rare.fair.as_deref_mut() {
-            if entering {
-                fair.add(name, *key);
-            } else {
-                fair.remove(name, key);
+        let fair = rare.fair.as_deref_mut();
+        match (name, fair) {
+            (Some(name), fair) => {
+                // A ready message holds a place: its group exists.
+                let Some(group) = rare.groups.get_mut(name) else {
+                    return;
+                };
+                if entering {
+                    group.ready += 1;
+                } else {
+                    group.ready -= 1;
+                }
+                let Some(fair) = fair else {
+                    return;
+                };
+                if entering {
+                    if group.line == LineRef::NONE {
+                        group.line = fair.line_for(name);
+                    }
+                    fair.add(group.line, *key);
+                } else if group.line != LineRef::NONE && fair.remove(group.line, key) {
+                    fair.free_line(group.line);
+                    group.line = LineRef::NONE;
+                }
             }
-        }
-        if let Some(group) = name.and_then(|n| rare.groups.get_mut(n)) {
-            if entering {
-                group.ready += 1;
-            } else {
-                group.ready -= 1;
+            (None, Some(fair)) => {
+                if entering {
+                    fair.add(LineRef::UNGROUPED, *key);
+                } else {
+                    fair.remove(LineRef::UNGROUPED, key);
+                }
             }
+            (None, None) => {}
         }
     }
 
@@ -575,28 +680,52 @@ impl Queue {
     /// A replayed POP takes the message at `slot`: ORDER FAIR's turn moves
     /// as the master's did.
     pub(super) fn turn_fair(&mut self, slot: Slot) {
-        let record = self.messages.at(slot);
-        let name = record.group();
-        if let Some(fair) = self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) {
-            fair.turn(name);
+        let name = self.messages.at(slot).group();
+        let Some(rare) = self.rare.as_deref_mut() else {
+            return;
+        };
+        let line = match name {
+            None => LineRef::UNGROUPED,
+            Some(name) => rare.groups.get(name).map_or(LineRef::NONE, |g| g.line),
+        };
+        if let Some(fair) = rare.fair.as_deref_mut() {
+            fair.turn(line);
         }
     }
 
     /// Builds ORDER FAIR's lines from the ready index (ORDER FAIR set, or
     /// a load), or drops them (ORDER PRIORITY).
     pub(super) fn rebuild_fair(&mut self) {
-        let fair = self.config().fair.then(|| {
-            let mut fair = Fair::default();
-            for key in self.ready.iter() {
-                fair.add(self.messages.at(key.3).group(), *key);
-            }
-            Box::new(fair)
-        });
+        let on = self.config().fair;
         if let Some(rare) = self.rare.as_deref_mut() {
-            rare.fair = fair;
-        } else if fair.is_some() {
-            Rare::make(&mut self.rare).fair = fair;
+            rare.fair = None;
+            for group in rare.groups.values_mut() {
+                group.line = LineRef::NONE;
+            }
         }
+        if !on {
+            return;
+        }
+        let rare = Rare::make(&mut self.rare);
+        let mut fair = Fair::default();
+        for key in self.ready.iter() {
+            let line = match self.messages.at(key.3).group() {
+                None => LineRef::UNGROUPED,
+                Some(name) => match rare.groups.get_mut(name) {
+                    Some(group) => {
+                        if group.line == LineRef::NONE {
+                            group.line = fair.new_line();
+                        }
+                        group.line
+                    }
+                    // A ready message holds a place: its group exists
+                    // (`check_groups` would say otherwise).
+                    None => continue,
+                },
+            };
+            fair.add(line, *key);
+        }
+        rare.fair = Some(Box::new(fair));
     }
 
     /// GROUPLIMIT, GROUPRATE or ORDER changed: every group's gate is
@@ -801,22 +930,7 @@ impl Queue {
             .iter()
             .map(|(_, name)| size_of::<(u64, Box<[u8]>)>() * 3 / 2 + alloc_size(name.len()))
             .sum();
-        let fair = rare.fair.as_deref().map_or(0, |f| {
-            // A hash table: a control byte beside each bucket.
-            let bucket = size_of::<(Box<[u8]>, FairLine)>() + 1;
-            alloc_size(size_of::<Fair>())
-                + alloc_size(f.lines.capacity() * bucket)
-                + f.lines
-                    .keys()
-                    .map(|name| alloc_size(name.len()))
-                    .sum::<usize>()
-                + f.lines
-                    .values()
-                    .map(|l| l.ready.heap_bytes())
-                    .sum::<usize>()
-                + f.ungrouped.ready.heap_bytes()
-                + f.ring.capacity() * size_of::<Option<Box<[u8]>>>()
-        });
+        let fair = rare.fair.as_deref().map_or(0, Fair::heap_bytes);
         groups + wakes + fair
     }
 
