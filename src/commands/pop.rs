@@ -192,8 +192,10 @@ fn reply_entries(ctx: &Context, queue: &Queue, popped: &[Slot]) {
     }
 }
 
-/// Replays `CLAIM [THROTTLED] lease-deadline id...`: leases exactly those
-/// messages at the master's `now` (the rate's log counts them then).
+/// Replays `CLAIM [THROTTLED] PACKED lease-deadline ids` (or what earlier
+/// releases wrote, still in AOFs: `CLAIM [THROTTLED] lease-deadline
+/// id...`): leases exactly those messages at the master's `now` (the
+/// rate's log counts them then).
 pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
     let (now, args) = (r.now, r.args);
     let args = match args {
@@ -203,8 +205,6 @@ pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
         }
         _ => args,
     };
-    // `PACKED deadline ids`, or (what earlier releases wrote, still in
-    // AOFs) `deadline id...`.
     let (packed, args) = match args {
         [flag, rest @ ..] if is_keyword(flag, "PACKED") => (true, rest),
         _ => (false, args),
@@ -214,8 +214,8 @@ pub fn replay(queue: &mut Queue, r: &Replayed<'_>) -> Result<()> {
     };
     let deadline = parse_deadline(deadline)?;
     match (packed, ids) {
-        (false, ids) => queue.claim(now, ids, deadline),
-        (true, [ids]) => queue.claim(now, &unpack_ids(ids)?, deadline),
+        (false, ids) => queue.claim_slots(now, ids, deadline),
+        (true, [ids]) => queue.claim_slots(now, &unpack_ids(ids)?, deadline),
         (true, _) => return Err(DqError::BadApply("CLAIM PACKED takes one argument".into())),
     };
     Ok(())

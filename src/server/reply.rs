@@ -33,7 +33,7 @@ pub type Fields = Vec<(&'static str, RedisValue)>;
 pub fn reply_record(ctx: &Context, fields: Fields) -> RedisValue {
     raw::reply_with_map(ctx.ctx, fields.len() as c_long);
     for (name, value) in fields {
-        raw::reply_with_string_buffer(ctx.ctx, name.as_ptr().cast(), name.len());
+        put_bulk(ctx, name.as_bytes());
         ctx.reply(Ok(value));
     }
     RedisValue::NoReply
@@ -67,7 +67,7 @@ pub fn word(text: &'static str) -> RedisValue {
 pub fn reply_records(ctx: &Context, records: Vec<(Vec<u8>, Fields)>) -> RedisValue {
     raw::reply_with_map(ctx.ctx, records.len() as c_long);
     for (name, fields) in records {
-        ctx.reply(Ok(RedisValue::StringBuffer(name)));
+        put_bulk(ctx, &name);
         reply_record(ctx, fields);
     }
     RedisValue::NoReply

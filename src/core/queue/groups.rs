@@ -21,8 +21,9 @@
 //! that have some: POP serves the group at the front and puts it at the
 //! back. A group keeps its line's index, so POP and ACK find the line
 //! without looking a name up; a group forgotten while the ring holds its
-//! (empty) line and coming back before its turn takes that place again. The ring is not saved: a reload starts the turn from the groups'
-//! first ready messages, in ready order. A replica replaying POP's claims
+//! (empty) line and coming back before its turn takes that place again.
+//! The ring is not saved: a reload starts the turn from the groups' first
+//! ready messages, in ready order. A replica replaying POP's claims
 //! turns its ring the same way, so it stays in step with its master: POP
 //! takes no more turns than there are ready messages, since a turn that
 //! finds nothing drops groups from the ring and a replica has no such
@@ -225,7 +226,7 @@ pub struct GroupInfo<'a> {
 /// ORDER FAIR's turn (see the module's doc).
 #[derive(Debug, Default, Clone)]
 pub(super) struct Fair {
-    /// The groups' lines, each named by its index ([`Line`]), which its
+    /// The groups' lines, each named by its index ([`LineRef`]), which its
     /// group keeps (`Group::line`): POP finds a line without looking its
     /// group up by name.
     lines: Vec<FairLine>,
@@ -464,15 +465,20 @@ impl Queue {
         true
     }
 
+    /// The message gives up the place it holds: false when it held none.
+    /// (Its group's list of holders is the caller's to update.)
+    fn vacate(&mut self, slot: Slot) -> bool {
+        let record = self.messages.at_mut(slot);
+        std::mem::replace(&mut record.holds_group, false)
+    }
+
     /// Frees the place the message holds, if any; returns its group, for
     /// the caller to hand on.
     pub(super) fn free_group(&mut self, slot: Slot) -> Option<Box<[u8]>> {
-        let record = self.messages.at_mut(slot);
-        if !record.holds_group {
+        if !self.vacate(slot) {
             return None;
         }
-        record.holds_group = false;
-        let name: Box<[u8]> = record.group()?.into();
+        let name: Box<[u8]> = self.messages.at(slot).group()?.into();
         if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(&name) {
             group.holders.remove(slot);
         }
@@ -484,11 +490,9 @@ impl Queue {
     /// nobody waits, as in most groups most of the time.)
     pub(super) fn release_group(&mut self, slot: Slot, now: u64) {
         let group_rate = self.config().group_rate;
-        let record = self.messages.at_mut(slot);
-        if !record.holds_group {
+        if !self.vacate(slot) {
             return;
         }
-        record.holds_group = false;
         let Some(name) = self.messages.at(slot).group() else {
             return;
         };

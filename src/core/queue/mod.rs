@@ -551,13 +551,20 @@ impl Queue {
     /// Leases the named messages that are ready, in the order given: how a
     /// replica or the AOF replays a POP (as XCLAIM replays XREADGROUP).
     pub fn claim(&mut self, now: u64, ids: &[&[u8]], lease_deadline: u64) -> Vec<Delivery> {
+        let taken = self.claim_slots(now, ids, lease_deadline);
+        taken.into_iter().map(|slot| self.delivered(slot)).collect()
+    }
+
+    /// [`Queue::claim`] without copying the messages out: the replay of a
+    /// POP needs only the leases.
+    pub fn claim_slots(&mut self, now: u64, ids: &[&[u8]], lease_deadline: u64) -> Vec<Slot> {
         let mut taken = Vec::new();
         for id in distinct(ids) {
             if let Some(slot) = self.messages.find(id) {
                 if self.messages.at(slot).state == State::Ready {
                     self.turn_fair(slot);
                     self.lease(now, slot, lease_deadline);
-                    taken.push(self.delivered(slot));
+                    taken.push(slot);
                 }
             }
         }
