@@ -93,6 +93,12 @@ START_DEADLINE = 30.0
 TOPOLOGY_DEADLINE = 60.0
 FAILOVER_DEADLINE = 60.0
 REJOIN_DEADLINE = 90.0
+# Sentinel turns a restarted old master into a replica once it has seen it
+# report "master" for 8 s and the new master looks sane (its INFO at most
+# 20 s old); 12 s here. On a loaded machine that can stall (one CI run
+# waited 90 s): after this long the harness sends REPLICAOF itself, as the
+# operator of a real deployment would, and the report says so.
+SENTINEL_RECONF_DEADLINE = 40.0
 DRAIN_DEADLINE = 90.0
 # The load goes on at least this long after the last failover is over, so
 # that messages written on the new master are checked too.
@@ -672,6 +678,14 @@ def failover(run, sentinels, master, replica, rec):
     if master.restart():
         log(f"restarted {master.name} on its port {master.port}; waiting for Sentinel to make it a replica")
         rec["rejoin"] = "Sentinel reconfigured it"
+        try:
+            wait_for(f"Sentinel to make {master.name} a replica", SENTINEL_RECONF_DEADLINE,
+                     lambda: master.client().info("replication")["role"] == "slave")
+        except HarnessError:
+            master.client().execute_command("REPLICAOF", "127.0.0.1", replica.port)
+            rec["rejoin"] = f"Sentinel had not reconfigured it in {SENTINEL_RECONF_DEADLINE:.0f} s: REPLICAOF sent"
+            log(f"Sentinel had not reconfigured {master.name} in {SENTINEL_RECONF_DEADLINE:.0f} s; "
+                "sent REPLICAOF as an operator would")
     else:
         # Its port was taken meanwhile: start it elsewhere, as a replica.
         master.start(replicaof=replica.port)
@@ -726,6 +740,14 @@ def main():
         return run_all(run, args, secs, events, seed, rate)
     except HarnessError as e:
         log(f"HARNESS ERROR: {e}")
+        # CI keeps only what is printed: the logs say whether Sentinel or
+        # a sync stalled.
+        for name in sorted(os.listdir(run.work)):
+            for f in ("server.log", "sentinel.log"):
+                path = os.path.join(run.work, name, f)
+                if os.path.exists(path):
+                    with open(path, errors="replace") as fh:
+                        log(f"{name}/{f}, last 25 lines:\n" + "".join(fh.readlines()[-25:]))
         return 2
     finally:
         run.stop_all()
