@@ -89,6 +89,16 @@ impl<K> SortedIndex<K> {
     }
 }
 
+/// Puts `key` at `at` of a run with room: past the back, as a push (a
+/// general insert works out which side of the ring buffer to move).
+fn put_at<K>(run: &mut VecDeque<K>, at: usize, key: K) {
+    if at == run.len() {
+        run.push_back(key);
+    } else {
+        run.insert(at, key);
+    }
+}
+
 /// Where `key` belongs in a sorted run: its index, or `None` when the run
 /// has it already. Keys mostly arrive in order: past the back, no search.
 fn slot_in<K: Ord>(run: &VecDeque<K>, key: &K) -> Option<usize> {
@@ -210,7 +220,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
                     // Doubling from one: a one-message queue holds one key.
                     run.reserve_exact(run.len().max(1));
                 }
-                run.insert(at, key);
+                put_at(run, at, key);
                 return true;
             }
             // A full run: from now on, runs under a tree.
@@ -226,6 +236,19 @@ impl<K: Ord + Copy> SortedIndex<K> {
             unreachable!("a small layout was handled above");
         };
         let tree = &mut runs.tree;
+        // Keys mostly arrive past the last one: one descent of the tree,
+        // not the three of finding the run.
+        if let Some(mut last) = tree.last_entry() {
+            if last.get().back().is_some_and(|back| *back < key) {
+                if last.get().len() < RUN {
+                    last.get_mut().push_back(key);
+                } else {
+                    tree.insert(key, VecDeque::from([key]));
+                }
+                runs.len += 1;
+                return true;
+            }
+        }
         let Some((_, run)) = Self::run_of_mut(tree, &key) else {
             // Below every bound: the first run takes it under a new bound,
             // or, when full, a run of its own goes first (keys arriving in
@@ -247,7 +270,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
             return false;
         };
         if run.len() < RUN {
-            run.insert(at, key);
+            put_at(run, at, key);
         } else if at == RUN {
             // Past the end of a full run: a new run, so that keys arriving
             // in order fill each run before the next starts.
@@ -274,6 +297,11 @@ impl<K: Ord + Copy> SortedIndex<K> {
 
     /// Removes `key`; false when it was not there.
     pub fn remove(&mut self, key: &K) -> bool {
+        // Keys mostly leave from the front: the first key is taken as
+        // `pop_first` takes it, with one descent of the tree.
+        if self.first() == Some(key) {
+            return self.pop_first().is_some();
+        }
         let (bound, run) = match &mut self.layout {
             Layout::Small(run) => (None, run),
             Layout::Runs(runs) => match Self::run_of_mut(&mut runs.tree, key) {
@@ -281,7 +309,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
                 None => return false,
             },
         };
-        // Keys mostly leave from the front: no search.
+        // The front of a later run needs no search either.
         let at = match run.front() {
             Some(front) if front == key => 0,
             _ => match run.binary_search(key) {
@@ -289,7 +317,11 @@ impl<K: Ord + Copy> SortedIndex<K> {
                 Err(_) => return false,
             },
         };
-        run.remove(at);
+        if at == 0 {
+            run.pop_front();
+        } else {
+            run.remove(at);
+        }
         match bound {
             None => give_room_back(run),
             Some(bound) => {
