@@ -347,13 +347,20 @@ impl<K: Ord + Copy> SortedIndex<K> {
             }
             Layout::Runs(runs) => {
                 let mut entry = runs.tree.first_entry()?;
-                let key = entry.get_mut().pop_front();
-                let untidy = needs_tidying(entry.get()).then_some(*entry.key());
+                let run = entry.get_mut();
+                let key = run.pop_front();
                 if key.is_some() {
                     runs.len -= 1;
                 }
-                if let Some(bound) = untidy {
+                // The first run has no run before it to join (`tidy` would
+                // look for one, three descents of the tree, on each of its
+                // last keys): it gives room back as it drains, and goes
+                // when empty.
+                if run.is_empty() {
+                    let bound = *entry.key();
                     self.tidy(bound);
+                } else {
+                    give_room_back(run);
                 }
                 key
             }
