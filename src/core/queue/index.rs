@@ -25,8 +25,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::core::heap::alloc_size;
 
-/// Keys a run holds at most.
-const RUN: usize = 128;
+/// Keys a run holds at most, unless the index says otherwise (its `R`).
+pub const RUN: usize = 128;
 
 /// Where a key belongs, as [`SortedIndex::place`] finds it.
 enum Place {
@@ -40,8 +40,8 @@ enum Place {
 
 /// A run that [`SortedIndex::tidy`] may change: empty, small enough to
 /// join the run before, or holding room for four times its keys.
-fn needs_tidying<K>(run: &VecDeque<K>) -> bool {
-    run.len() < RUN / 4 || run.capacity() > 4 * run.len()
+fn needs_tidying<K, const R: usize>(run: &VecDeque<K>) -> bool {
+    run.len() < R / 4 || run.capacity() > 4 * run.len()
 }
 
 /// Gives back room a run no longer needs, keeping twice what it holds.
@@ -70,18 +70,19 @@ struct Runs<K> {
     len: usize,
 }
 
+/// `R`: the keys a run holds at most ([`RUN`] unless said otherwise).
 #[derive(Debug, Clone)]
-pub struct SortedIndex<K> {
+pub struct SortedIndex<K, const R: usize = RUN> {
     layout: Layout<K>,
 }
 
-impl<K> Default for SortedIndex<K> {
+impl<K, const R: usize> Default for SortedIndex<K, R> {
     fn default() -> Self {
         SortedIndex::new()
     }
 }
 
-impl<K> SortedIndex<K> {
+impl<K, const R: usize> SortedIndex<K, R> {
     pub const fn new() -> Self {
         SortedIndex {
             layout: Layout::Small(VecDeque::new()),
@@ -108,7 +109,7 @@ fn slot_in<K: Ord>(run: &VecDeque<K>, key: &K) -> Option<usize> {
     }
 }
 
-impl<K: Ord + Copy> SortedIndex<K> {
+impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
     pub fn len(&self) -> usize {
         match &self.layout {
             Layout::Small(run) => run.len(),
@@ -215,7 +216,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
             let Some(at) = slot_in(run, &key) else {
                 return false;
             };
-            if run.len() < RUN {
+            if run.len() < R {
                 if run.len() == run.capacity() {
                     // Doubling from one: a one-message queue holds one key.
                     run.reserve_exact(run.len().max(1));
@@ -240,7 +241,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
         // not the three of finding the run.
         if let Some(mut last) = tree.last_entry() {
             if last.get().back().is_some_and(|back| *back < key) {
-                if last.get().len() < RUN {
+                if last.get().len() < R {
                     last.get_mut().push_back(key);
                 } else {
                     tree.insert(key, VecDeque::from([key]));
@@ -254,7 +255,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
             // or, when full, a run of its own goes first (keys arriving in
             // descending order must not grow one run without limit).
             match tree.first_entry() {
-                Some(first) if first.get().len() < RUN => {
+                Some(first) if first.get().len() < R => {
                     let mut run = first.remove();
                     run.push_front(key);
                     Self::put_run(tree, run);
@@ -269,18 +270,18 @@ impl<K: Ord + Copy> SortedIndex<K> {
         let Some(at) = slot_in(run, &key) else {
             return false;
         };
-        if run.len() < RUN {
+        if run.len() < R {
             put_at(run, at, key);
-        } else if at == RUN {
+        } else if at == R {
             // Past the end of a full run: a new run, so that keys arriving
             // in order fill each run before the next starts.
             tree.insert(key, VecDeque::from([key]));
         } else {
-            let mut upper = run.split_off(RUN / 2);
-            if at <= RUN / 2 {
+            let mut upper = run.split_off(R / 2);
+            if at <= R / 2 {
                 run.insert(at, key);
             } else {
-                upper.insert(at - RUN / 2, key);
+                upper.insert(at - R / 2, key);
             }
             Self::put_run(tree, upper);
         }
@@ -325,7 +326,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
         match bound {
             None => give_room_back(run),
             Some(bound) => {
-                let untidy = needs_tidying(run);
+                let untidy = needs_tidying::<K, R>(run);
                 if let Layout::Runs(runs) = &mut self.layout {
                     runs.len -= 1;
                 }
@@ -397,11 +398,11 @@ impl<K: Ord + Copy> SortedIndex<K> {
             tree.remove(&bound);
             return;
         }
-        if len < RUN / 4 {
+        if len < R / 4 {
             let fits = tree
                 .range(..bound)
                 .next_back()
-                .is_some_and(|(_, previous)| previous.len() + len <= RUN);
+                .is_some_and(|(_, previous)| previous.len() + len <= R);
             if fits {
                 if let Some(run) = tree.remove(&bound) {
                     if let Some((_, previous)) = tree.range_mut(..bound).next_back() {
@@ -443,7 +444,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
         let mut len = 0;
         let runs: Vec<(Option<&K>, &VecDeque<K>)> = match &self.layout {
             Layout::Small(run) => {
-                if run.len() > RUN {
+                if run.len() > R {
                     return Err("a small index over its size".into());
                 }
                 vec![(None, run)]
@@ -470,7 +471,7 @@ impl<K: Ord + Copy> SortedIndex<K> {
                     return Err("a key below its run's bound".into());
                 }
             }
-            if run.len() > RUN {
+            if run.len() > R {
                 return Err(format!("a run of {} keys", run.len()));
             }
             if run.iter().zip(run.iter().skip(1)).any(|(a, b)| a >= b) {
@@ -502,9 +503,9 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// Every operation against a BTreeSet, checked after each step.
-    fn model(seed: u64, steps: usize, spread: u64) {
+    fn model<const R: usize>(seed: u64, steps: usize, spread: u64) {
         let mut next = crate::core::testing::xorshift(seed);
-        let mut index = SortedIndex::default();
+        let mut index = SortedIndex::<u64, R>::default();
         let mut set = BTreeSet::new();
         let mut ascending = 0u64;
         for step in 0..steps {
@@ -545,14 +546,17 @@ mod tests {
     #[test]
     fn behaves_as_a_sorted_set() {
         for seed in 1..=8 {
-            model(seed, 5_000, 50);
-            model(seed, 5_000, 5_000);
+            model::<RUN>(seed, 5_000, 50);
+            model::<RUN>(seed, 5_000, 5_000);
+            // Runs of another size (ORDER FAIR's lines use longer ones).
+            model::<8>(seed, 5_000, 5_000);
+            model::<1024>(seed, 20_000, 50_000);
         }
     }
 
     #[test]
     fn keys_in_order_fill_whole_runs() {
-        let mut index = SortedIndex::default();
+        let mut index: SortedIndex<u64> = SortedIndex::default();
         for k in 0..10 * RUN as u64 {
             index.insert(k);
         }
@@ -568,7 +572,7 @@ mod tests {
 
     #[test]
     fn removals_merge_small_runs_and_give_room_back() {
-        let mut index = SortedIndex::default();
+        let mut index: SortedIndex<u64> = SortedIndex::default();
         let n = 20 * RUN as u64;
         for k in 0..n {
             index.insert(k);
@@ -586,7 +590,7 @@ mod tests {
 
     #[test]
     fn a_small_index_is_one_buffer_grown_from_one_key() {
-        let mut index = SortedIndex::default();
+        let mut index: SortedIndex<u64> = SortedIndex::default();
         assert_eq!(index.heap_bytes(), 0);
         index.insert(7u64);
         assert!(matches!(&index.layout, Layout::Small(run) if run.capacity() == 1));
@@ -605,7 +609,7 @@ mod tests {
 
     #[test]
     fn keys_in_descending_order_fill_runs_of_bounded_size() {
-        let mut index = SortedIndex::default();
+        let mut index: SortedIndex<u64> = SortedIndex::default();
         let n = 10 * RUN as u64;
         for k in (0..n).rev() {
             assert!(index.insert(k));
