@@ -153,7 +153,7 @@ impl ServerBuilder {
         Err("20 free ports in a row were taken before the server bound them".into())
     }
 
-    /// One try on `port`, in `dir`, waiting until the server answers PING.
+    /// One try on `port`, in `dir`, waiting until the server answers (itself, not another on the port).
     /// A try that lost its port leaves nothing in the log.
     fn spawn(&self, dir: &Path, port: u16, bus_port: Option<u16>) -> Result<Child, Failed> {
         let log = dir.join("server.log");
@@ -189,14 +189,26 @@ impl ServerBuilder {
             .spawn()
             .unwrap_or_else(|e| panic!("start {binary}: {e}"));
         let url = url(port, self.password.as_deref());
+        // The server that answers must be this one: another test's server
+        // may have bound the port first (both were told it was free), and
+        // answers while this one is still starting, about to fail. Taken
+        // for ours, it once joined two tests' clusters into one.
+        let ours = format!("process_id:{}", child.id());
         let up = wait_until(LONG, || {
             if matches!(child.try_wait(), Ok(Some(_))) {
                 return true;
             }
+            // Then PING, which a server still loading its data refuses.
             redis::Client::open(url.as_str())
                 .and_then(|c| c.get_connection())
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-                .is_ok()
+                .and_then(|mut c| {
+                    let info: String = redis::cmd("INFO").arg("server").query(&mut c)?;
+                    if !info.lines().any(|line| line.trim_end() == ours) {
+                        return Ok(false);
+                    }
+                    redis::cmd("PING").query::<String>(&mut c).map(|_| true)
+                })
+                .unwrap_or(false)
         });
         if up && matches!(child.try_wait(), Ok(None)) {
             return Ok(child);
