@@ -110,6 +110,15 @@ class HarnessError(Exception):
     """The harness could not do what it needed (not a dq failure)."""
 
 
+def file_tail(path, n=30):
+    """The last n lines of a log ("" if there is none)."""
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
 def wall_ms():
     return time.time_ns() // 1_000_000
 
@@ -273,11 +282,7 @@ class Node:
         self.run.reap(self.proc)
 
     def log_tail(self, n=30):
-        try:
-            with open(os.path.join(self.dir, "server.log"), errors="replace") as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
+        return file_tail(os.path.join(self.dir, "server.log"), n)
 
 
 class SentinelProc:
@@ -744,10 +749,9 @@ def main():
         # a sync stalled.
         for name in sorted(os.listdir(run.work)):
             for f in ("server.log", "sentinel.log"):
-                path = os.path.join(run.work, name, f)
-                if os.path.exists(path):
-                    with open(path, errors="replace") as fh:
-                        log(f"{name}/{f}, last 25 lines:\n" + "".join(fh.readlines()[-25:]))
+                tail = file_tail(os.path.join(run.work, name, f), 25)
+                if tail:
+                    log(f"{name}/{f}, last 25 lines:\n{tail}")
         return 2
     finally:
         run.stop_all()

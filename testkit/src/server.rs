@@ -153,8 +153,9 @@ impl ServerBuilder {
         Err("20 free ports in a row were taken before the server bound them".into())
     }
 
-    /// One try on `port`, in `dir`, waiting until the server answers (itself, not another on the port).
-    /// A try that lost its port leaves nothing in the log.
+    /// One try on `port`, in `dir`, waiting until the server answers
+    /// (itself, not another on the port). A try that lost its port leaves
+    /// nothing in the log.
     fn spawn(&self, dir: &Path, port: u16, bus_port: Option<u16>) -> Result<Child, Failed> {
         let log = dir.join("server.log");
         let logged = std::fs::metadata(&log).map_or(0, |m| m.len());

@@ -298,10 +298,9 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
 
     /// Removes `key`; false when it was not there.
     pub fn remove(&mut self, key: &K) -> bool {
-        // Keys mostly leave from the front: the first key is taken as
-        // `pop_first` takes it, with one descent of the tree.
-        if self.first() == Some(key) {
-            return self.pop_first().is_some();
+        // Keys mostly leave from the front: one descent of the tree.
+        if self.take_first(Some(key)).is_some() {
+            return true;
         }
         let (bound, run) = match &mut self.layout {
             Layout::Small(run) => (None, run),
@@ -340,8 +339,17 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
 
     /// Takes the smallest key.
     pub fn pop_first(&mut self) -> Option<K> {
+        self.take_first(None)
+    }
+
+    /// Takes the smallest key, when it is `only` if that is given.
+    fn take_first(&mut self, only: Option<&K>) -> Option<K> {
+        let other = |run: &VecDeque<K>| only.is_some_and(|k| run.front() != Some(k));
         match &mut self.layout {
             Layout::Small(run) => {
+                if other(run) {
+                    return None;
+                }
                 let key = run.pop_front();
                 give_room_back(run);
                 key
@@ -349,6 +357,9 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
             Layout::Runs(runs) => {
                 let mut entry = runs.tree.first_entry()?;
                 let run = entry.get_mut();
+                if other(run) {
+                    return None;
+                }
                 let key = run.pop_front();
                 if key.is_some() {
                     runs.len -= 1;

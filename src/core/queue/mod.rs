@@ -548,15 +548,17 @@ impl Queue {
         self.counters.bump(Counter::Throttled, 1);
     }
 
-    /// Leases the named messages that are ready, in the order given: how a
-    /// replica or the AOF replays a POP (as XCLAIM replays XREADGROUP).
+    /// [`Queue::claim_slots`], with the messages copied out, for tests
+    /// that compare them with what POP gave.
+    #[cfg(test)]
     pub fn claim(&mut self, now: u64, ids: &[&[u8]], lease_deadline: u64) -> Vec<Delivery> {
         let taken = self.claim_slots(now, ids, lease_deadline);
         taken.into_iter().map(|slot| self.delivered(slot)).collect()
     }
 
-    /// [`Queue::claim`] without copying the messages out: the replay of a
-    /// POP needs only the leases.
+    /// Leases the named messages that are ready, in the order given: how a
+    /// replica or the AOF replays a POP (as XCLAIM replays XREADGROUP).
+    /// Returns their slots.
     pub fn claim_slots(&mut self, now: u64, ids: &[&[u8]], lease_deadline: u64) -> Vec<Slot> {
         let mut taken = Vec::new();
         for id in distinct(ids) {

@@ -523,7 +523,7 @@ impl Side {
                 self.shadow.count_throttle();
             }
             let ids: Vec<&[u8]> = got.iter().map(Vec::as_slice).collect();
-            self.shadow.claim(now, &ids, deadline);
+            self.shadow.claim_slots(now, &ids, deadline);
         }
     }
 }
