@@ -167,7 +167,7 @@ fn the_timer_is_armed_for_the_earliest_due_time() {
     let server = Server::start();
     let mut c = server.conn();
     assert_eq!(info_field(&mut c, "dq_timer_armed_for"), 0, "idle");
-    let at = now_ms() + 3_600_000;
+    let at = now_ms() + 300_000;
     cmd(&mut c, &format!("DQ.ADD q x ID later AT {at}"));
     assert_eq!(info_field(&mut c, "dq_timer_armed_for"), at as i64);
     let sooner = at - 60_000;
@@ -184,5 +184,36 @@ fn the_timer_is_armed_for_the_earliest_due_time() {
     assert_eq!(
         text(&field(&cmd(&mut c, "DQ.GET q soon"), "state")),
         "ready"
+    );
+}
+
+/// Work more than 10 minutes ahead is reached in hops of 10 minutes: on
+/// Redis 7.0 a module timer armed over 35.8 minutes ahead, re-armed from
+/// the timer's own tick, left the server spinning at 100% CPU until it
+/// fired (its event loop's 32-bit arithmetic wrapped the period).
+#[test]
+fn the_timer_never_sleeps_longer_than_ten_minutes() {
+    const HOP: u64 = 600_000;
+    let server = Server::start();
+    let mut c = server.conn();
+    let far = now_ms() + 2 * 3_600_000;
+    let before = now_ms();
+    cmd(&mut c, &format!("DQ.ADD q x ID far AT {far}"));
+    let after = now_ms();
+    let armed = info_field(&mut c, "dq_timer_armed_for") as u64;
+    assert!(
+        (before + HOP..=after + HOP).contains(&armed),
+        "armed for {armed}, added between {before} and {after}"
+    );
+    // Re-armed by the tick of a message due soon, the timer hops again.
+    cmd(&mut c, &format!("DQ.ADD q x ID soon AT {}", now_ms() + 100));
+    assert!(wait_until(LONG, || {
+        text(&field(&cmd(&mut c, "DQ.GET q soon"), "state")) == "ready"
+    }));
+    let armed = info_field(&mut c, "dq_timer_armed_for") as u64;
+    assert!(armed <= now_ms() + HOP, "armed for {armed}");
+    assert_eq!(
+        text(&field(&cmd(&mut c, "DQ.GET q far"), "state")),
+        "delayed"
     );
 }

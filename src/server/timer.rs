@@ -180,10 +180,24 @@ pub fn arm(ctx: &Context) {
     }
     // The server fires a timer no earlier than its period, so a message is
     // never promoted before its due millisecond.
-    let period = Duration::from_millis(at.saturating_sub(now_ms()));
+    let now = now_ms();
+    let fire_at = fire_time(at, now);
     // The timer carries no data: `stop_timer::<()>` above relies on that.
-    let id = ctx.create_timer(period, tick, ());
-    TIMER.with(|t| t.borrow_mut().armed = Some((id, at)));
+    let id = ctx.create_timer(Duration::from_millis(fire_at - now), tick, ());
+    TIMER.with(|t| t.borrow_mut().armed = Some((id, fire_at)));
+}
+
+/// The longest period the timer is armed for: work further ahead is
+/// reached in hops (a hop's tick finds nothing due and arms the next).
+/// Redis 7.0's event loop multiplies the period a module timer handler
+/// returns, in ms, by 1000 in 32-bit arithmetic: a period over 35.8
+/// minutes wrapped to a time in the past, and the server spun at 100% CPU
+/// calling its timer handler until that work fell due (fixed in 7.2).
+pub const LONGEST_PERIOD_MS: u64 = 10 * 60 * 1000;
+
+/// When to fire for work at `at` (Unix ms), at `now`.
+fn fire_time(at: u64, now: u64) -> u64 {
+    at.clamp(now, now + LONGEST_PERIOD_MS)
 }
 
 fn listen_to_wake_ups(ctx: &Context) -> bool {
@@ -375,4 +389,19 @@ pub fn subscribe(ctx: &Context, id: u64, callback: raw::RedisModuleEventCallback
         )
     };
     status == raw::REDISMODULE_OK as c_int
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timer_fires_at_the_work_or_within_the_longest_period() {
+        assert_eq!(fire_time(1_500, 1_000), 1_500);
+        assert_eq!(fire_time(500, 1_000), 1_000, "overdue: at once");
+        let far = 1_000 + 24 * 3_600_000;
+        assert_eq!(fire_time(far, 1_000), 1_000 + LONGEST_PERIOD_MS);
+        // Under the period Redis 7.0's event loop mishandles (2^31 µs).
+        assert!(LONGEST_PERIOD_MS * 1000 < i32::MAX as u64);
+    }
 }
