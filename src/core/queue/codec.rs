@@ -975,12 +975,10 @@ impl Loader {
                 let Some(name) = record.group() else {
                     return Err(bad("a message without a group holds one"));
                 };
-                Rare::make(&mut q.rare)
-                    .groups
-                    .entry(name.into())
-                    .or_default()
-                    .holders
-                    .push(slot);
+                let groups = &mut Rare::make(&mut q.rare).groups;
+                let at = groups.index_of(name);
+                groups.at_mut(at).holders.push(slot);
+                groups.note_holder(slot, at);
             }
         }
         for slot in slots {

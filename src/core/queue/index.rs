@@ -210,6 +210,16 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
             .chain(runs.into_iter().flat_map(|r| r.values().flatten()))
     }
 
+    /// Keeps only the keys `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        let kept: Vec<K> = self.iter().filter(|k| keep(k)).copied().collect();
+        *self = SortedIndex::new();
+        // In order: each goes past the last key, the insert's fast path.
+        for key in kept {
+            self.insert(key);
+        }
+    }
+
     /// Adds `key`; false when it was there already.
     pub fn insert(&mut self, key: K) -> bool {
         if let Layout::Small(run) = &mut self.layout {
@@ -299,7 +309,7 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
     /// Removes `key`; false when it was not there.
     pub fn remove(&mut self, key: &K) -> bool {
         // Keys mostly leave from the front: one descent of the tree.
-        if self.take_first(Some(key)).is_some() {
+        if self.pop_first_if(|first| first == key).is_some() {
             return true;
         }
         let (bound, run) = match &mut self.layout {
@@ -339,12 +349,12 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
 
     /// Takes the smallest key.
     pub fn pop_first(&mut self) -> Option<K> {
-        self.take_first(None)
+        self.pop_first_if(|_| true)
     }
 
-    /// Takes the smallest key, when it is `only` if that is given.
-    fn take_first(&mut self, only: Option<&K>) -> Option<K> {
-        let other = |run: &VecDeque<K>| only.is_some_and(|k| run.front() != Some(k));
+    /// Takes the smallest key if `take` accepts it.
+    pub fn pop_first_if(&mut self, take: impl FnOnce(&K) -> bool) -> Option<K> {
+        let other = |run: &VecDeque<K>| !run.front().is_some_and(take);
         match &mut self.layout {
             Layout::Small(run) => {
                 if other(run) {

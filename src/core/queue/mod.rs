@@ -32,6 +32,7 @@
 pub mod codec;
 mod events;
 mod flow;
+mod group_table;
 mod groups;
 mod index;
 pub mod journal;
@@ -45,7 +46,7 @@ mod model;
 pub(crate) mod tests;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
 use crate::core::backoff::Backoff;
 use crate::core::error::{printable, DqError, Result, Staleness};
@@ -56,7 +57,8 @@ use crate::core::policy::{Policy, QueueConfig};
 pub use crate::core::heap::alloc_size;
 pub use events::{Counter, Counters, Event, Events};
 pub use flow::{Flow, FOREVER};
-use groups::{line_key, Fair, Group};
+use group_table::GroupTable;
+use groups::{line_key, Fair};
 pub use groups::{GroupFlow, GroupInfo};
 use index::SortedIndex;
 use journal::{Journal, Kind};
@@ -225,6 +227,9 @@ const MAX_PRIORITY_HEADS: usize = 1024;
 pub struct Queue {
     messages: Messages,
     delayed: SortedIndex<TimeKey>,
+    /// Under ORDER FAIR it may also hold stale keys (see
+    /// `Queue::leave_ready_fair`): read it through `ready_len` and
+    /// `live_ready`.
     ready: SortedIndex<ReadyKey>,
     inflight: SortedIndex<TimeKey>,
     /// Made on first use and dropped when empty again (see [`Rare`]).
@@ -246,7 +251,7 @@ struct Rare {
     expiry: SortedIndex<TimeKey>,
     /// Ordered, so that PEEK and SCAN list waiting messages the same way
     /// on every server.
-    groups: BTreeMap<Box<[u8]>, Group>,
+    groups: GroupTable,
     waiting_len: usize,
     /// When the timer looks at a group again (`groups.rs`).
     wakes: BTreeSet<(u64, Box<[u8]>)>,
@@ -268,7 +273,7 @@ static NO_RARE: Rare = Rare {
     dead: SortedIndex::new(),
     done: SortedIndex::new(),
     expiry: SortedIndex::new(),
-    groups: BTreeMap::new(),
+    groups: GroupTable::new(),
     waiting_len: 0,
     wakes: BTreeSet::new(),
     fair: None,
@@ -410,7 +415,7 @@ impl Queue {
     pub fn counts(&self) -> [u64; 5] {
         [
             (self.delayed.len() + Rare::of(&self.rare).waiting_len) as u64,
-            self.ready.len() as u64,
+            self.ready_len() as u64,
             self.inflight.len() as u64,
             Rare::of(&self.rare).dead.len() as u64,
             Rare::of(&self.rare).done.len() as u64,
@@ -523,7 +528,7 @@ impl Queue {
     /// in order, to read with [`Queue::leased`] (what DQ.POP replies and
     /// propagates straight from the records).
     pub fn pop_slots(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Slot> {
-        let ready = self.ready.len();
+        let ready = self.ready_len();
         // Never more turns than there are ready messages: under ORDER FAIR
         // a turn that finds nothing drops groups from the ring, which a
         // replica replaying the claims would not do.
@@ -1021,7 +1026,7 @@ impl Queue {
                     .flat_map(|g| g.waiting.iter().map(|k| k.2))
                     .chain(self.delayed.iter().map(|k| k.2)),
             ),
-            State::Ready => Box::new(self.ready.iter().map(|k| k.3)),
+            State::Ready => Box::new(self.live_ready().map(|k| k.3)),
             State::Inflight => Box::new(self.inflight.iter().map(|k| k.2)),
             State::Dead => Box::new(Rare::of(&self.rare).dead.iter().map(|k| k.2)),
             State::Done => Box::new(Rare::of(&self.rare).done.iter().map(|k| k.2)),
@@ -1216,7 +1221,7 @@ impl Queue {
         let mut oldest_ready_since: Option<u64> = None;
         let mut head = self.ready.first();
         for _ in 0..MAX_PRIORITY_HEADS {
-            let Some(&(Reverse(priority), .., slot)) = head else {
+            let Some(&(Reverse(priority), .., slot)) = self.first_live_from(head) else {
                 break;
             };
             let since = self.messages.at(slot).ready_since();
@@ -1304,10 +1309,14 @@ impl Queue {
             }
             State::Ready => {
                 let key = (Reverse(record.priority), record.due_at, seq, slot);
-                self.ready.remove(&key);
-                if record.group().is_some()
-                    || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
-                {
+                let grouped = record.group().is_some();
+                let fair = self.rare.as_deref().is_some_and(|r| r.fair.is_some());
+                if fair {
+                    self.leave_ready_fair(&key);
+                } else {
+                    self.ready.remove(&key);
+                }
+                if grouped || fair {
                     self.count_ready(slot, &key, false);
                 }
             }
@@ -1353,10 +1362,12 @@ impl Queue {
             }
             State::Ready => {
                 let key = (Reverse(record.priority), record.due_at, seq, slot);
-                self.ready.insert(key);
-                if record.group().is_some()
-                    || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
-                {
+                let grouped = record.group().is_some();
+                if !self.ready.insert(key) {
+                    // Its stale key (ORDER FAIR) is live again.
+                    self.revive_ready_fair();
+                }
+                if grouped || self.rare.as_deref().is_some_and(|r| r.fair.is_some()) {
                     self.count_ready(slot, &key, true);
                 }
             }
@@ -1374,9 +1385,9 @@ impl Queue {
                     .insert((finished, seq, slot));
             }
             State::Waiting => {
-                let name: Box<[u8]> = record.group().unwrap_or_default().into();
+                let name = record.group().unwrap_or_default();
                 let key = line_key(record.holds_group, record.due_at, seq, slot);
-                let group = Rare::make(&mut self.rare).groups.entry(name).or_default();
+                let group = Rare::make(&mut self.rare).groups.get_or_default(name);
                 if group.waiting.insert(key) {
                     Rare::make(&mut self.rare).waiting_len += 1;
                 }
@@ -1534,7 +1545,7 @@ impl Queue {
             .map(|g| g.waiting.len())
             .sum();
         let indexed = self.delayed.len()
-            + self.ready.len()
+            + self.ready_len()
             + self.inflight.len()
             + Rare::of(&self.rare).dead.len()
             + Rare::of(&self.rare).done.len()

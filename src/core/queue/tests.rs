@@ -839,3 +839,48 @@ fn a_clock_that_steps_back_keeps_the_rate_log_in_order() {
     let copy = codec::copy(&q).expect("a queue whose clock stepped back saves and loads");
     assert_eq!(codec::sorted_digest(&copy), codec::sorted_digest(&q));
 }
+
+/// ORDER FAIR takes each group's first message from the middle of the
+/// ready index and leaves its key there, stale: what reads the index
+/// (counts, PEEK's order, the oldest ready message, a switch back to ORDER
+/// PRIORITY) sees only the messages still ready.
+#[test]
+fn order_fair_leaves_no_trace_of_what_it_took() {
+    let mut q = Queue::new();
+    let config = QueueConfig {
+        fair: true,
+        group_limit: Some(100),
+        ..QueueConfig::default()
+    };
+    q.set_config(0, config.clone());
+    for (i, id) in ["a1", "a2", "b1", "b2", "c1", "c2"].iter().enumerate() {
+        add_grouped(&mut q, 10 + i as u64, id, 0, &id[..1]);
+    }
+    assert_eq!(ids(&q.pop(20, 2, LEASE)), ["a1", "b1"]);
+    q.check().unwrap();
+    assert_eq!(q.stats().ready, 4);
+    assert_eq!(q.stats().oldest_ready_since, Some(11), "a2, added at 11");
+    let ready: Vec<_> = q
+        .iter_state(State::Ready)
+        .map(|slot| q.messages.at(slot).id().to_vec())
+        .collect();
+    assert_eq!(
+        ready,
+        [
+            b"a2".to_vec(),
+            b"b2".to_vec(),
+            b"c1".to_vec(),
+            b"c2".to_vec()
+        ]
+    );
+    q.set_config(
+        21,
+        QueueConfig {
+            fair: false,
+            ..config
+        },
+    );
+    q.check().unwrap();
+    assert_eq!(ids(&q.pop(22, 10, LEASE)), ["a2", "b2", "c1", "c2"]);
+    q.check().unwrap();
+}
