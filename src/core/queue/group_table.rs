@@ -107,8 +107,9 @@ impl GroupTable {
         self.by_name.get(name).copied()
     }
 
-    pub fn remove(&mut self, name: &[u8]) -> Option<Group> {
-        let at = self.by_name.remove(name)?;
+    /// Takes the group out, with its name.
+    pub fn remove(&mut self, name: &[u8]) -> Option<(Box<[u8]>, Group)> {
+        let (name, at) = self.by_name.remove_entry(name)?;
         let group = std::mem::take(&mut self.entries[at as usize]);
         if self.by_name.is_empty() {
             // The last group gone: give the memory back.
@@ -116,7 +117,7 @@ impl GroupTable {
         } else {
             self.free.push(at);
         }
-        Some(group)
+        Some((name, group))
     }
 
     /// In name order.

@@ -337,13 +337,13 @@ impl Fair {
 
     /// The group `name` of this line is forgotten (it has nothing ready):
     /// the line goes now, or when the ring drops it.
-    fn release(&mut self, line: LineRef, name: &[u8]) {
+    fn release(&mut self, line: LineRef, name: Box<[u8]>) {
         if line == LineRef::NONE {
             return;
         }
         if self.line(line).in_ring {
-            self.line_mut(line).orphan = Some(name.into());
-            self.orphans.insert(name.into(), line);
+            self.line_mut(line).orphan = Some(name.clone());
+            self.orphans.insert(name, line);
         } else {
             self.free_line(line);
         }
@@ -441,7 +441,7 @@ impl Fair {
 
 /// Forgets a group nothing keeps, with its ORDER FAIR line.
 fn forget_group(rare: &mut Rare, name: &[u8]) {
-    if let Some(group) = rare.groups.remove(name) {
+    if let Some((name, group)) = rare.groups.remove(name) {
         if let Some(fair) = rare.fair.as_deref_mut() {
             fair.release(group.line, name);
         }
