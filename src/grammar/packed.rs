@@ -24,6 +24,19 @@ pub fn pack_ids<'a>(ids: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<u8>) 
     }
 }
 
+/// The bytes `pack_ids` writes for `ids`.
+pub fn packed_len<'a>(ids: impl IntoIterator<Item = &'a [u8]>) -> usize {
+    ids.into_iter()
+        .map(|id| {
+            let mut n = 1;
+            while id.len() >> (7 * n) != 0 {
+                n += 1;
+            }
+            n + id.len()
+        })
+        .sum()
+}
+
 /// The ids `packed` holds, in order; an error for anything `pack_ids`
 /// would not have written.
 pub fn unpack_ids(mut packed: &[u8]) -> Result<Vec<&[u8]>> {
@@ -73,6 +86,7 @@ mod tests {
             packed.len(),
             (1 + 1) + (1 + 8) + (1 + 127) + (2 + 128) + (2 + MAX_ID_LEN)
         );
+        assert_eq!(packed_len(ids.iter().copied()), packed.len());
         assert_eq!(unpack_ids(&packed).unwrap(), ids);
         assert_eq!(unpack_ids(b"").unwrap(), Vec::<&[u8]>::new());
     }

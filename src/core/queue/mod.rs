@@ -533,7 +533,7 @@ impl Queue {
         // a turn that finds nothing drops groups from the ring, which a
         // replica replaying the claims would not do.
         let allowed = count.min(self.allowance(now)).min(ready);
-        let mut taken = Vec::new();
+        let mut taken = Vec::with_capacity(allowed);
         while taken.len() < allowed {
             let Some(slot) = self.next_ready() else {
                 break;
