@@ -1303,6 +1303,11 @@ impl Queue {
         let record = self.messages.at(slot);
         let seq = record.seq;
         let expiry = record.live_expiry();
+        // Only these leave something of the rare parts (ready, delayed and
+        // in-flight messages leave the queue's own indexes), so only they
+        // may leave the rare parts empty.
+        let tidy =
+            expiry.is_some() || matches!(record.state, State::Dead | State::Done | State::Waiting);
         match record.state {
             State::Delayed => {
                 self.delayed.remove(&(record.due_at, seq, slot));
@@ -1348,7 +1353,9 @@ impl Queue {
         if let Some(at) = expiry {
             Rare::make(&mut self.rare).expiry.remove(&(at, seq, slot));
         }
-        Rare::tidy(&mut self.rare);
+        if tidy {
+            Rare::tidy(&mut self.rare);
+        }
     }
 
     /// Puts a record's entries into its state's index and the TTL index.
