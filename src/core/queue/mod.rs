@@ -972,6 +972,14 @@ impl Queue {
                 // not reset or RATE would let a burst through) stay: they
                 // are not messages.
                 let count = self.messages.len() as u64;
+                if count == 0 {
+                    // Nothing to delete changes nothing: a purge that
+                    // deletes nothing is not propagated, so rebuilding
+                    // the value (which settles ended group pauses and
+                    // starts ORDER FAIR's turn again) would leave the
+                    // replicas behind.
+                    return 0;
+                }
                 let config = self.config().clone();
                 let rare = Rare::make(&mut self.rare);
                 let schedules = std::mem::take(&mut rare.schedules);

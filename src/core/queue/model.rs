@@ -1074,10 +1074,11 @@ fn run(seed: u64, steps: usize) -> usize {
                         Some(State::Dead),
                     ][next(5) as usize];
                     may_leave.extend(before.iter().cloned());
-                    if m.main.q.purge(now, state) > 0 {
+                    let purged = m.main.q.purge(now, state);
+                    if purged > 0 {
                         m.main.shadow.purge(now, state);
                     }
-                    if state.is_none() {
+                    if state.is_none() && purged > 0 {
                         // A new value: ORDER FAIR's turn starts empty.
                         m.main.rebuild_ring(Vec::new(), false);
                         m.main.shadow_turn_same = true;

@@ -884,3 +884,18 @@ fn order_fair_leaves_no_trace_of_what_it_took() {
     assert_eq!(ids(&q.pop(22, 10, LEASE)), ["a2", "b2", "c1", "c2"]);
     q.check().unwrap();
 }
+
+/// A PURGE that deletes nothing is not propagated, so it must change
+/// nothing: rebuilding the value had settled a group pause that had ended
+/// (and restarted ORDER FAIR's turn) on the master alone, and its replica
+/// kept the pause (the model test found it: its digests differed).
+#[test]
+fn a_purge_of_nothing_changes_nothing() {
+    let mut q = Queue::new();
+    q.pause_group(0, b"g", 100);
+    let before = codec::sorted_digest(&q);
+    assert_eq!(q.purge(200, None), 0, "past the pause's end");
+    assert_eq!(q.purge(200, Some(State::Ready)), 0);
+    assert_eq!(codec::sorted_digest(&q), before);
+    q.check().unwrap();
+}
