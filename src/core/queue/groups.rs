@@ -19,8 +19,7 @@
 //! ORDER FAIR keeps, beside the ready index, each group's ready messages
 //! (messages without a group form one more group) and a ring of the groups
 //! that have some: POP serves the group at the front and puts it at the
-//! back. What POP takes from the middle of the ready index stays there,
-//! stale, until it reaches the front (`Queue::leave_ready_fair`). A group keeps its line's index, so POP and ACK find the line
+//! back. A group keeps its line's index, so POP and ACK find the line
 //! without looking a name up; a group forgotten while the ring holds its
 //! (empty) line and coming back before its turn takes that place again.
 //! The ring is not saved: a reload starts the turn from the groups' first
@@ -237,9 +236,6 @@ pub(super) struct Fair {
     ungrouped: FairLine,
     /// Lines in turn.
     ring: VecDeque<LineRef>,
-    /// Keys of the queue's ready index whose messages are no longer
-    /// ready (see `Queue::leave_ready_fair`).
-    stale: usize,
     /// Lines the ring holds whose groups were forgotten, by name: a group
     /// of that name coming back takes its line's place in the turn again,
     /// as if it had never left.
@@ -687,74 +683,6 @@ impl Queue {
         }
     }
 
-    /// A ready message leaves the ready index, under ORDER FAIR. POP takes
-    /// each group's first message, from all over the front of the index,
-    /// where a removal cost about 700 instructions (a search of the tree
-    /// of runs, then a shift in the run): ORDER FAIR paid that on every
-    /// message. So its key stays, counted stale, until it comes to the
-    /// front, where it goes cheaply, or until stale keys outnumber live
-    /// ones (a sweep). The front key is always live: it is the first ready
-    /// message, as without stale keys. Lines are what POP reads.
-    pub(super) fn leave_ready_fair(&mut self, key: &ReadyKey) {
-        let Some(fair) = self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) else {
-            self.ready.remove(key);
-            return;
-        };
-        if self.ready.pop_first_if(|first| first == key).is_none() {
-            fair.stale += 1;
-            if fair.stale > SWEEP_AT && fair.stale > self.ready.len() - fair.stale {
-                // `key` is its message's, still ready until the caller
-                // moves it on.
-                let messages = &self.messages;
-                self.ready.retain(|k| k != key && is_live(messages, k));
-                fair.stale = 0;
-            }
-            return;
-        }
-        let messages = &self.messages;
-        while fair.stale > 0 && self.ready.pop_first_if(|k| !is_live(messages, k)).is_some() {
-            fair.stale -= 1;
-        }
-    }
-
-    /// A message became ready again with the key it had left stale.
-    pub(super) fn revive_ready_fair(&mut self) {
-        if let Some(fair) = self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) {
-            fair.stale -= 1;
-        }
-    }
-
-    fn stale_ready(&self) -> usize {
-        Rare::of(&self.rare).fair.as_deref().map_or(0, |f| f.stale)
-    }
-
-    /// How many messages are ready.
-    pub(super) fn ready_len(&self) -> usize {
-        self.ready.len() - self.stale_ready()
-    }
-
-    /// The ready index's live keys, in ready order.
-    pub(super) fn live_ready(&self) -> impl Iterator<Item = &ReadyKey> + '_ {
-        let stale = self.stale_ready() > 0;
-        self.ready
-            .iter()
-            .filter(move |k| !stale || is_live(&self.messages, k))
-    }
-
-    /// The first live key from `head` on.
-    pub(super) fn first_live_from<'a>(
-        &'a self,
-        mut head: Option<&'a ReadyKey>,
-    ) -> Option<&'a ReadyKey> {
-        if self.stale_ready() == 0 {
-            return head;
-        }
-        while let Some(key) = head.filter(|k| !is_live(&self.messages, k)) {
-            head = self.ready.first_after(key);
-        }
-        head
-    }
-
     /// The ready message POP takes next: the first in ready order, or
     /// under ORDER FAIR the next group's first.
     pub(super) fn next_ready(&mut self) -> Option<Slot> {
@@ -787,10 +715,6 @@ impl Queue {
     /// a load), or drops them (ORDER PRIORITY).
     pub(super) fn rebuild_fair(&mut self) {
         let on = self.config().fair;
-        if self.stale_ready() > 0 {
-            let messages = &self.messages;
-            self.ready.retain(|k| is_live(messages, k));
-        }
         if let Some(rare) = self.rare.as_deref_mut() {
             rare.fair = None;
             rare.groups
@@ -1113,42 +1037,14 @@ impl Queue {
             return Err("stray group wake-ups".into());
         }
         if let Some(fair) = rare.fair.as_deref() {
-            if fair.len() != self.ready_len() {
+            if fair.len() != self.ready.len() {
                 return Err("ORDER FAIR's lines miss ready messages".into());
-            }
-            let stale = self
-                .ready
-                .iter()
-                .filter(|k| !is_live(&self.messages, k))
-                .count();
-            if stale != fair.stale {
-                return Err(format!("{stale} stale ready keys, {} counted", fair.stale));
-            }
-            if self
-                .ready
-                .first()
-                .is_some_and(|k| !is_live(&self.messages, k))
-            {
-                return Err("a stale key at the front of the ready index".into());
             }
         } else if self.config().fair {
             return Err("ORDER FAIR without its lines".into());
         }
         Ok(())
     }
-}
-
-/// Stale ready keys (see `Queue::leave_ready_fair`) are swept out when
-/// there are more than this many, and more than live ones. (A handful in
-/// tests, so that the model test's small queues sweep too.)
-const SWEEP_AT: usize = if cfg!(test) { 4 } else { 1024 };
-
-/// Whether the ready index's `key` is its message's now.
-fn is_live(messages: &super::messages::Messages, key: &ReadyKey) -> bool {
-    let &(Reverse(priority), due_at, seq, slot) = key;
-    messages.get(slot).is_some_and(|r| {
-        r.state == State::Ready && r.seq == seq && r.due_at == due_at && r.priority == priority
-    })
 }
 
 /// Moves a group's wake-up to when its gate next opens by itself (a

@@ -210,16 +210,6 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
             .chain(runs.into_iter().flat_map(|r| r.values().flatten()))
     }
 
-    /// Keeps only the keys `keep` accepts.
-    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
-        let kept: Vec<K> = self.iter().filter(|k| keep(k)).copied().collect();
-        *self = SortedIndex::new();
-        // In order: each goes past the last key, the insert's fast path.
-        for key in kept {
-            self.insert(key);
-        }
-    }
-
     /// Adds `key`; false when it was there already.
     pub fn insert(&mut self, key: K) -> bool {
         if let Layout::Small(run) = &mut self.layout {

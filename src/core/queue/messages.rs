@@ -102,12 +102,6 @@ impl Messages {
         record_in(&self.chunks, slot)
     }
 
-    /// The record at a slot that may have been freed (or reused).
-    pub fn get(&self, slot: Slot) -> Option<&Record> {
-        let (chunk, index) = position(slot);
-        self.chunks.get(chunk)?.get(index)?.as_ref()
-    }
-
     pub fn at_mut(&mut self, slot: Slot) -> &mut Record {
         let (chunk, index) = position(slot);
         match self.chunks.get_mut(chunk).and_then(|c| c.get_mut(index)) {

@@ -227,9 +227,6 @@ const MAX_PRIORITY_HEADS: usize = 1024;
 pub struct Queue {
     messages: Messages,
     delayed: SortedIndex<TimeKey>,
-    /// Under ORDER FAIR it may also hold stale keys (see
-    /// `Queue::leave_ready_fair`): read it through `ready_len` and
-    /// `live_ready`.
     ready: SortedIndex<ReadyKey>,
     inflight: SortedIndex<TimeKey>,
     /// Made on first use and dropped when empty again (see [`Rare`]).
@@ -415,7 +412,7 @@ impl Queue {
     pub fn counts(&self) -> [u64; 5] {
         [
             (self.delayed.len() + Rare::of(&self.rare).waiting_len) as u64,
-            self.ready_len() as u64,
+            self.ready.len() as u64,
             self.inflight.len() as u64,
             Rare::of(&self.rare).dead.len() as u64,
             Rare::of(&self.rare).done.len() as u64,
@@ -528,7 +525,7 @@ impl Queue {
     /// in order, to read with [`Queue::leased`] (what DQ.POP replies and
     /// propagates straight from the records).
     pub fn pop_slots(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Slot> {
-        let ready = self.ready_len();
+        let ready = self.ready.len();
         // Never more turns than there are ready messages: under ORDER FAIR
         // a turn that finds nothing drops groups from the ring, which a
         // replica replaying the claims would not do.
@@ -1034,7 +1031,7 @@ impl Queue {
                     .flat_map(|g| g.waiting.iter().map(|k| k.2))
                     .chain(self.delayed.iter().map(|k| k.2)),
             ),
-            State::Ready => Box::new(self.live_ready().map(|k| k.3)),
+            State::Ready => Box::new(self.ready.iter().map(|k| k.3)),
             State::Inflight => Box::new(self.inflight.iter().map(|k| k.2)),
             State::Dead => Box::new(Rare::of(&self.rare).dead.iter().map(|k| k.2)),
             State::Done => Box::new(Rare::of(&self.rare).done.iter().map(|k| k.2)),
@@ -1229,7 +1226,7 @@ impl Queue {
         let mut oldest_ready_since: Option<u64> = None;
         let mut head = self.ready.first();
         for _ in 0..MAX_PRIORITY_HEADS {
-            let Some(&(Reverse(priority), .., slot)) = self.first_live_from(head) else {
+            let Some(&(Reverse(priority), .., slot)) = head else {
                 break;
             };
             let since = self.messages.at(slot).ready_since();
@@ -1322,14 +1319,10 @@ impl Queue {
             }
             State::Ready => {
                 let key = (Reverse(record.priority), record.due_at, seq, slot);
-                let grouped = record.group().is_some();
-                let fair = self.rare.as_deref().is_some_and(|r| r.fair.is_some());
-                if fair {
-                    self.leave_ready_fair(&key);
-                } else {
-                    self.ready.remove(&key);
-                }
-                if grouped || fair {
+                self.ready.remove(&key);
+                if record.group().is_some()
+                    || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
+                {
                     self.count_ready(slot, &key, false);
                 }
             }
@@ -1377,12 +1370,10 @@ impl Queue {
             }
             State::Ready => {
                 let key = (Reverse(record.priority), record.due_at, seq, slot);
-                let grouped = record.group().is_some();
-                if !self.ready.insert(key) {
-                    // Its stale key (ORDER FAIR) is live again.
-                    self.revive_ready_fair();
-                }
-                if grouped || self.rare.as_deref().is_some_and(|r| r.fair.is_some()) {
+                self.ready.insert(key);
+                if record.group().is_some()
+                    || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
+                {
                     self.count_ready(slot, &key, true);
                 }
             }
@@ -1560,7 +1551,7 @@ impl Queue {
             .map(|g| g.waiting.len())
             .sum();
         let indexed = self.delayed.len()
-            + self.ready_len()
+            + self.ready.len()
             + self.inflight.len()
             + Rare::of(&self.rare).dead.len()
             + Rare::of(&self.rare).done.len()

@@ -841,9 +841,9 @@ fn a_clock_that_steps_back_keeps_the_rate_log_in_order() {
 }
 
 /// ORDER FAIR takes each group's first message from the middle of the
-/// ready index and leaves its key there, stale: what reads the index
-/// (counts, PEEK's order, the oldest ready message, a switch back to ORDER
-/// PRIORITY) sees only the messages still ready.
+/// ready order: what reads the ready index (counts, PEEK's order, the
+/// oldest ready message, a switch back to ORDER PRIORITY) sees only the
+/// messages still ready.
 #[test]
 fn order_fair_leaves_no_trace_of_what_it_took() {
     let mut q = Queue::new();
