@@ -14,6 +14,10 @@ use std::ops::Bound;
 use super::groups::Group;
 use super::Slot;
 
+/// Forgotten groups' entries are given back when there are more than
+/// this many, and twice as many as groups left.
+const COMPACT_AT: usize = if cfg!(test) { 4 } else { 64 };
+
 #[derive(Debug, Default)]
 pub(super) struct GroupTable {
     /// Each group's index in `entries`, by name.
@@ -116,8 +120,36 @@ impl GroupTable {
             *self = GroupTable::new();
         } else {
             self.free.push(at);
+            if self.free.len() > COMPACT_AT && self.free.len() > 2 * self.by_name.len() {
+                self.compact();
+            }
         }
         Some((name, group))
+    }
+
+    /// Gives back the room of forgotten groups once they far outnumber
+    /// the groups left (a queue that had a million tenants and has a few
+    /// now): the groups left move to the front, their holders' indexes
+    /// with them. It costs as much as the groups left and their holders,
+    /// fewer than the removals since the last time.
+    fn compact(&mut self) {
+        let mut entries = Vec::with_capacity(self.by_name.len());
+        let mut last_holder: Option<Slot> = None;
+        for at in self.by_name.values_mut() {
+            let group = std::mem::take(&mut self.entries[*at as usize]);
+            let moved = entries.len() as u32;
+            for slot in group.holders.iter() {
+                self.holder_group[slot as usize] = moved;
+                last_holder = last_holder.max(Some(slot));
+            }
+            entries.push(group);
+            *at = moved;
+        }
+        self.entries = entries;
+        self.free = Vec::new();
+        self.holder_group
+            .truncate(last_holder.map_or(0, |slot| slot as usize + 1));
+        self.holder_group.shrink_to_fit();
     }
 
     /// In name order.
@@ -190,5 +222,35 @@ mod tests {
         assert_eq!(names, [b"b".to_vec(), b"c".to_vec()]);
         assert!(t.remove(b"b").is_some() && t.remove(b"c").is_some());
         assert!(t.is_empty() && t.entries.is_empty() && t.holder_group.is_empty());
+    }
+
+    #[test]
+    fn forgotten_groups_give_their_room_back() {
+        let mut t = GroupTable::new();
+        let names: Vec<Vec<u8>> = (0..100).map(|i| format!("g{i:03}").into_bytes()).collect();
+        for (slot, name) in names.iter().enumerate() {
+            let at = t.index_of(name);
+            t.note_holder(slot as Slot, at);
+            t.at_mut(at).holders.push(slot as Slot);
+        }
+        // Keep g010 and g050; forget the rest.
+        for (slot, name) in names.iter().enumerate() {
+            if slot != 10 && slot != 50 {
+                t.at_mut(t.index(name).unwrap())
+                    .holders
+                    .remove(slot as Slot);
+                assert!(t.remove(name).is_some());
+            }
+        }
+        assert_eq!(t.len(), 2);
+        assert!(t.entries.len() < 10, "{} entries kept", t.entries.len());
+        for slot in [10, 50] {
+            let name = format!("g{slot:03}").into_bytes();
+            assert_eq!(t.holder_index(slot), t.index(&name), "slot {slot}");
+            assert_eq!(
+                t.of_holder(slot).and_then(|g| g.holders.first()),
+                Some(slot)
+            );
+        }
     }
 }
