@@ -193,7 +193,7 @@ pub fn arm(ctx: &Context) {
 /// returns, in ms, by 1000 in 32-bit arithmetic: a period over 35.8
 /// minutes wrapped to a time in the past, and the server spun at 100% CPU
 /// calling its timer handler until that work fell due (fixed in 7.2).
-pub const LONGEST_PERIOD_MS: u64 = 10 * 60 * 1000;
+const LONGEST_PERIOD_MS: u64 = 10 * 60 * 1000;
 
 /// When to fire for work at `at` (Unix ms), at `now`.
 fn fire_time(at: u64, now: u64) -> u64 {

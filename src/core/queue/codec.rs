@@ -977,8 +977,7 @@ impl Loader {
                 };
                 let groups = &mut Rare::make(&mut q.rare).groups;
                 let at = groups.index_of(name);
-                groups.at_mut(at).holders.push(slot);
-                groups.note_holder(slot, at);
+                groups.hold(at, slot);
             }
         }
         for slot in slots {

@@ -86,8 +86,14 @@ impl GroupTable {
         &mut self.entries[at as usize]
     }
 
-    /// The message at `slot` took a place in the group at index `at`.
-    pub fn note_holder(&mut self, slot: Slot, at: u32) {
+    /// The message at `slot` takes a place in the group at index `at`.
+    pub fn hold(&mut self, at: u32, slot: Slot) {
+        self.entries[at as usize].holders.push(slot);
+        self.note_holder(slot, at);
+    }
+
+    /// The message at `slot` holds a place in the group at index `at`.
+    fn note_holder(&mut self, slot: Slot, at: u32) {
         let slot = slot as usize;
         if slot >= self.holder_group.len() {
             self.holder_group.resize(slot + 1, u32::MAX);
@@ -230,8 +236,7 @@ mod tests {
         let names: Vec<Vec<u8>> = (0..100).map(|i| format!("g{i:03}").into_bytes()).collect();
         for (slot, name) in names.iter().enumerate() {
             let at = t.index_of(name);
-            t.note_holder(slot as Slot, at);
-            t.at_mut(at).holders.push(slot as Slot);
+            t.hold(at, slot as Slot);
         }
         // Keep g010 and g050; forget the rest.
         for (slot, name) in names.iter().enumerate() {

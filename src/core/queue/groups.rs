@@ -468,8 +468,7 @@ impl Queue {
         if !open || group.holders.len() >= limit || !group.waiting.is_empty() {
             return false;
         }
-        group.holders.push(slot);
-        groups.note_holder(slot, at);
+        groups.hold(at, slot);
         self.messages.at_mut(slot).holds_group = true;
         true
     }
@@ -549,8 +548,7 @@ impl Queue {
                 return;
             };
             if !holds {
-                group.holders.push(next);
-                rare.groups.note_holder(next, at);
+                rare.groups.hold(at, next);
             }
             self.unindex(next);
             if !holds {

@@ -343,7 +343,7 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
     }
 
     /// Takes the smallest key if `take` accepts it.
-    pub fn pop_first_if(&mut self, take: impl FnOnce(&K) -> bool) -> Option<K> {
+    fn pop_first_if(&mut self, take: impl FnOnce(&K) -> bool) -> Option<K> {
         let other = |run: &VecDeque<K>| !run.front().is_some_and(take);
         match &mut self.layout {
             Layout::Small(run) => {
