@@ -901,6 +901,33 @@ impl Queue {
         self.rebuild_fair();
     }
 
+    /// ORDER FAIR's ring as group names, front first (`None`: the
+    /// ungrouped line; an orphan line shows its old name), for the model's
+    /// trace.
+    #[cfg(test)]
+    pub(super) fn fair_ring(&self) -> Vec<(Option<Vec<u8>>, usize)> {
+        let rare = Rare::of(&self.rare);
+        let Some(fair) = rare.fair.as_deref() else {
+            return Vec::new();
+        };
+        fair.ring
+            .iter()
+            .map(|&line| {
+                let ready = fair.line(line).ready.len();
+                if line == LineRef::UNGROUPED {
+                    return (None, ready);
+                }
+                let name = rare
+                    .groups
+                    .iter()
+                    .find(|(_, g)| g.line == line)
+                    .map(|(n, _)| n.to_vec())
+                    .or_else(|| fair.line(line).orphan.as_deref().map(<[u8]>::to_vec));
+                (name, ready)
+            })
+            .collect()
+    }
+
     /// Each group's stored pause and rate log (the codec), by name.
     pub fn group_flows(&self) -> impl Iterator<Item = (&[u8], &GroupFlow)> + '_ {
         Rare::of(&self.rare).groups.iter().filter_map(|(name, g)| {

@@ -51,7 +51,7 @@
 //!   early, never past END or LIMIT.
 //!
 //! `DQ_MODEL_TRACE=1 cargo test --lib model` prints each step;
-//! `DQ_MODEL_SEED=n` runs seed `n` alone.
+//! `DQ_MODEL_SEED=n` runs seed `n` alone, `DQ_MODEL_SEED=a..b` seeds a to b.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -648,12 +648,16 @@ impl Side {
 #[test]
 fn random_operations_deliver_what_the_reference_says_and_a_replica_follows() {
     // DQ_MODEL_SEED=n runs that seed alone (with DQ_MODEL_TRACE, to follow
-    // a failure).
-    if let Some(seed) = std::env::var("DQ_MODEL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        run(seed, 700);
+    // a failure); DQ_MODEL_SEED=a..b runs seeds a to b (a sweep).
+    if let Ok(seeds) = std::env::var("DQ_MODEL_SEED") {
+        let (from, to) = seeds.split_once("..").unwrap_or((&seeds, &seeds));
+        let (from, to): (u64, u64) = match (from.parse(), to.parse()) {
+            (Ok(from), Ok(to)) => (from, to),
+            _ => panic!("DQ_MODEL_SEED: n or a..b, not {seeds:?}"),
+        };
+        for seed in from..=to {
+            run(seed, 700);
+        }
         return;
     }
     let runs: usize = (1..=40u64).map(|seed| run(seed, 700)).sum();
@@ -784,14 +788,33 @@ fn run(seed: u64, steps: usize) -> usize {
                 .collect();
             grouped.sort();
             eprintln!(
-                "  groups limit {:?} rate {:?} fair {} flows {flows:?} wakes {:?} ring {:?} sure {}\n  messages {grouped:?}",
+                "  groups limit {:?} rate {:?} fair {} flows {flows:?} wakes {:?} ring {:?} sure {} queue's ring {:?}\n  messages {grouped:?}",
                 c.group_limit,
                 c.group_rate,
                 c.fair,
                 Rare::of(&m.main.q.rare).wakes,
                 m.main.ring,
-                m.main.ring_sure
+                m.main.ring_sure,
+                m.main
+                    .q
+                    .fair_ring()
+                    .into_iter()
+                    .map(|(g, n)| (g.map(|g| String::from_utf8_lossy(&g).into_owned()), n))
+                    .collect::<Vec<_>>()
             );
+        }
+        if std::env::var("DQ_MODEL_TRACE").is_ok() {
+            for (name, s) in m.main.q.schedules() {
+                eprintln!(
+                    "  schedule {} start {} next {:?} last {:?} runs {} missed {:?}",
+                    String::from_utf8_lossy(name),
+                    s.start,
+                    s.next_run,
+                    s.last_run,
+                    s.runs,
+                    s.missed
+                );
+            }
         }
         match op {
             0..=2 => {
@@ -924,12 +947,18 @@ fn run(seed: u64, steps: usize) -> usize {
                 let drain = next(4) == 0;
                 let mut short = 0;
                 for round in 0..200 {
+                    // A newer version installed in place of a message whose
+                    // TTL ran out is ready at once, and may expire in the
+                    // same round.
+                    let installs = m.main.q.messages.iter().any(|(_, r)| {
+                        r.replacement().is_some() && r.live_expiry().is_some_and(|at| at <= now)
+                    });
                     let work = m.main.q.tick(now, budget, &p);
                     runs.extend(work.runs.iter().cloned());
-                    if round > 0 && work.ttl_expired > 0 {
-                        // A message made ready in an earlier round may have
-                        // expired: its group may have joined ORDER FAIR's
-                        // turn unseen.
+                    if (round > 0 || installs) && work.ttl_expired > 0 {
+                        // A message made ready in an earlier round (or by
+                        // an install) may have expired: its group may have
+                        // joined ORDER FAIR's turn unseen.
                         m.main.ring_sure = false;
                     }
                     if std::env::var("DQ_MODEL_TRACE").is_ok() {
