@@ -105,9 +105,10 @@ pub fn run_id(name: &[u8], at: u64) -> Vec<u8> {
 
 impl Queue {
     /// Creates or replaces schedule `name` at `now`; its next run is the
-    /// first at or after `now` that it allows. A replaced schedule keeps
-    /// its counts and last run. `None` when `only_new` and it exists
-    /// (left untouched); else its next run time.
+    /// first at or after `now` that it allows, and after the last run
+    /// made. A replaced schedule keeps its counts and last run. `None`
+    /// when `only_new` and it exists (left untouched); else its next run
+    /// time.
     pub fn put_schedule(
         &mut self,
         now: u64,
@@ -125,7 +126,12 @@ impl Queue {
             schedule.skipped = old.skipped;
             schedule.last_run = old.last_run;
         }
-        schedule.next_run = schedule.next_from(now);
+        // A clock behind the last run (a promoted replica's) must not make
+        // a run time again: each run is one message, made once.
+        let from = schedule
+            .last_run
+            .map_or(now, |last| now.max(last.saturating_add(1)));
+        schedule.next_run = schedule.next_from(from);
         let next = schedule.next_run;
         schedules.unindex(name);
         schedules.by_name.insert(name.into(), schedule);

@@ -617,6 +617,26 @@ fn runs_are_made_at_their_time_once_and_replay_exactly() {
 }
 
 #[test]
+fn a_replacement_on_a_clock_behind_the_last_run_makes_no_run_again() {
+    let p = policy(3);
+    let mut q = Queue::new();
+    q.put_schedule(0, b"poll", every(1_000, 0), false);
+    assert_eq!(
+        q.tick(3_050, 100, &p).runs[0].made,
+        [0, 1_000, 2_000, 3_000]
+    );
+    // A promoted replica whose clock is behind replaces it: its next run is
+    // after the last one made, not the first from its clock.
+    assert_eq!(
+        q.put_schedule(1_500, b"poll", every(1_000, 0), false),
+        Some(Some(4_000))
+    );
+    assert!(q.tick(3_999, 100, &p).runs.is_empty());
+    assert_eq!(q.tick(4_000, 100, &p).runs[0].made, [4_000]);
+    q.check().unwrap();
+}
+
+#[test]
 fn limit_end_nx_and_replacement() {
     let p = policy(3);
     let mut q = Queue::new();
