@@ -163,7 +163,10 @@ pub fn try_pop(
         apply.bytes(b"THROTTLED");
     }
     let mut packed = Vec::new();
-    pack_ids(popped.iter().map(|&slot| queue.leased(slot).0), &mut packed);
+    pack_ids(
+        popped.iter().map(|&slot| queue.leased_id(slot)),
+        &mut packed,
+    );
     apply
         .bytes(b"PACKED")
         .number(deadline)

@@ -497,10 +497,11 @@ impl Queue {
     /// (`free_group` then `hand_on`, looking the group up once when
     /// nobody waits, as in most groups most of the time.)
     pub(super) fn release_group(&mut self, slot: Slot, now: u64) {
-        let group_rate = self.config().group_rate;
+        // Most messages hold no place: nothing more to read for them.
         if !self.vacate(slot) {
             return;
         }
+        let group_rate = self.config().group_rate;
         let Some(name) = self.messages.at(slot).group() else {
             return;
         };
@@ -681,12 +682,32 @@ impl Queue {
         }
     }
 
-    /// The ready message POP takes next: the first in ready order, or
-    /// under ORDER FAIR the next group's first.
-    pub(super) fn next_ready(&mut self) -> Option<Slot> {
-        match self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) {
-            Some(fair) => fair.next(),
-            None => self.ready.first().map(|k| k.3),
+    /// Takes the ready message POP delivers next out of the ready index:
+    /// the first in ready order (one step at the index's front, where a
+    /// look then a removal by key searched twice), or under ORDER FAIR the
+    /// next group's first. The caller leases it.
+    pub(super) fn take_next_ready(&mut self) -> Option<Slot> {
+        let key = match self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) {
+            Some(fair) => {
+                let slot = fair.next()?;
+                let key = self.messages.at(slot).ready_key(slot);
+                self.ready.remove(&key);
+                key
+            }
+            None => self.ready.pop_first()?,
+        };
+        self.left_ready(&key);
+        Some(key.3)
+    }
+
+    /// A message left the ready index: its group counts it out, and ORDER
+    /// FAIR's line lets it go.
+    pub(super) fn left_ready(&mut self, key: &ReadyKey) {
+        let slot = key.3;
+        if self.messages.at(slot).group().is_some()
+            || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
+        {
+            self.count_ready(slot, key, false);
         }
     }
 

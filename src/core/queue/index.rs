@@ -211,6 +211,18 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
     }
 
     /// Adds `key`; false when it was there already.
+    /// Room for `n` more keys arriving together (a POP's leases): one
+    /// allocation, where the small form would double up to them a key at
+    /// a time. Runs grow as they do.
+    pub fn reserve(&mut self, n: usize) {
+        if let Layout::Small(run) = &mut self.layout {
+            let want = run.len().saturating_add(n).min(R);
+            if want > run.capacity() {
+                run.reserve_exact(want - run.len());
+            }
+        }
+    }
+
     pub fn insert(&mut self, key: K) -> bool {
         if let Layout::Small(run) = &mut self.layout {
             let Some(at) = slot_in(run, &key) else {

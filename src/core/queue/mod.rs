@@ -531,11 +531,12 @@ impl Queue {
         // replica replaying the claims would not do.
         let allowed = count.min(self.allowance(now)).min(ready);
         let mut taken = Vec::with_capacity(allowed);
+        self.inflight.reserve(allowed);
         while taken.len() < allowed {
-            let Some(slot) = self.next_ready() else {
+            let Some(slot) = self.take_next_ready() else {
                 break;
             };
-            self.lease(now, slot, lease_deadline);
+            self.lease_taken(now, slot, lease_deadline);
             taken.push(slot);
             fault::point("pop:batch");
         }
@@ -579,6 +580,11 @@ impl Queue {
         taken
     }
 
+    /// A leased message's id (what POP propagates).
+    pub fn leased_id(&self, slot: Slot) -> &[u8] {
+        self.messages.at(slot).id()
+    }
+
     /// A leased message's id, payload and attempt.
     pub fn leased(&self, slot: Slot) -> (&[u8], &[u8], u32) {
         let record = self.messages.at(slot);
@@ -595,8 +601,17 @@ impl Queue {
         }
     }
 
+    /// Leases a ready message (a replayed POP's claim).
     fn lease(&mut self, now: u64, slot: Slot, lease_deadline: u64) {
-        self.unindex(slot);
+        let key = self.messages.at(slot).ready_key(slot);
+        self.ready.remove(&key);
+        self.left_ready(&key);
+        self.lease_taken(now, slot, lease_deadline);
+    }
+
+    /// Leases a ready message already out of the ready index. Only the
+    /// state's index changes: its TTL's entry stays as it is.
+    fn lease_taken(&mut self, now: u64, slot: Slot, lease_deadline: u64) {
         let record = self.messages.at_mut(slot);
         // A new delivery starts: the last one's PROGRESS no longer says
         // anything.
@@ -606,7 +621,7 @@ impl Queue {
         record.state = State::Inflight;
         record.attempt = record.attempt.saturating_add(1);
         record.lease_deadline = lease_deadline;
-        self.index(slot);
+        self.inflight.insert((lease_deadline, record.seq, slot));
         self.log_group_delivery(slot, now);
         self.note(now, Kind::Delivered, slot, None);
     }
@@ -1318,13 +1333,9 @@ impl Queue {
                 self.delayed.remove(&(record.due_at, seq, slot));
             }
             State::Ready => {
-                let key = (Reverse(record.priority), record.due_at, seq, slot);
+                let key = record.ready_key(slot);
                 self.ready.remove(&key);
-                if record.group().is_some()
-                    || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
-                {
-                    self.count_ready(slot, &key, false);
-                }
+                self.left_ready(&key);
             }
             State::Inflight => {
                 self.inflight.remove(&(record.lease_deadline, seq, slot));
@@ -1369,7 +1380,7 @@ impl Queue {
                 self.delayed.insert((record.due_at, seq, slot));
             }
             State::Ready => {
-                let key = (Reverse(record.priority), record.due_at, seq, slot);
+                let key = record.ready_key(slot);
                 self.ready.insert(key);
                 if record.group().is_some()
                     || self.rare.as_deref().is_some_and(|r| r.fair.is_some())

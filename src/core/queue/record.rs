@@ -448,6 +448,16 @@ impl Record {
         }
     }
 
+    /// Its key in the ready index, living at `slot`.
+    pub(super) fn ready_key(&self, slot: super::Slot) -> super::ReadyKey {
+        (
+            std::cmp::Reverse(self.priority),
+            self.due_at,
+            self.seq,
+            slot,
+        )
+    }
+
     /// Since when a ready message has been waiting for a consumer: its due
     /// time, or its ADD when it was added already due.
     pub fn ready_since(&self) -> u64 {
