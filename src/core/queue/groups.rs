@@ -29,9 +29,11 @@
 //! finds nothing drops groups from the ring and a replica has no such
 //! turn to replay.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-
 use std::cmp::Reverse;
+use std::collections::{BTreeSet, VecDeque};
+use std::hash::BuildHasher;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::index::SortedIndex;
 use super::journal::Kind;
@@ -236,10 +238,12 @@ pub(super) struct Fair {
     ungrouped: FairLine,
     /// Lines in turn.
     ring: VecDeque<LineRef>,
-    /// Lines the ring holds whose groups were forgotten, by name: a group
-    /// of that name coming back takes its line's place in the turn again,
-    /// as if it had never left.
-    orphans: BTreeMap<Box<[u8]>, LineRef>,
+    /// Lines the ring holds whose groups were forgotten, found by the name
+    /// each keeps (`FairLine::orphan`): a group of that name coming back
+    /// takes its line's place in the turn again, as if it had never left.
+    /// Only looked up, never walked, so its order is nobody's concern.
+    orphans: HashTable<LineRef>,
+    hasher: DefaultHashBuilder,
 }
 
 /// A line of ORDER FAIR: an index into `Fair::lines`, or one of the two
@@ -306,7 +310,13 @@ impl Fair {
     /// it was forgotten since, or a new, empty one.
     fn line_for(&mut self, name: &[u8]) -> LineRef {
         if !self.orphans.is_empty() {
-            if let Some(line) = self.orphans.remove(name) {
+            let hash = self.hasher.hash_one(name);
+            let lines = &self.lines;
+            let found = self.orphans.find_entry(hash, |&l| {
+                lines[l.0 as usize].orphan.as_deref() == Some(name)
+            });
+            if let Ok(entry) = found {
+                let (line, _) = entry.remove();
                 self.line_mut(line).orphan = None;
                 return line;
             }
@@ -338,8 +348,12 @@ impl Fair {
             return;
         }
         if self.line(line).in_ring {
-            self.line_mut(line).orphan = Some(name.clone());
-            self.orphans.insert(name, line);
+            let hash = self.hasher.hash_one(&name[..]);
+            let (lines, hasher) = (&self.lines, &self.hasher);
+            self.orphans.insert_unique(hash, line, |&l| {
+                hasher.hash_one(lines[l.0 as usize].orphan.as_deref().unwrap_or_default())
+            });
+            self.line_mut(line).orphan = Some(name);
         } else {
             self.free_line(line);
         }
@@ -368,7 +382,10 @@ impl Fair {
             let l = self.line_mut(line);
             l.in_ring = false;
             if let Some(name) = l.orphan.take() {
-                self.orphans.remove(&name);
+                let hash = self.hasher.hash_one(&name[..]);
+                if let Ok(entry) = self.orphans.find_entry(hash, |&l| l == line) {
+                    entry.remove();
+                }
                 self.free_line(line);
             }
         }
@@ -415,7 +432,7 @@ impl Fair {
 
     /// Heap bytes (MEMORY USAGE).
     fn heap_bytes(&self) -> usize {
-        use crate::core::heap::alloc_size;
+        use crate::core::heap::{alloc_size, hash_table_bytes};
         use std::mem::size_of;
         alloc_size(size_of::<Fair>())
             + alloc_size(self.lines.capacity() * size_of::<FairLine>())
@@ -427,10 +444,12 @@ impl Fair {
             + self.ungrouped.ready.heap_bytes()
             + alloc_size(self.free.capacity() * size_of::<u32>())
             + alloc_size(self.ring.capacity() * size_of::<LineRef>())
+            + hash_table_bytes(self.orphans.capacity(), size_of::<LineRef>())
             + self
-                .orphans
-                .keys()
-                .map(|name| 2 * alloc_size(name.len()) + size_of::<(Box<[u8]>, LineRef)>() * 3 / 2)
+                .lines
+                .iter()
+                .filter_map(|l| l.orphan.as_deref())
+                .map(|name| alloc_size(name.len()))
                 .sum::<usize>()
     }
 }

@@ -15,7 +15,7 @@ use std::hash::BuildHasher;
 use std::mem::size_of;
 
 use super::record::Record;
-use crate::core::heap::alloc_size;
+use crate::core::heap::{alloc_size, hash_table_bytes};
 use crate::core::lazyfree;
 
 /// Records per chunk: as many as fill 80 KiB. A chunk is one allocation
@@ -72,19 +72,7 @@ impl Messages {
             .iter()
             .map(|c| alloc_size(c.capacity() * record))
             .sum();
-        let table = match self.ids.capacity() {
-            0 => 0,
-            // hashbrown: one slot per bucket, aligned to its 16-byte
-            // groups, then a control byte per bucket and one more group.
-            capacity => {
-                let buckets = if capacity < 8 {
-                    (capacity + 1).next_power_of_two()
-                } else {
-                    (capacity * 8 / 7).next_power_of_two()
-                };
-                alloc_size(((buckets * size_of::<Slot>() + 15) & !15) + buckets + 16)
-            }
-        };
+        let table = hash_table_bytes(self.ids.capacity(), size_of::<Slot>());
         alloc_size(self.chunks.capacity() * size_of::<Vec<Option<Record>>>())
             + chunks
             + alloc_size(self.free.capacity() * size_of::<Slot>())
