@@ -401,16 +401,16 @@ impl Fair {
         }
     }
 
-    /// The next message in turn; its line goes to the back.
-    fn next(&mut self) -> Option<Slot> {
+    /// Takes the next message in turn out of its line, which goes to the
+    /// back of the ring (and so stays there, even if left empty).
+    fn take_next(&mut self) -> Option<ReadyKey> {
         loop {
             let front = *self.ring.front()?;
-            if let Some(key) = self.line(front).ready.first() {
-                let slot = key.3;
+            if let Some(key) = self.line_mut(front).ready.pop_first() {
                 // rotate_left(1), without its general shuffle.
                 self.ring.pop_front();
                 self.ring.push_back(front);
-                return Some(slot);
+                return Some(key);
             }
             self.drop_front();
         }
@@ -706,17 +706,22 @@ impl Queue {
     /// look then a removal by key searched twice), or under ORDER FAIR the
     /// next group's first. The caller leases it.
     pub(super) fn take_next_ready(&mut self) -> Option<Slot> {
-        let key = match self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) {
-            Some(fair) => {
-                let slot = fair.next()?;
-                let key = self.messages.at(slot).ready_key(slot);
-                self.ready.remove(&key);
-                key
-            }
-            None => self.ready.pop_first()?,
+        let Some(fair) = self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) else {
+            let key = self.ready.pop_first()?;
+            self.left_ready(&key);
+            return Some(key.3);
         };
-        self.left_ready(&key);
-        Some(key.3)
+        // The line gave its key up already: only the ready index and the
+        // group's count are left to update.
+        let key = fair.take_next()?;
+        let slot = key.3;
+        self.ready.remove(&key);
+        if self.messages.at(slot).group().is_some() {
+            if let Some(group) = Rare::make(&mut self.rare).groups.of_holder(slot) {
+                group.ready -= 1;
+            }
+        }
+        Some(slot)
     }
 
     /// A message left the ready index: its group counts it out, and ORDER
