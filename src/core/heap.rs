@@ -18,21 +18,6 @@ pub fn alloc_size(n: usize) -> usize {
     }
 }
 
-/// The bytes of a hashbrown table of `capacity` entries of `slot` bytes:
-/// the slots, aligned to its 16-byte groups, then a control byte per
-/// bucket and one more group.
-pub fn hash_table_bytes(capacity: usize, slot: usize) -> usize {
-    if capacity == 0 {
-        return 0;
-    }
-    let buckets = if capacity < 8 {
-        (capacity + 1).next_power_of_two()
-    } else {
-        (capacity * 8 / 7).next_power_of_two()
-    };
-    alloc_size(((buckets * slot + 15) & !15) + buckets + 16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::alloc_size;

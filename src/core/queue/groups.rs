@@ -318,10 +318,20 @@ impl Fair {
             if let Ok(entry) = found {
                 let (line, _) = entry.remove();
                 self.line_mut(line).orphan = None;
+                self.let_orphans_go();
                 return line;
             }
         }
         self.new_line()
+    }
+
+    /// An emptied table of orphans gives its room back: a hash table does
+    /// not shrink as entries leave, and a burst of forgotten groups would
+    /// keep it at its largest for as long as ORDER FAIR stays on.
+    fn let_orphans_go(&mut self) {
+        if self.orphans.is_empty() {
+            self.orphans = HashTable::new();
+        }
     }
 
     fn new_line(&mut self) -> LineRef {
@@ -351,7 +361,8 @@ impl Fair {
             let hash = self.hasher.hash_one(&name[..]);
             let (lines, hasher) = (&self.lines, &self.hasher);
             self.orphans.insert_unique(hash, line, |&l| {
-                hasher.hash_one(lines[l.0 as usize].orphan.as_deref().unwrap_or_default())
+                let name = lines[l.0 as usize].orphan.as_deref();
+                hasher.hash_one(name.expect("an orphan line keeps its name"))
             });
             self.line_mut(line).orphan = Some(name);
         } else {
@@ -386,6 +397,7 @@ impl Fair {
                 if let Ok(entry) = self.orphans.find_entry(hash, |&l| l == line) {
                     entry.remove();
                 }
+                self.let_orphans_go();
                 self.free_line(line);
             }
         }
@@ -425,6 +437,52 @@ impl Fair {
         }
     }
 
+    /// The ring, the lines and the orphans agree (`check_groups`); the
+    /// groups' own lines are `group_lines`.
+    fn check(&self, group_lines: impl Iterator<Item = LineRef>) -> std::result::Result<(), String> {
+        let mut seen = vec![false; self.lines.len() + 1];
+        for &line in &self.ring {
+            let at = match line {
+                LineRef::UNGROUPED => self.lines.len(),
+                LineRef(at) if (at as usize) < self.lines.len() => at as usize,
+                _ => return Err("ORDER FAIR's ring names no line".into()),
+            };
+            if std::mem::replace(&mut seen[at], true) || !self.line(line).in_ring {
+                return Err("ORDER FAIR's ring and its lines disagree".into());
+            }
+        }
+        let in_ring =
+            self.lines.iter().filter(|l| l.in_ring).count() + usize::from(self.ungrouped.in_ring);
+        if in_ring != self.ring.len() {
+            return Err("an ORDER FAIR line says it is in the ring and is not".into());
+        }
+        let mut orphans = 0;
+        for (at, l) in self.lines.iter().enumerate() {
+            let Some(name) = l.orphan.as_deref() else {
+                continue;
+            };
+            orphans += 1;
+            let hash = self.hasher.hash_one(name);
+            let found = self.orphans.find(hash, |&o| o.0 as usize == at).is_some();
+            if !l.in_ring || !found {
+                return Err("an ORDER FAIR orphan line is lost".into());
+            }
+        }
+        if orphans != self.orphans.len() {
+            return Err("ORDER FAIR keeps stray orphans".into());
+        }
+        for line in group_lines.filter(|&l| l != LineRef::NONE) {
+            if self
+                .lines
+                .get(line.0 as usize)
+                .is_none_or(|l| l.orphan.is_some())
+            {
+                return Err("a group's ORDER FAIR line is missing or an orphan's".into());
+            }
+        }
+        Ok(())
+    }
+
     /// Ready messages it holds (`check`).
     fn len(&self) -> usize {
         self.lines.iter().map(|l| l.ready.len()).sum::<usize>() + self.ungrouped.ready.len()
@@ -432,7 +490,7 @@ impl Fair {
 
     /// Heap bytes (MEMORY USAGE).
     fn heap_bytes(&self) -> usize {
-        use crate::core::heap::{alloc_size, hash_table_bytes};
+        use crate::core::heap::alloc_size;
         use std::mem::size_of;
         alloc_size(size_of::<Fair>())
             + alloc_size(self.lines.capacity() * size_of::<FairLine>())
@@ -444,7 +502,7 @@ impl Fair {
             + self.ungrouped.ready.heap_bytes()
             + alloc_size(self.free.capacity() * size_of::<u32>())
             + alloc_size(self.ring.capacity() * size_of::<LineRef>())
-            + hash_table_bytes(self.orphans.capacity(), size_of::<LineRef>())
+            + alloc_size(self.orphans.allocation_size())
             + self
                 .lines
                 .iter()
@@ -1110,6 +1168,7 @@ impl Queue {
             if fair.len() != self.ready.len() {
                 return Err("ORDER FAIR's lines miss ready messages".into());
             }
+            fair.check(rare.groups.values().map(|g| g.line))?;
         } else if self.config().fair {
             return Err("ORDER FAIR without its lines".into());
         }

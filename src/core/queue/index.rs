@@ -210,7 +210,6 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
             .chain(runs.into_iter().flat_map(|r| r.values().flatten()))
     }
 
-    /// Adds `key`; false when it was there already.
     /// Room for `n` more keys arriving together (a POP's leases): one
     /// allocation, where the small form would double up to them a key at
     /// a time. Runs grow as they do.
@@ -223,6 +222,7 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
         }
     }
 
+    /// Adds `key`; false when it was there already.
     pub fn insert(&mut self, key: K) -> bool {
         if let Layout::Small(run) = &mut self.layout {
             let Some(at) = slot_in(run, &key) else {

@@ -15,7 +15,7 @@ use std::hash::BuildHasher;
 use std::mem::size_of;
 
 use super::record::Record;
-use crate::core::heap::{alloc_size, hash_table_bytes};
+use crate::core::heap::alloc_size;
 use crate::core::lazyfree;
 
 /// Records per chunk: as many as fill 80 KiB. A chunk is one allocation
@@ -72,7 +72,9 @@ impl Messages {
             .iter()
             .map(|c| alloc_size(c.capacity() * record))
             .sum();
-        let table = hash_table_bytes(self.ids.capacity(), size_of::<Slot>());
+        // What the table allocated, whatever its churn left it counting
+        // as room (deleted entries keep theirs).
+        let table = alloc_size(self.ids.allocation_size());
         alloc_size(self.chunks.capacity() * size_of::<Vec<Option<Record>>>())
             + chunks
             + alloc_size(self.free.capacity() * size_of::<Slot>())
