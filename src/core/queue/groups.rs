@@ -775,22 +775,38 @@ impl Queue {
         let slot = key.3;
         self.ready.remove(&key);
         if self.messages.at(slot).group().is_some() {
-            if let Some(group) = Rare::make(&mut self.rare).groups.of_holder(slot) {
+            if let Some(group) = self
+                .rare
+                .as_deref_mut()
+                .and_then(|r| r.groups.of_holder(slot))
+            {
                 group.ready -= 1;
             }
         }
         Some(slot)
     }
 
+    /// A message entered the ready index: its group counts it in, and
+    /// ORDER FAIR's line takes it.
+    pub(super) fn entered_ready(&mut self, key: &ReadyKey) {
+        if self.ready_counted(key.3) {
+            self.count_ready(key.3, key, true);
+        }
+    }
+
     /// A message left the ready index: its group counts it out, and ORDER
     /// FAIR's line lets it go.
     pub(super) fn left_ready(&mut self, key: &ReadyKey) {
-        let slot = key.3;
-        if self.messages.at(slot).group().is_some()
-            || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
-        {
-            self.count_ready(slot, key, false);
+        if self.ready_counted(key.3) {
+            self.count_ready(key.3, key, false);
         }
+    }
+
+    /// Whether anything beside the ready index counts the message while it
+    /// is ready (its group, ORDER FAIR's lines): most queues have neither.
+    fn ready_counted(&self, slot: Slot) -> bool {
+        self.messages.at(slot).group().is_some()
+            || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
     }
 
     /// A replayed POP takes the message at `slot`: ORDER FAIR's turn moves

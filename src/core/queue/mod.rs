@@ -603,10 +603,16 @@ impl Queue {
 
     /// Leases a ready message (a replayed POP's claim).
     fn lease(&mut self, now: u64, slot: Slot, lease_deadline: u64) {
+        self.leave_ready(slot);
+        self.lease_taken(now, slot, lease_deadline);
+    }
+
+    /// Takes a ready message out of the ready index (and what counts it
+    /// there), wherever it stands.
+    fn leave_ready(&mut self, slot: Slot) {
         let key = self.messages.at(slot).ready_key(slot);
         self.ready.remove(&key);
         self.left_ready(&key);
-        self.lease_taken(now, slot, lease_deadline);
     }
 
     /// Leases a ready message already out of the ready index. Only the
@@ -1332,11 +1338,7 @@ impl Queue {
             State::Delayed => {
                 self.delayed.remove(&(record.due_at, seq, slot));
             }
-            State::Ready => {
-                let key = record.ready_key(slot);
-                self.ready.remove(&key);
-                self.left_ready(&key);
-            }
+            State::Ready => self.leave_ready(slot),
             State::Inflight => {
                 self.inflight.remove(&(record.lease_deadline, seq, slot));
             }
@@ -1382,11 +1384,7 @@ impl Queue {
             State::Ready => {
                 let key = record.ready_key(slot);
                 self.ready.insert(key);
-                if record.group().is_some()
-                    || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
-                {
-                    self.count_ready(slot, &key, true);
-                }
+                self.entered_ready(&key);
             }
             State::Inflight => {
                 self.inflight.insert((record.lease_deadline, seq, slot));

@@ -802,8 +802,6 @@ fn run(seed: u64, steps: usize) -> usize {
                     .map(|(g, n)| (g.map(|g| String::from_utf8_lossy(&g).into_owned()), n))
                     .collect::<Vec<_>>()
             );
-        }
-        if std::env::var("DQ_MODEL_TRACE").is_ok() {
             for (name, s) in m.main.q.schedules() {
                 eprintln!(
                     "  schedule {} start {} next {:?} last {:?} runs {} missed {:?}",
