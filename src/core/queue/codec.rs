@@ -933,7 +933,12 @@ impl Loader {
 
     /// How many records and events are still to come.
     pub fn remaining(&self) -> u64 {
-        self.records_remaining() + (self.events_expected - self.events.len() as u64)
+        // Saturating: the counts come from the header, which a crafted
+        // RESTORE payload sets as it likes.
+        let events = self
+            .events_expected
+            .saturating_sub(self.events.len() as u64);
+        self.records_remaining().saturating_add(events)
     }
 
     pub fn add_chunk(&mut self, chunk: &[u8]) -> Decoded<()> {
