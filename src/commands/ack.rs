@@ -41,8 +41,7 @@ pub const COMMAND: Command = Command {
 fn ack(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
     let (_, ids) = parse_queue_and_ids(NAME, &argv[1..])?;
-    let items: Vec<(&[u8], Option<&[u8]>)> = ids.iter().map(|&id| (id, None)).collect();
-    finished(ctx, args, Finish::Ack, &items).map(int)
+    finished(ctx, args, Finish::Ack(ids)).map(int)
 }
 
 /// Replays `ACK id...`: finished at the master's `now`, with the master's

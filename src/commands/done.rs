@@ -78,30 +78,26 @@ pub fn parse<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [u8], Results<'a>)> {
 fn done(ctx: &Context, args: &[RedisString]) -> Result<RedisValue> {
     let argv = bytes(args);
     let (_, results) = parse(&argv[1..])?;
-    let items: Vec<(&[u8], Option<&[u8]>)> = results.iter().map(|&(id, r)| (id, Some(r))).collect();
-    finished(ctx, args, Finish::Done, &items).map(int)
+    finished(ctx, args, Finish::Done(&results)).map(int)
 }
 
-/// Which command finishes deliveries.
+/// Which command finishes deliveries, and what it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finish {
-    Ack,
-    Done,
+pub enum Finish<'a> {
+    /// ACK's ids.
+    Ack(&'a [&'a [u8]]),
+    /// DONE's ids, each with its result.
+    Done(&'a [(&'a [u8], &'a [u8])]),
 }
 
-/// Finishes the in-flight deliveries among `items` (id, result) now, with
+/// Finishes the in-flight deliveries `how` names now, with
 /// the module's retention as the fallback, and propagates what a replica
 /// must do the same: `ACK id...` when `dq.retain-ms` is 0 (the round-3
 /// form), else `DONE retain-ms n id result ... id ...`, whose first `n` ids
 /// have a result (DQ.DONE's pairs; ACK's ids have none), so the master's
 /// `dq.retain-ms` decides there too. Either way the command's own argument
 /// strings are sent, not copies.
-pub fn finished(
-    ctx: &Context,
-    args: &[RedisString],
-    how: Finish,
-    items: &[(&[u8], Option<&[u8]>)],
-) -> Result<u64> {
+pub fn finished(ctx: &Context, args: &[RedisString], how: Finish<'_>) -> Result<u64> {
     let mut key = QueueKey::open(ctx, &args[1])?;
     let Some(queue) = key.queue() else {
         return Ok(0);
@@ -110,29 +106,20 @@ pub fn finished(
     let retain = settings::retain_ms();
     let due_before = queue.next_due();
     let count = match how {
-        Finish::Ack => {
-            let ids: Vec<&[u8]> = items.iter().map(|&(id, _)| id).collect();
-            queue.ack(now, &ids, retain)
-        }
-        Finish::Done => {
-            let results: Vec<(&[u8], &[u8])> = items
-                .iter()
-                .map(|&(id, r)| (id, r.unwrap_or_default()))
-                .collect();
-            queue.done(now, &results, retain)
-        }
+        Finish::Ack(ids) => queue.ack(now, ids, retain),
+        Finish::Done(results) => queue.done(now, results, retain),
     };
     if count == 0 {
         return Ok(0);
     }
-    if how == Finish::Ack && retain == 0 {
+    if matches!(how, Finish::Ack(_)) && retain == 0 {
         Apply::new(ctx, &args[1], now, settings::max_attempts(), "ACK")
             .args(&args[2..])
             .send();
     } else {
         let with_results = match how {
-            Finish::Ack => 0,
-            Finish::Done => items.len() as u64,
+            Finish::Ack(_) => 0,
+            Finish::Done(results) => results.len() as u64,
         };
         Apply::new(ctx, &args[1], now, settings::max_attempts(), "DONE")
             .number(retain)

@@ -552,6 +552,7 @@ impl Queue {
 
     /// The message gives up the place it holds: false when it held none.
     /// (Its group's list of holders is the caller's to update.)
+    #[inline]
     fn vacate(&mut self, slot: Slot) -> bool {
         let record = self.messages.at_mut(slot);
         std::mem::replace(&mut record.holds_group, false)
@@ -573,11 +574,16 @@ impl Queue {
     /// The message leaves its group: its place goes to whoever waits.
     /// (`free_group` then `hand_on`, looking the group up once when
     /// nobody waits, as in most groups most of the time.)
+    #[inline]
     pub(super) fn release_group(&mut self, slot: Slot, now: u64) {
         // Most messages hold no place: nothing more to read for them.
-        if !self.vacate(slot) {
-            return;
+        if self.vacate(slot) {
+            self.release_place(slot, now);
         }
+    }
+
+    /// `release_group` of a message that held a place.
+    fn release_place(&mut self, slot: Slot, now: u64) {
         let group_rate = self.config().group_rate;
         let Some(name) = self.messages.at(slot).group() else {
             return;

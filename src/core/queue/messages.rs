@@ -35,6 +35,13 @@ const SMALL: usize = 8;
 /// A record's place in the slab; stable while the record lives.
 pub type Slot = u32;
 
+/// A record `find_entry` found: its slot, and its bucket in the id table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    pub slot: Slot,
+    bucket: Option<usize>,
+}
+
 #[derive(Default)]
 pub struct Messages {
     chunks: Vec<Vec<Option<Record>>>,
@@ -101,15 +108,29 @@ impl Messages {
     }
 
     pub fn find(&self, id: &[u8]) -> Option<Slot> {
+        self.find_entry(id).map(|found| found.slot)
+    }
+
+    /// As `find`, remembering where the table holds the id, so that
+    /// `remove_found` need not hash and compare it again (ACK finds each
+    /// id, then removes it).
+    pub fn find_entry(&self, id: &[u8]) -> Option<Found> {
         if !self.has_table() {
             // At most SMALL records, all in the first chunk.
-            return self.iter().find(|(_, r)| r.id() == id).map(|(s, _)| s);
+            let slot = self.iter().find(|(_, r)| r.id() == id).map(|(s, _)| s)?;
+            return Some(Found { slot, bucket: None });
         }
         let hash = Self::hash(&self.hasher, id);
         let chunks = &self.chunks;
-        self.ids
-            .find(hash, |&slot| record_in(chunks, slot).id() == id)
-            .copied()
+        let mut slot = 0;
+        let bucket = self.ids.find_bucket_index(hash, |&s| {
+            slot = s;
+            record_in(chunks, s).id() == id
+        })?;
+        Some(Found {
+            slot,
+            bucket: Some(bucket),
+        })
     }
 
     /// Stores a record whose id is not in the queue yet.
@@ -163,10 +184,29 @@ impl Messages {
 
     /// Removes and returns the record at `slot`.
     pub fn remove(&mut self, slot: Slot) -> Record {
+        self.remove_found(Found { slot, bucket: None })
+    }
+
+    /// Removes the record `find_entry` found. Its bucket is used only if
+    /// it still holds the slot (the table may have changed since), else
+    /// the id is looked up again.
+    pub fn remove_found(&mut self, found: Found) -> Record {
+        let slot = found.slot;
         if self.has_table() {
-            let hash = Self::hash(&self.hasher, self.at(slot).id());
-            if let Ok(entry) = self.ids.find_entry(hash, |&s| s == slot) {
-                entry.remove();
+            let at_bucket = found
+                .bucket
+                .and_then(|b| self.ids.get_bucket_entry(b).ok())
+                .filter(|entry| *entry.get() == slot);
+            match at_bucket {
+                Some(entry) => {
+                    entry.remove();
+                }
+                None => {
+                    let hash = Self::hash(&self.hasher, self.at(slot).id());
+                    if let Ok(entry) = self.ids.find_entry(hash, |&s| s == slot) {
+                        entry.remove();
+                    }
+                }
             }
         }
         let (chunk, index) = position(slot);
@@ -288,6 +328,31 @@ mod tests {
         }
         assert!(m.is_empty());
         assert_eq!(m.heap_bytes(), 0);
+    }
+
+    #[test]
+    fn a_found_record_is_removed_even_after_the_table_moved_it() {
+        let mut m = Messages::default();
+        for i in 0..100 {
+            m.insert(record(&format!("m{i}")));
+        }
+        let found = m.find_entry(b"m7").unwrap();
+        let kept = m.find_entry(b"m8").unwrap();
+        // Growing the table moves entries: the bucket found is stale.
+        for i in 100..5000 {
+            m.insert(record(&format!("m{i}")));
+        }
+        assert_eq!(m.remove_found(found).id(), b"m7");
+        assert_eq!(m.find(b"m7"), None);
+        assert_eq!(m.find(b"m8"), Some(kept.slot));
+        // Fresh from the table: its own bucket.
+        let found = m.find_entry(b"m8").unwrap();
+        assert!(found.bucket.is_some());
+        assert_eq!(m.remove_found(found).id(), b"m8");
+        assert_eq!((m.find(b"m8"), m.len()), (None, 4998));
+        for i in 9..5000 {
+            assert!(m.find(format!("m{i}").as_bytes()).is_some(), "m{i}");
+        }
     }
 
     #[test]

@@ -677,9 +677,10 @@ impl Queue {
         // the ids seen, which would cost a hash of each.
         let mut count = 0;
         for (id, result) in items {
-            let Some(slot) = self.messages.find(id) else {
+            let Some(found) = self.messages.find_entry(id) else {
                 continue;
             };
+            let slot = found.slot;
             if self.messages.at(slot).state != State::Inflight {
                 continue;
             }
@@ -694,7 +695,8 @@ impl Queue {
             }
             match self.retention(slot, module_retain_ms) {
                 0 => {
-                    self.messages.remove(slot);
+                    // Nothing above adds or removes an id.
+                    self.messages.remove_found(found);
                 }
                 retain => {
                     let drop_at = now.saturating_add(retain).min(MAX_TIME_MS);
