@@ -446,6 +446,17 @@ fn fair_order_takes_from_the_groups_in_turn() {
     let total: HashMap<char, usize> = [('a', 50), ('b', 5), ('f', 5)].into();
     let mut delivered: HashMap<char, usize> = total.keys().map(|k| (*k, 0)).collect();
     let mut order = Vec::new();
+    // PEEK READY lists them in the order the POPs below take them.
+    let peeked: Vec<String> = match cmd(&mut c, "DQ.PEEK q READY COUNT 15") {
+        Value::Array(entries) => entries
+            .iter()
+            .map(|e| match e {
+                Value::Array(fields) => text(&fields[0]),
+                other => panic!("not a PEEK entry: {other:?}"),
+            })
+            .collect(),
+        other => panic!("not a PEEK reply: {other:?}"),
+    };
     for n in 1..=15 {
         let got = popped_ids(&cmd(&mut c, "DQ.POP q"));
         assert_eq!(got.len(), 1, "POP {n} gave {got:?}");
@@ -469,6 +480,7 @@ fn fair_order_takes_from_the_groups_in_turn() {
         [('a', 5), ('b', 5), ('f', 5)].into(),
         "{order:?}"
     );
+    assert_eq!(peeked, order, "PEEK foretold the turn");
     // Within each group: ADD order.
     for prefix in ["a", "b", "f"] {
         let of: Vec<&String> = order.iter().filter(|id| id.starts_with(prefix)).collect();

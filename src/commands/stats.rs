@@ -30,7 +30,9 @@ pub const COMMAND: Command = Command {
     doc: CommandDoc {
         name: "dq.stats",
         summary: "Returns counts per state and the lifetime counters of a queue",
-        complexity: "O(P) for P distinct priorities among ready messages",
+        complexity:
+            "O(P) for P distinct priorities among ready messages; under ORDER FAIR, O(G*P) \
+                     for G groups with a ready message",
         arity: 2,
         key: Some(KeyUse::Read),
         numkeys: false,

@@ -117,7 +117,7 @@ impl Queue {
 
     /// Whether a POP at `now` could deliver something.
     pub fn deliverable(&self, now: u64) -> bool {
-        self.ready.len() > 0 && self.allowance(now) > 0
+        self.ready_len() > 0 && self.allowance(now) > 0
     }
 
     /// When the limits next let a POP deliver, if they let none at `now`
@@ -125,7 +125,7 @@ impl Queue {
     /// on. `None` while MAXINFLIGHT alone holds (an ACK frees it: no timer
     /// needed) or a pause has no end.
     pub fn reopens_at(&self, now: u64) -> Option<u64> {
-        if self.ready.len() == 0 || self.allowance(now) > 0 {
+        if self.ready_len() == 0 || self.allowance(now) > 0 {
             return None;
         }
         let flow = &Rare::of(&self.rare).flow;

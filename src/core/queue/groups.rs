@@ -30,7 +30,7 @@
 //! turn to replay.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
@@ -244,6 +244,9 @@ pub(super) struct Fair {
     /// Only looked up, never walked, so its order is nobody's concern.
     orphans: HashTable<LineRef>,
     hasher: DefaultHashBuilder,
+    /// Ready messages the lines hold: under ORDER FAIR they are the ready
+    /// index (see `Queue::ready`).
+    count: usize,
 }
 
 /// A line of ORDER FAIR: an index into `Fair::lines`, or one of the two
@@ -372,19 +375,22 @@ impl Fair {
 
     fn add(&mut self, line: LineRef, key: ReadyKey) {
         let l = self.line_mut(line);
-        l.ready.insert(key);
+        let added = l.ready.insert(key);
         if !l.in_ring {
             l.in_ring = true;
             self.ring.push_back(line);
         }
+        self.count += usize::from(added);
     }
 
     /// Takes a key out of a line; true when the line is left empty and out
     /// of the ring (its group may let it go).
     fn remove(&mut self, line: LineRef, key: &ReadyKey) -> bool {
         let l = self.line_mut(line);
-        l.ready.remove(key);
-        l.ready.len() == 0 && !l.in_ring
+        let removed = l.ready.remove(key);
+        let spent = l.ready.len() == 0 && !l.in_ring;
+        self.count -= usize::from(removed);
+        spent
     }
 
     /// Takes the line at the front out of the ring: it has nothing ready.
@@ -419,6 +425,7 @@ impl Fair {
         loop {
             let front = *self.ring.front()?;
             if let Some(key) = self.line_mut(front).ready.pop_first() {
+                self.count -= 1;
                 // rotate_left(1), without its general shuffle.
                 self.ring.pop_front();
                 self.ring.push_back(front);
@@ -480,12 +487,65 @@ impl Fair {
                 return Err("a group's ORDER FAIR line is missing or an orphan's".into());
             }
         }
+        if self.all_lines().map(|l| l.ready.len()).sum::<usize>() != self.count {
+            return Err("ORDER FAIR's count of ready messages is off".into());
+        }
         Ok(())
     }
 
-    /// Ready messages it holds (`check`).
-    fn len(&self) -> usize {
-        self.lines.iter().map(|l| l.ready.len()).sum::<usize>() + self.ungrouped.ready.len()
+    /// Ready messages the lines hold.
+    pub(super) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// The lines, the ungrouped one first (in no particular order).
+    fn all_lines(&self) -> impl Iterator<Item = &FairLine> + '_ {
+        std::iter::once(&self.ungrouped).chain(&self.lines)
+    }
+
+    /// Every ready message, in the order POPs would take them: the ring's
+    /// lines in turn, each giving its next message, a line leaving the
+    /// turn once it has none. Lazy: the first `n` cost about `n` steps,
+    /// however many lines there are.
+    pub(super) fn iter_turns(&self) -> impl Iterator<Item = &ReadyKey> + '_ {
+        let mut ring = self.ring.iter();
+        // Lines already seen this far, with what they have left, in turn.
+        let mut later = VecDeque::new();
+        std::iter::from_fn(move || loop {
+            let mut keys = match ring.next() {
+                Some(&line) => self.line(line).ready.iter(),
+                None => later.pop_front()?,
+            };
+            if let Some(key) = keys.next() {
+                later.push_back(keys);
+                return Some(key);
+            }
+        })
+    }
+
+    /// Every ready message, in ready order (a change of ORDER, a PURGE).
+    pub(super) fn sorted_keys(&self) -> Vec<ReadyKey> {
+        let mut keys: Vec<ReadyKey> = self
+            .all_lines()
+            .flat_map(|l| l.ready.iter().copied())
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// The first ready message of each priority, highest first, at most
+    /// `max` of them: each line's, the earliest of each priority kept.
+    pub(super) fn priority_heads(&self, max: usize) -> Vec<ReadyKey> {
+        let mut heads: BTreeMap<Reverse<i32>, ReadyKey> = BTreeMap::new();
+        for line in self.all_lines() {
+            for key in super::priority_heads(&line.ready).take(max) {
+                heads
+                    .entry(key.0)
+                    .and_modify(|head| *head = (*head).min(*key))
+                    .or_insert(*key);
+            }
+        }
+        heads.into_values().take(max).collect()
     }
 
     /// Heap bytes (MEMORY USAGE).
@@ -779,7 +839,6 @@ impl Queue {
         // group's count are left to update.
         let key = fair.take_next()?;
         let slot = key.3;
-        self.ready.remove(&key);
         if self.messages.at(slot).group().is_some() {
             if let Some(group) = self
                 .rare
@@ -808,6 +867,36 @@ impl Queue {
         }
     }
 
+    /// ORDER FAIR's lines, when the queue keeps them (and then no ready
+    /// index beside them).
+    pub(super) fn fair(&self) -> Option<&Fair> {
+        self.rare.as_deref().and_then(|r| r.fair.as_deref())
+    }
+
+    /// Ready messages: in the ready index, or ORDER FAIR's lines.
+    pub(super) fn ready_len(&self) -> usize {
+        self.fair().map_or(self.ready.len(), Fair::len)
+    }
+
+    /// Whether the ready message at `slot` is where it belongs: in the
+    /// ready index, or its group's ORDER FAIR line (`check`).
+    pub(super) fn ready_holds(&self, slot: Slot, key: &ReadyKey) -> bool {
+        let Some(fair) = self.fair() else {
+            return self.ready.contains(key);
+        };
+        let line = match self.messages.at(slot).group() {
+            None => LineRef::UNGROUPED,
+            Some(name) => match Rare::of(&self.rare).groups.get(name) {
+                Some(group) if group.line != LineRef::NONE => group.line,
+                _ => return false,
+            },
+        };
+        fair.lines
+            .get(line.0 as usize)
+            .or((line == LineRef::UNGROUPED).then_some(&fair.ungrouped))
+            .is_some_and(|l| l.ready.contains(key))
+    }
+
     /// Whether anything beside the ready index counts the message while it
     /// is ready (its group, ORDER FAIR's lines): most queues have neither.
     fn ready_counted(&self, slot: Slot) -> bool {
@@ -834,21 +923,29 @@ impl Queue {
         }
     }
 
-    /// Builds ORDER FAIR's lines from the ready index (ORDER FAIR set, or
-    /// a load), or drops them (ORDER PRIORITY).
+    /// Builds ORDER FAIR's lines from the ready messages (ORDER FAIR set,
+    /// or a load), or puts them back in the ready index (ORDER PRIORITY).
     pub(super) fn rebuild_fair(&mut self) {
         let on = self.config().fair;
+        // Every ready message, in ready order, out of wherever it is kept.
+        let keys: Vec<ReadyKey> = match self.rare.as_deref_mut().and_then(|r| r.fair.take()) {
+            Some(fair) => fair.sorted_keys(),
+            None => std::mem::take(&mut self.ready).iter().copied().collect(),
+        };
         if let Some(rare) = self.rare.as_deref_mut() {
-            rare.fair = None;
             rare.groups
                 .for_each_mut(|_, group| group.line = LineRef::NONE);
         }
         if !on {
+            // In order: each one past the last, no search.
+            for key in keys {
+                self.ready.insert(key);
+            }
             return;
         }
         let rare = Rare::make(&mut self.rare);
         let mut fair = Fair::default();
-        for key in self.ready.iter() {
+        for key in keys {
             let line = match self.messages.at(key.3).group() {
                 None => LineRef::UNGROUPED,
                 Some(name) => match rare.groups.get_mut(name) {
@@ -863,7 +960,7 @@ impl Queue {
                     None => continue,
                 },
             };
-            fair.add(line, *key);
+            fair.add(line, key);
         }
         rare.fair = Some(Box::new(fair));
     }
@@ -1187,8 +1284,8 @@ impl Queue {
             return Err("stray group wake-ups".into());
         }
         if let Some(fair) = rare.fair.as_deref() {
-            if fair.len() != self.ready.len() {
-                return Err("ORDER FAIR's lines miss ready messages".into());
+            if self.ready.len() != 0 {
+                return Err("a ready index beside ORDER FAIR's lines".into());
             }
             fair.check(rare.groups.values().map(|g| g.line))?;
         } else if self.config().fair {

@@ -223,10 +223,27 @@ impl TickWork {
 /// Priorities looked at to find the oldest ready message.
 const MAX_PRIORITY_HEADS: usize = 1024;
 
+/// The first key of each priority in a ready index (the queue's, or an
+/// ORDER FAIR line), highest priority first.
+fn priority_heads<const R: usize>(
+    index: &SortedIndex<ReadyKey, R>,
+) -> impl Iterator<Item = &ReadyKey> + '_ {
+    let mut head = index.first();
+    std::iter::from_fn(move || {
+        let key = head?;
+        head = index.first_after(&(key.0, u64::MAX, u64::MAX, Slot::MAX));
+        Some(key)
+    })
+}
+
 #[derive(Default)]
 pub struct Queue {
     messages: Messages,
     delayed: SortedIndex<TimeKey>,
+    /// Empty under ORDER FAIR, whose lines hold the ready messages (see
+    /// `groups`): a POP there takes each group's first message from
+    /// anywhere in the ready order, and removing it from one index beside
+    /// the lines cost a search of the tree of runs a message.
     ready: SortedIndex<ReadyKey>,
     inflight: SortedIndex<TimeKey>,
     /// Made on first use and dropped when empty again (see [`Rare`]).
@@ -412,7 +429,7 @@ impl Queue {
     pub fn counts(&self) -> [u64; 5] {
         [
             (self.delayed.len() + Rare::of(&self.rare).waiting_len) as u64,
-            self.ready.len() as u64,
+            self.ready_len() as u64,
             self.inflight.len() as u64,
             Rare::of(&self.rare).dead.len() as u64,
             Rare::of(&self.rare).done.len() as u64,
@@ -525,7 +542,7 @@ impl Queue {
     /// in order, to read with [`Queue::leased`] (what DQ.POP replies and
     /// propagates straight from the records).
     pub fn pop_slots(&mut self, now: u64, count: usize, lease_deadline: u64) -> Vec<Slot> {
-        let ready = self.ready.len();
+        let ready = self.ready_len();
         // Never more turns than there are ready messages: under ORDER FAIR
         // a turn that finds nothing drops groups from the ring, which a
         // replica replaying the claims would not do.
@@ -611,7 +628,9 @@ impl Queue {
     /// there), wherever it stands.
     fn leave_ready(&mut self, slot: Slot) {
         let key = self.messages.at(slot).ready_key(slot);
-        self.ready.remove(&key);
+        if self.fair().is_none() {
+            self.ready.remove(&key);
+        }
         self.left_ready(&key);
     }
 
@@ -1029,7 +1048,13 @@ impl Queue {
                 count
             }
             Some(state) => {
-                let slots: Vec<Slot> = self.iter_state(state).collect();
+                // Deleted in an order every replica shares: ORDER FAIR's
+                // turn (PEEK's order) restarts on a reload, so a replica's
+                // may differ.
+                let slots: Vec<Slot> = match (state, self.fair()) {
+                    (State::Ready, Some(fair)) => fair.sorted_keys().iter().map(|k| k.3).collect(),
+                    _ => self.iter_state(state).collect(),
+                };
                 self.delete(&slots, now);
                 slots.len() as u64
             }
@@ -1044,7 +1069,8 @@ impl Queue {
 
     /// The messages reported in `state`, in the order they would leave it:
     /// messages held back by their group are already due, so they come
-    /// before the delayed ones.
+    /// before the delayed ones; ready ones in POP's order, which under
+    /// ORDER FAIR takes the groups in turn.
     pub fn iter_state(&self, state: State) -> Box<dyn Iterator<Item = Slot> + '_> {
         match state {
             State::Delayed | State::Waiting => Box::new(
@@ -1054,7 +1080,10 @@ impl Queue {
                     .flat_map(|g| g.waiting.iter().map(|k| k.2))
                     .chain(self.delayed.iter().map(|k| k.2)),
             ),
-            State::Ready => Box::new(self.ready.iter().map(|k| k.3)),
+            State::Ready => match self.fair() {
+                Some(fair) => Box::new(fair.iter_turns().map(|k| k.3)),
+                None => Box::new(self.ready.iter().map(|k| k.3)),
+            },
             State::Inflight => Box::new(self.inflight.iter().map(|k| k.2)),
             State::Dead => Box::new(Rare::of(&self.rare).dead.iter().map(|k| k.2)),
             State::Done => Box::new(Rare::of(&self.rare).done.iter().map(|k| k.2)),
@@ -1246,18 +1275,17 @@ impl Queue {
 
     pub fn stats(&self) -> Stats {
         // The head of each priority is that priority's earliest-due message.
-        let mut oldest_ready_since: Option<u64> = None;
-        let mut head = self.ready.first();
-        for _ in 0..MAX_PRIORITY_HEADS {
-            let Some(&(Reverse(priority), .., slot)) = head else {
-                break;
-            };
-            let since = self.messages.at(slot).ready_since();
-            oldest_ready_since = Some(oldest_ready_since.map_or(since, |o| o.min(since)));
-            head = self
-                .ready
-                .first_after(&(Reverse(priority), u64::MAX, u64::MAX, Slot::MAX));
-        }
+        let heads: Vec<ReadyKey> = match self.fair() {
+            Some(fair) => fair.priority_heads(MAX_PRIORITY_HEADS),
+            None => priority_heads(&self.ready)
+                .take(MAX_PRIORITY_HEADS)
+                .copied()
+                .collect(),
+        };
+        let oldest_ready_since = heads
+            .iter()
+            .map(|key| self.messages.at(key.3).ready_since())
+            .min();
         let [delayed, ready, inflight, dead, done] = self.counts();
         Stats {
             delayed,
@@ -1385,7 +1413,9 @@ impl Queue {
             }
             State::Ready => {
                 let key = record.ready_key(slot);
-                self.ready.insert(key);
+                if self.fair().is_none() {
+                    self.ready.insert(key);
+                }
                 self.entered_ready(&key);
             }
             State::Inflight => {
@@ -1496,10 +1526,7 @@ impl Queue {
             let seq = record.seq;
             let indexed = match record.state {
                 State::Delayed => self.delayed.contains(&(record.due_at, seq, slot)),
-                State::Ready => {
-                    self.ready
-                        .contains(&(Reverse(record.priority), record.due_at, seq, slot))
-                }
+                State::Ready => self.ready_holds(slot, &record.ready_key(slot)),
                 State::Inflight => self.inflight.contains(&(record.lease_deadline, seq, slot)),
                 State::Dead => record
                     .death()
@@ -1562,7 +1589,7 @@ impl Queue {
             .map(|g| g.waiting.len())
             .sum();
         let indexed = self.delayed.len()
-            + self.ready.len()
+            + self.ready_len()
             + self.inflight.len()
             + Rare::of(&self.rare).dead.len()
             + Rare::of(&self.rare).done.len()

@@ -861,9 +861,9 @@ fn a_clock_that_steps_back_keeps_the_rate_log_in_order() {
 }
 
 /// ORDER FAIR takes each group's first message from the middle of the
-/// ready order: what reads the ready index (counts, PEEK's order, the
-/// oldest ready message, a switch back to ORDER PRIORITY) sees only the
-/// messages still ready.
+/// ready order: what reads the ready messages (counts, PEEK, the oldest
+/// ready message, a switch back to ORDER PRIORITY) sees only those still
+/// ready, PEEK in the order POP takes them: the groups in turn.
 #[test]
 fn order_fair_leaves_no_trace_of_what_it_took() {
     let mut q = Queue::new();
@@ -884,12 +884,13 @@ fn order_fair_leaves_no_trace_of_what_it_took() {
         .iter_state(State::Ready)
         .map(|slot| q.messages.at(slot).id().to_vec())
         .collect();
+    // a and b were served: c's turn, then theirs.
     assert_eq!(
         ready,
         [
+            b"c1".to_vec(),
             b"a2".to_vec(),
             b"b2".to_vec(),
-            b"c1".to_vec(),
             b"c2".to_vec()
         ]
     );
@@ -903,6 +904,97 @@ fn order_fair_leaves_no_trace_of_what_it_took() {
     q.check().unwrap();
     assert_eq!(ids(&q.pop(22, 10, LEASE)), ["a2", "b2", "c1", "c2"]);
     q.check().unwrap();
+}
+
+/// Under ORDER FAIR the lines are the only ready index: the ready
+/// messages, their counts and the oldest of them are what ORDER
+/// PRIORITY's one index says of the same messages, through POPs that take
+/// from every line and a switch back and forth; and PEEK lists them in
+/// the order the next POP takes them.
+#[test]
+fn order_fair_lines_read_as_one_ready_index() {
+    let config = |fair| QueueConfig {
+        fair,
+        group_limit: Some(1000),
+        ..QueueConfig::default()
+    };
+    let mut fair = Queue::new();
+    let mut plain = Queue::new();
+    fair.set_config(0, config(true));
+    plain.set_config(0, config(false));
+    // Three priorities, due times out of order, seven groups and
+    // ungrouped messages; each added at a later time than it is due for
+    // some, so that the oldest ready message is not the first in order.
+    let mut x: u64 = 7;
+    for i in 0..300u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let id = format!("m{i}");
+        let mut req = request(id.as_bytes(), b"", (x >> 33) % 50);
+        req.priority = ((x >> 20) % 3) as i32 - 1;
+        let group = format!("g{}", (x >> 40) % 8);
+        if !group.ends_with('7') {
+            req.group = Some(group.as_bytes());
+        }
+        for q in [&mut fair, &mut plain] {
+            q.add(60 + i % 40, &req);
+        }
+    }
+    let ready = |q: &Queue| -> Vec<Slot> { q.iter_state(State::Ready).collect() };
+    let same = |fair: &Queue, plain: &Queue| {
+        fair.check().unwrap();
+        assert!(fair.ready.len() == 0, "no ready index beside the lines");
+        assert_eq!(fair.counts(), plain.counts());
+        assert_eq!(
+            fair.stats().oldest_ready_since,
+            plain.stats().oldest_ready_since
+        );
+        let ids = |q: &Queue| -> Vec<Vec<u8>> {
+            let mut ids: Vec<Vec<u8>> = ready(q)
+                .into_iter()
+                .map(|slot| q.messages.at(slot).id().to_vec())
+                .collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(ids(fair), ids(plain));
+    };
+    same(&fair, &plain);
+    // FAIR takes from every line, what PEEK said, in its order; PRIORITY
+    // then takes the same messages.
+    let peek = |q: &Queue, n| -> Vec<Vec<u8>> {
+        q.peek(State::Ready, n)
+            .iter()
+            .map(|r| r.id().to_vec())
+            .collect()
+    };
+    let peeked = peek(&fair, 40);
+    let taken: Vec<Vec<u8>> = fair.pop(100, 40, LEASE).into_iter().map(|d| d.id).collect();
+    assert_eq!(taken, peeked);
+    let ids: Vec<&[u8]> = taken.iter().map(Vec::as_slice).collect();
+    plain.claim(100, &ids, LEASE);
+    same(&fair, &plain);
+    // Back to PRIORITY and to FAIR again: nothing lost or doubled.
+    fair.set_config(101, config(false));
+    fair.check().unwrap();
+    assert_eq!(ready(&fair).len(), ready(&plain).len());
+    fair.set_config(102, config(true));
+    same(&fair, &plain);
+    fair.ack(103, &ids, 0);
+    plain.ack(103, &ids, 0);
+    same(&fair, &plain);
+    // The whole drain, as PEEK foretold it (the turn started afresh by
+    // the switch, in ready order).
+    let peeked = peek(&fair, 1000);
+    assert_eq!(peeked.len(), 260);
+    let taken: Vec<Vec<u8>> = fair
+        .pop(104, 1000, LEASE)
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    assert_eq!(taken, peeked);
+    fair.check().unwrap();
 }
 
 /// A PURGE that deletes nothing is not propagated, so it must change
