@@ -1306,6 +1306,11 @@ fn settle(
     now: u64,
     group_rate: Option<crate::core::flow::Rate>,
 ) -> bool {
+    // Most groups have neither a pause nor GROUPRATE's log: no wake-up to
+    // move, nothing to prune.
+    if group.flow.is_none() {
+        return group.is_unused();
+    }
     if let (Some(flow), Some(rate)) = (group.flow.as_deref_mut(), group_rate) {
         flow.log.prune(now, &rate);
     }

@@ -256,7 +256,12 @@ impl<K: Ord + Copy, const R: usize> SortedIndex<K, R> {
                 if last.get().len() < R {
                     last.get_mut().push_back(key);
                 } else {
-                    tree.insert(key, VecDeque::from([key]));
+                    // Keys arriving in order fill it: its room at once, not
+                    // by seven doublings. Only the last run is ever part
+                    // empty this way.
+                    let mut run = VecDeque::with_capacity(R);
+                    run.push_back(key);
+                    tree.insert(key, run);
                 }
                 runs.len += 1;
                 return true;
