@@ -24,7 +24,8 @@ pub const COMMAND: Command = Command {
     doc: CommandDoc {
         name: "dq.peek",
         summary: "Returns messages of one state without taking them",
-        complexity: "O(log N + M) for M messages returned from a queue of N",
+        complexity: "O(log N + M) for M messages returned from a queue of N; READY under ORDER \
+                     FAIR, O(M + S) for S groups emptied since their last turn",
         arity: -3,
         key: Some(KeyUse::Read),
         numkeys: false,

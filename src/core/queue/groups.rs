@@ -16,9 +16,9 @@
 //! moving on): the timer wakes the group then (`wake_groups`, a phase of
 //! the tick replayed by count on a replica, as the others are).
 //!
-//! ORDER FAIR keeps, beside the ready index, each group's ready messages
-//! (messages without a group form one more group) and a ring of the groups
-//! that have some: POP serves the group at the front and puts it at the
+//! ORDER FAIR keeps, instead of the ready index, each group's ready
+//! messages in a line (messages without a group form one more group) and
+//! a ring of the groups that have some: POP serves the group at the front and puts it at the
 //! back. A group keeps its line's index, so POP and ACK find the line
 //! without looking a name up; a group forgotten while the ring holds its
 //! (empty) line and coming back before its turn takes that place again.
@@ -487,6 +487,9 @@ impl Fair {
                 return Err("a group's ORDER FAIR line is missing or an orphan's".into());
             }
         }
+        for line in self.all_lines() {
+            line.ready.check()?;
+        }
         if self.all_lines().map(|l| l.ready.len()).sum::<usize>() != self.count {
             return Err("ORDER FAIR's count of ready messages is off".into());
         }
@@ -505,19 +508,26 @@ impl Fair {
 
     /// Every ready message, in the order POPs would take them: the ring's
     /// lines in turn, each giving its next message, a line leaving the
-    /// turn once it has none. Lazy: the first `n` cost about `n` steps,
-    /// however many lines there are.
+    /// turn once it has none. Lazy: the first `n` cost `n` steps and one
+    /// more for each spent line the ring still holds before them (the
+    /// ring drops a spent line when its turn comes), however many lines
+    /// there are; it stops at the last ready message.
     pub(super) fn iter_turns(&self) -> impl Iterator<Item = &ReadyKey> + '_ {
         let mut ring = self.ring.iter();
         // Lines already seen this far, with what they have left, in turn.
         let mut later = VecDeque::new();
+        let mut left = self.count;
         std::iter::from_fn(move || loop {
+            if left == 0 {
+                return None;
+            }
             let mut keys = match ring.next() {
                 Some(&line) => self.line(line).ready.iter(),
                 None => later.pop_front()?,
             };
             if let Some(key) = keys.next() {
                 later.push_back(keys);
+                left -= 1;
                 return Some(key);
             }
         })
@@ -535,9 +545,10 @@ impl Fair {
 
     /// The first ready message of each priority, highest first, at most
     /// `max` of them: each line's, the earliest of each priority kept.
+    /// Only the ring's lines hold ready messages.
     pub(super) fn priority_heads(&self, max: usize) -> Vec<ReadyKey> {
         let mut heads: BTreeMap<Reverse<i32>, ReadyKey> = BTreeMap::new();
-        for line in self.all_lines() {
+        for line in self.ring.iter().map(|&l| self.line(l)) {
             for key in super::priority_heads(&line.ready).take(max) {
                 heads
                     .entry(key.0)
@@ -825,8 +836,8 @@ impl Queue {
         }
     }
 
-    /// Takes the ready message POP delivers next out of the ready index:
-    /// the first in ready order (one step at the index's front, where a
+    /// Takes the ready message POP delivers next out of the ready index
+    /// or ORDER FAIR's lines: the first in ready order (one step at the index's front, where a
     /// look then a removal by key searched twice), or under ORDER FAIR the
     /// next group's first. The caller leases it.
     pub(super) fn take_next_ready(&mut self) -> Option<Slot> {
@@ -835,8 +846,8 @@ impl Queue {
             self.left_ready(&key);
             return Some(key.3);
         };
-        // The line gave its key up already: only the ready index and the
-        // group's count are left to update.
+        // The line gave its key up already: only the group's count is left
+        // to update.
         let key = fair.take_next()?;
         let slot = key.3;
         if self.messages.at(slot).group().is_some() {
@@ -897,8 +908,8 @@ impl Queue {
             .is_some_and(|l| l.ready.contains(key))
     }
 
-    /// Whether anything beside the ready index counts the message while it
-    /// is ready (its group, ORDER FAIR's lines): most queues have neither.
+    /// Whether anything but the ready index counts the message while it is
+    /// ready (its group, ORDER FAIR's lines): most queues have neither.
     fn ready_counted(&self, slot: Slot) -> bool {
         self.messages.at(slot).group().is_some()
             || self.rare.as_deref().is_some_and(|r| r.fair.is_some())
@@ -927,15 +938,20 @@ impl Queue {
     /// or a load), or puts them back in the ready index (ORDER PRIORITY).
     pub(super) fn rebuild_fair(&mut self) {
         let on = self.config().fair;
-        // Every ready message, in ready order, out of wherever it is kept.
-        let keys: Vec<ReadyKey> = match self.rare.as_deref_mut().and_then(|r| r.fair.take()) {
-            Some(fair) => fair.sorted_keys(),
-            None => std::mem::take(&mut self.ready).iter().copied().collect(),
-        };
+        let fair = self.rare.as_deref_mut().and_then(|r| r.fair.take());
         if let Some(rare) = self.rare.as_deref_mut() {
             rare.groups
                 .for_each_mut(|_, group| group.line = LineRef::NONE);
         }
+        if fair.is_none() && !on {
+            // ORDER PRIORITY stays: the ready index is as it should be.
+            return;
+        }
+        // Every ready message, in ready order, out of wherever it is kept.
+        let keys: Vec<ReadyKey> = match fair {
+            Some(fair) => fair.sorted_keys(),
+            None => std::mem::take(&mut self.ready).iter().copied().collect(),
+        };
         if !on {
             // In order: each one past the last, no search.
             for key in keys {

@@ -1360,7 +1360,8 @@ impl Queue {
         let seq = record.seq;
         let expiry = record.live_expiry();
         // Only these leave something of the rare parts (ready, delayed and
-        // in-flight messages leave the queue's own indexes), so only they
+        // in-flight messages leave the queue's own indexes, or ORDER FAIR's
+        // lines, which keep the rare parts while they exist), so only they
         // may leave the rare parts empty.
         let tidy =
             expiry.is_some() || matches!(record.state, State::Dead | State::Done | State::Waiting);
