@@ -18,8 +18,8 @@
 //!
 //! ORDER FAIR keeps, instead of the ready index, each group's ready
 //! messages in a line (messages without a group form one more group) and
-//! a ring of the groups that have some: POP serves the group at the front and puts it at the
-//! back. A group keeps its line's index, so POP and ACK find the line
+//! a ring of the groups that have some: POP serves the group at the front
+//! and puts it at the back. A group keeps its line's index, so POP and ACK find the line
 //! without looking a name up; a group forgotten while the ring holds its
 //! (empty) line and coming back before its turn takes that place again.
 //! The ring is not saved: a reload starts the turn from the groups' first
@@ -837,9 +837,9 @@ impl Queue {
     }
 
     /// Takes the ready message POP delivers next out of the ready index
-    /// or ORDER FAIR's lines: the first in ready order (one step at the index's front, where a
-    /// look then a removal by key searched twice), or under ORDER FAIR the
-    /// next group's first. The caller leases it.
+    /// or ORDER FAIR's lines: the first in ready order (one step at the
+    /// index's front, where a look then a removal by key searched twice),
+    /// or under ORDER FAIR the next group's first. The caller leases it.
     pub(super) fn take_next_ready(&mut self) -> Option<Slot> {
         let Some(fair) = self.rare.as_deref_mut().and_then(|r| r.fair.as_deref_mut()) else {
             let key = self.ready.pop_first()?;
