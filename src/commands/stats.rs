@@ -30,9 +30,8 @@ pub const COMMAND: Command = Command {
     doc: CommandDoc {
         name: "dq.stats",
         summary: "Returns counts per state and the lifetime counters of a queue",
-        complexity:
-            "O(P) for P distinct priorities among ready messages; under ORDER FAIR, O(G*P) \
-                     for G groups in the turn (with a ready message, or emptied since their last turn)",
+        complexity: "O(P) for P distinct priorities among ready messages; under ORDER FAIR, \
+                     O(G*P) for G groups in the turn",
         arity: 2,
         key: Some(KeyUse::Read),
         numkeys: false,

@@ -19,9 +19,10 @@
 //! ORDER FAIR keeps, instead of the ready index, each group's ready
 //! messages in a line (messages without a group form one more group) and
 //! a ring of the groups that have some: POP serves the group at the front
-//! and puts it at the back. A group keeps its line's index, so POP and ACK find the line
-//! without looking a name up; a group forgotten while the ring holds its
-//! (empty) line and coming back before its turn takes that place again.
+//! and puts it at the back. A group keeps its line's index, so POP and ACK
+//! find the line without looking a name up; a group forgotten while the
+//! ring holds its (empty) line and coming back before its turn takes that
+//! place again.
 //! The ring is not saved: a reload starts the turn from the groups' first
 //! ready messages, in ready order. A replica replaying POP's claims
 //! turns its ring the same way, so it stays in step with its master: POP
@@ -300,6 +301,16 @@ impl Fair {
             LineRef::UNGROUPED => &self.ungrouped,
             LineRef(at) => &self.lines[at as usize],
         }
+    }
+
+    /// Whether `line` holds `key`; false for a line that does not exist
+    /// (`check`, which must not panic on a broken invariant).
+    fn holds(&self, line: LineRef, key: &ReadyKey) -> bool {
+        let l = match line {
+            LineRef::UNGROUPED => Some(&self.ungrouped),
+            LineRef(at) => self.lines.get(at as usize),
+        };
+        l.is_some_and(|l| l.ready.contains(key))
     }
 
     fn line_mut(&mut self, line: LineRef) -> &mut FairLine {
@@ -902,10 +913,7 @@ impl Queue {
                 _ => return false,
             },
         };
-        fair.lines
-            .get(line.0 as usize)
-            .or((line == LineRef::UNGROUPED).then_some(&fair.ungrouped))
-            .is_some_and(|l| l.ready.contains(key))
+        fair.holds(line, key)
     }
 
     /// Whether anything but the ready index counts the message while it is

@@ -197,15 +197,12 @@ impl Messages {
                 .bucket
                 .and_then(|b| self.ids.get_bucket_entry(b).ok())
                 .filter(|entry| *entry.get() == slot);
-            match at_bucket {
-                Some(entry) => {
+            if let Some(entry) = at_bucket {
+                entry.remove();
+            } else {
+                let hash = Self::hash(&self.hasher, self.at(slot).id());
+                if let Ok(entry) = self.ids.find_entry(hash, |&s| s == slot) {
                     entry.remove();
-                }
-                None => {
-                    let hash = Self::hash(&self.hasher, self.at(slot).id());
-                    if let Ok(entry) = self.ids.find_entry(hash, |&s| s == slot) {
-                        entry.remove();
-                    }
                 }
             }
         }
