@@ -575,7 +575,7 @@ impl Side {
                 }
                 let Some(pos) = block.iter().position(|b| b == g) else {
                     panic!(
-                        "{at}: ORDER FAIR delivery {i}: {id:?} of group {g:?}, but the turn is {block:?} (ring {:?}; ready {by_group:?})",
+                        "{at}: ORDER FAIR delivery {i}: {id:?} of group {g:?}, but the turn is {block:?} (ring {:?}; ready {by_group:?}; got {got:?})",
                         self.ring
                     );
                 };
@@ -953,10 +953,13 @@ fn run(seed: u64, steps: usize) -> usize {
                     });
                     let work = m.main.q.tick(now, budget, &p);
                     runs.extend(work.runs.iter().cloned());
-                    if (round > 0 || installs) && work.ttl_expired > 0 {
+                    if work.ttl_expired > 1 || (work.ttl_expired > 0 && (round > 0 || installs)) {
                         // A message made ready in an earlier round (or by
-                        // an install) may have expired: its group may have
-                        // joined ORDER FAIR's turn unseen.
+                        // an install, or let in by the place an earlier
+                        // expiry of the same round freed) may have
+                        // expired: its group may have joined ORDER FAIR's
+                        // turn unseen, and a line emptied so keeps its
+                        // place in the turn until a POP passes it.
                         m.main.ring_sure = false;
                     }
                     if std::env::var("DQ_MODEL_TRACE").is_ok() {
