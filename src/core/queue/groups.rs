@@ -59,16 +59,31 @@ pub(super) struct Group {
     pub flow: Option<Box<GroupFlow>>,
 }
 
+/// Holders a group keeps in one boxed array: the limits users set per
+/// tenant are mostly small ("5 exports at once").
+const FEW: usize = 8;
+
 /// The messages holding a group's places: under the default GROUPLIMIT 1,
-/// one, kept inline.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+/// one, kept inline; up to [`FEW`] in one allocation; more in a vector.
+#[derive(Debug, Default, Clone, Eq)]
 pub(super) enum Holders {
     #[default]
     None,
     One(Slot),
+    /// 2..=FEW holders, the first `len` of the array: one allocation
+    /// where a box and a vector are two, and no regrowth on the way up.
+    Few(u32, Box<[Slot; FEW]>),
     // Boxed: a pointer keeps the entry at 40 bytes; a Vec would be 24.
     #[allow(clippy::box_collection)]
     Many(Box<Vec<Slot>>),
+}
+
+/// The same holders in the same order, whichever form holds them (a
+/// vector shrunk back to a few, or loaded as a few, is the same group).
+impl PartialEq for Holders {
+    fn eq(&self, other: &Holders) -> bool {
+        self.as_slice() == other.as_slice()
+    }
 }
 
 impl Holders {
@@ -76,6 +91,7 @@ impl Holders {
         match self {
             Holders::None => &[],
             Holders::One(slot) => std::slice::from_ref(slot),
+            Holders::Few(len, slots) => &slots[..*len as usize],
             Holders::Many(slots) => slots,
         }
     }
@@ -99,7 +115,21 @@ impl Holders {
     pub fn push(&mut self, slot: Slot) {
         *self = match std::mem::take(self) {
             Holders::None => Holders::One(slot),
-            Holders::One(first) => Holders::Many(Box::new(vec![first, slot])),
+            Holders::One(first) => {
+                let mut slots = Box::new([0; FEW]);
+                slots[..2].copy_from_slice(&[first, slot]);
+                Holders::Few(2, slots)
+            }
+            Holders::Few(len, mut slots) if (len as usize) < FEW => {
+                slots[len as usize] = slot;
+                Holders::Few(len + 1, slots)
+            }
+            Holders::Few(_, slots) => {
+                let mut many = Vec::with_capacity(2 * FEW);
+                many.extend_from_slice(&slots[..]);
+                many.push(slot);
+                Holders::Many(Box::new(many))
+            }
             Holders::Many(mut slots) => {
                 slots.push(slot);
                 Holders::Many(slots)
@@ -111,6 +141,16 @@ impl Holders {
     pub fn remove(&mut self, slot: Slot) {
         match self {
             Holders::One(first) if *first == slot => *self = Holders::None,
+            Holders::Few(len, slots) => {
+                let n = *len as usize;
+                if let Some(at) = slots[..n].iter().position(|&s| s == slot) {
+                    slots.copy_within(at + 1..n, at);
+                    *len -= 1;
+                }
+                if *len == 1 {
+                    *self = Holders::One(slots[0]);
+                }
+            }
             Holders::Many(slots) => {
                 if let Some(at) = slots.iter().position(|&s| s == slot) {
                     slots.remove(at);
@@ -128,10 +168,12 @@ impl Holders {
     /// Heap bytes (MEMORY USAGE).
     fn heap_bytes(&self) -> usize {
         use crate::core::heap::alloc_size;
+        use std::mem::size_of;
         match self {
+            Holders::Few(..) => alloc_size(size_of::<[Slot; FEW]>()),
             Holders::Many(slots) => {
-                alloc_size(std::mem::size_of::<Vec<Slot>>())
-                    + alloc_size(slots.capacity() * std::mem::size_of::<Slot>())
+                alloc_size(size_of::<Vec<Slot>>())
+                    + alloc_size(slots.capacity() * size_of::<Slot>())
             }
             _ => 0,
         }
@@ -1431,6 +1473,34 @@ mod tests {
         assert_eq!((h.clone(), h.heap_bytes()), (Holders::One(9), 0));
         h.remove(9);
         assert!(h.is_empty());
+    }
+
+    #[test]
+    fn holders_past_a_few_move_to_a_vector_in_order() {
+        let mut h = Holders::default();
+        for slot in 0..FEW as Slot {
+            h.push(slot);
+        }
+        assert!(matches!(h, Holders::Few(..)));
+        assert_eq!(h.heap_bytes(), crate::core::heap::alloc_size(4 * FEW));
+        h.push(100);
+        assert!(matches!(h, Holders::Many(_)));
+        let mut want: Vec<Slot> = (0..FEW as Slot).chain([100]).collect();
+        assert_eq!(h.as_slice(), want.as_slice());
+        for slot in [0, 5, 100] {
+            h.remove(slot);
+            want.retain(|&s| s != slot);
+            assert_eq!(h.as_slice(), want.as_slice());
+        }
+        // The same holders held as a few compare equal.
+        let mut few = Holders::default();
+        want.iter().for_each(|&s| few.push(s));
+        assert!(matches!(few, Holders::Few(..)) && few == h);
+        for &slot in &want[..want.len() - 1] {
+            few.remove(slot);
+        }
+        assert_eq!(few, Holders::One(*want.last().unwrap()));
+        assert_eq!(few.heap_bytes(), 0);
     }
 
     #[test]

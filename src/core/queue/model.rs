@@ -1166,7 +1166,11 @@ fn run(seed: u64, steps: usize) -> usize {
                 // Groups' limits and order.
                 let mut config = m.main.q.config().clone();
                 match next(3) {
-                    0 => config.group_limit = [None, Some(1), Some(2), Some(3)][next(4) as usize],
+                    // 12: more places than a group keeps in its array.
+                    0 => {
+                        config.group_limit =
+                            [None, Some(1), Some(2), Some(3), Some(12)][next(5) as usize]
+                    }
                     1 => {
                         config.group_rate = (next(3) > 0).then(|| Rate {
                             limit: 1 + next(3),
