@@ -951,15 +951,21 @@ fn run(seed: u64, steps: usize) -> usize {
                     let installs = m.main.q.messages.iter().any(|(_, r)| {
                         r.replacement().is_some() && r.live_expiry().is_some_and(|at| at <= now)
                     });
+                    // A waiting message whose TTL ran out may be let in by
+                    // the place an earlier expiry of the round frees, and
+                    // expire in the same round.
+                    let let_in = m.main.q.messages.iter().any(|(_, r)| {
+                        r.state == State::Waiting && r.live_expiry().is_some_and(|at| at <= now)
+                    });
                     let work = m.main.q.tick(now, budget, &p);
                     runs.extend(work.runs.iter().cloned());
-                    if work.ttl_expired > 1 || (work.ttl_expired > 0 && (round > 0 || installs)) {
-                        // A message made ready in an earlier round (or by
-                        // an install, or let in by the place an earlier
-                        // expiry of the same round freed) may have
-                        // expired: its group may have joined ORDER FAIR's
-                        // turn unseen, and a line emptied so keeps its
-                        // place in the turn until a POP passes it.
+                    let passed = round > 0 || installs || (work.ttl_expired > 1 && let_in);
+                    if work.ttl_expired > 0 && passed {
+                        // A message made ready in an earlier round, by an
+                        // install or by a freed place may have expired:
+                        // its group may have joined ORDER FAIR's turn
+                        // unseen, and a line emptied so keeps its place in
+                        // the turn until a POP passes it.
                         m.main.ring_sure = false;
                     }
                     if std::env::var("DQ_MODEL_TRACE").is_ok() {
