@@ -947,16 +947,17 @@ fn run(seed: u64, steps: usize) -> usize {
                 for round in 0..200 {
                     // A newer version installed in place of a message whose
                     // TTL ran out is ready at once, and may expire in the
-                    // same round.
-                    let installs = m.main.q.messages.iter().any(|(_, r)| {
-                        r.replacement().is_some() && r.live_expiry().is_some_and(|at| at <= now)
-                    });
-                    // A waiting message whose TTL ran out may be let in by
-                    // the place an earlier expiry of the round frees, and
-                    // expire in the same round.
-                    let let_in = m.main.q.messages.iter().any(|(_, r)| {
-                        r.state == State::Waiting && r.live_expiry().is_some_and(|at| at <= now)
-                    });
+                    // same round (`installs`). A waiting message whose TTL
+                    // ran out may be let in by the place an earlier expiry
+                    // of the round frees, and expire in the same round
+                    // (`let_in`).
+                    let (mut installs, mut let_in) = (false, false);
+                    for (_, r) in m.main.q.messages.iter() {
+                        if r.live_expiry().is_some_and(|at| at <= now) {
+                            installs |= r.replacement().is_some();
+                            let_in |= r.state == State::Waiting;
+                        }
+                    }
                     let work = m.main.q.tick(now, budget, &p);
                     runs.extend(work.runs.iter().cloned());
                     let passed = round > 0 || installs || (work.ttl_expired > 1 && let_in);
