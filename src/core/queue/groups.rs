@@ -345,21 +345,25 @@ pub(super) fn line_key(holds_group: bool, due_at: u64, seq: u64, slot: Slot) -> 
 }
 
 impl Fair {
-    fn line(&self, line: LineRef) -> &FairLine {
+    /// The line, if it exists.
+    fn get_line(&self, line: LineRef) -> Option<&FairLine> {
         match line {
-            LineRef::UNGROUPED => &self.ungrouped,
-            LineRef(at) => &self.lines[at as usize],
+            LineRef::UNGROUPED => Some(&self.ungrouped),
+            LineRef(at) => self.lines.get(at as usize),
+        }
+    }
+
+    fn line(&self, line: LineRef) -> &FairLine {
+        match self.get_line(line) {
+            Some(l) => l,
+            None => unreachable!("a group or the ring names a line that is gone"),
         }
     }
 
     /// Whether `line` holds `key`; false for a line that does not exist
     /// (`check`, which must not panic on a broken invariant).
     fn holds(&self, line: LineRef, key: &ReadyKey) -> bool {
-        let l = match line {
-            LineRef::UNGROUPED => Some(&self.ungrouped),
-            LineRef(at) => self.lines.get(at as usize),
-        };
-        l.is_some_and(|l| l.ready.contains(key))
+        self.get_line(line).is_some_and(|l| l.ready.contains(key))
     }
 
     fn line_mut(&mut self, line: LineRef) -> &mut FairLine {
@@ -666,8 +670,24 @@ impl Queue {
             self.config().group_rate,
         );
         let holds = record.holds_group;
-        let groups = &mut Rare::make(&mut self.rare).groups;
-        let at = groups.index_of(name);
+        let rare = Rare::make(&mut self.rare);
+        let groups = &mut rare.groups;
+        let at = match groups.entry(name) {
+            Some(at) => at,
+            // The first message of a group, where ORDER FAIR does not need
+            // its line, makes a lone group (see `group_table.rs`), if a
+            // group with nothing in it lets it in.
+            None if !holds
+                && rare.fair.is_none()
+                && gate_open(&Group::default(), now, group_rate)
+                && limit > 0
+                && groups.hold_lone(name, slot) =>
+            {
+                self.messages.at_mut(slot).holds_group = true;
+                return true;
+            }
+            None => groups.index_of(name),
+        };
         let group = groups.at_mut(at);
         let open = gate_open(group, now, group_rate);
         if holds {
@@ -696,7 +716,7 @@ impl Queue {
             return None;
         }
         let name: Box<[u8]> = self.messages.at(slot).group()?.into();
-        if let Some(group) = Rare::make(&mut self.rare).groups.of_holder(slot) {
+        if let Some(group) = Rare::make(&mut self.rare).groups.of_holder(slot, &name) {
             group.holders.remove(slot);
         }
         Some(name)
@@ -722,7 +742,13 @@ impl Queue {
         let Some(rare) = self.rare.as_deref_mut() else {
             return;
         };
-        let Some(group) = rare.groups.of_holder(slot) else {
+        if rare.groups.holds_lone(slot) {
+            // Its only message leaves a group of one: nothing else keeps it.
+            forget_group(rare, name);
+            Rare::tidy(&mut self.rare);
+            return;
+        }
+        let Some(group) = rare.groups.of_holder(slot, name) else {
             return;
         };
         group.holders.remove(slot);
@@ -747,7 +773,7 @@ impl Queue {
             let Some(rare) = self.rare.as_deref_mut() else {
                 return;
             };
-            let Some(at) = rare.groups.index(name) else {
+            let Some(at) = rare.groups.entry(name) else {
                 return;
             };
             let group = rare.groups.at_mut(at);
@@ -839,7 +865,7 @@ impl Queue {
         let Some(group) = self
             .rare
             .as_deref_mut()
-            .and_then(|r| r.groups.of_holder(slot))
+            .and_then(|r| r.groups.of_holder(slot, name))
         else {
             return;
         };
@@ -863,8 +889,12 @@ impl Queue {
         let fair = rare.fair.as_deref_mut();
         match (name, fair) {
             (Some(name), fair) => {
+                // A lone group counts its holder ready by its mark.
+                if fair.is_none() && rare.groups.mark_lone_ready(slot, entering) {
+                    return;
+                }
                 // A ready message holds a place: its group exists.
-                let Some(group) = rare.groups.of_holder(slot) else {
+                let Some(group) = rare.groups.of_holder(slot, name) else {
                     return;
                 };
                 if entering {
@@ -910,11 +940,11 @@ impl Queue {
         // to update.
         let key = fair.take_next()?;
         let slot = key.3;
-        if self.messages.at(slot).group().is_some() {
+        if let Some(name) = self.messages.at(slot).group() {
             if let Some(group) = self
                 .rare
                 .as_deref_mut()
-                .and_then(|r| r.groups.of_holder(slot))
+                .and_then(|r| r.groups.of_holder(slot, name))
             {
                 group.ready -= 1;
             }
@@ -981,10 +1011,7 @@ impl Queue {
         };
         let line = match name {
             None => LineRef::UNGROUPED,
-            Some(_) => rare
-                .groups
-                .of_holder(slot)
-                .map_or(LineRef::NONE, |g| g.line),
+            Some(_) => rare.groups.holder_line(slot),
         };
         if let Some(fair) = rare.fair.as_deref_mut() {
             fair.turn(line);
@@ -998,7 +1025,7 @@ impl Queue {
         let fair = self.rare.as_deref_mut().and_then(|r| r.fair.take());
         if let Some(rare) = self.rare.as_deref_mut() {
             rare.groups
-                .for_each_mut(|_, group| group.line = LineRef::NONE);
+                .for_each_entry_mut(|_, group| group.line = LineRef::NONE);
         }
         if fair.is_none() && !on {
             // ORDER PRIORITY stays: the ready index is as it should be.
@@ -1058,6 +1085,16 @@ impl Queue {
             self.hand_on(&name, now);
         }
         self.rebuild_fair();
+        self.make_groups_lone();
+    }
+
+    /// Groups of one that got an entry go back to lone (see
+    /// `group_table.rs`): after a load, or a change of limits that looked
+    /// at every group.
+    fn make_groups_lone(&mut self) {
+        if let Some(rare) = self.rare.as_deref_mut() {
+            rare.groups.make_lone();
+        }
     }
 
     /// After GROUPLIMIT or GROUPRATE was lowered: the group's ready
@@ -1176,7 +1213,7 @@ impl Queue {
         let group_rate = self.config().group_rate;
         if let Some(rare) = self.rare.as_deref_mut() {
             let wakes = &mut rare.wakes;
-            rare.groups.for_each_mut(|name, group| {
+            rare.groups.for_each_entry_mut(|name, group| {
                 let Some(flow) = group.flow.as_deref() else {
                     return;
                 };
@@ -1194,6 +1231,7 @@ impl Queue {
             });
         }
         self.rebuild_fair();
+        self.make_groups_lone();
     }
 
     /// ORDER FAIR's ring as group names, front first (`None`: the
@@ -1225,12 +1263,15 @@ impl Queue {
 
     /// Each group's stored pause and rate log (the codec), by name.
     pub fn group_flows(&self) -> impl Iterator<Item = (&[u8], &GroupFlow)> + '_ {
-        Rare::of(&self.rare).groups.iter().filter_map(|(name, g)| {
-            g.flow
-                .as_deref()
-                .filter(|f| !f.is_empty())
-                .map(|f| (&name[..], f))
-        })
+        Rare::of(&self.rare)
+            .groups
+            .with_entries()
+            .filter_map(|(name, g)| {
+                g.flow
+                    .as_deref()
+                    .filter(|f| !f.is_empty())
+                    .map(|f| (&name[..], f))
+            })
     }
 
     /// Heap bytes of the groups (MEMORY USAGE): the table of groups (see
@@ -1326,7 +1367,7 @@ impl Queue {
                 if !record.holds_group || record.group() != Some(&name[..]) {
                     return fail("names a stray holder");
                 }
-                if rare.groups.holder_index(slot) != rare.groups.index(name) {
+                if !rare.groups.holder_matches(slot, name) {
                     return fail("is not its holder's group in the table");
                 }
                 ready += u32::from(record.state == State::Ready);

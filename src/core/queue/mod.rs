@@ -1076,8 +1076,8 @@ impl Queue {
             State::Delayed | State::Waiting => Box::new(
                 Rare::of(&self.rare)
                     .groups
-                    .values()
-                    .flat_map(|g| g.waiting.iter().map(|k| k.2))
+                    .with_entries()
+                    .flat_map(|(_, g)| g.waiting.iter().map(|k| k.2))
                     .chain(self.delayed.iter().map(|k| k.2)),
             ),
             State::Ready => match self.fair() {
