@@ -981,7 +981,7 @@ impl Loader {
                     return Err(bad("a message without a group holds one"));
                 };
                 let groups = &mut Rare::make(&mut q.rare).groups;
-                let at = groups.index_of(name);
+                let at = groups.index_of(name, &q.messages);
                 groups.hold(at, slot);
             }
         }

@@ -38,6 +38,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::index::SortedIndex;
 use super::journal::Kind;
+use super::messages::Messages;
 use super::{Event, Queue, Rare, ReadyKey, Slot, State, TimeKey, FOREVER};
 use crate::core::flow::DeliveryLog;
 
@@ -420,11 +421,12 @@ impl Fair {
 
     /// The group `name` of this line is forgotten (it has nothing ready):
     /// the line goes now, or when the ring drops it.
-    fn release(&mut self, line: LineRef, name: Box<[u8]>) {
+    fn release(&mut self, line: LineRef, name: impl FnOnce() -> Box<[u8]>) {
         if line == LineRef::NONE {
             return;
         }
         if self.line(line).in_ring {
+            let name = name();
             let hash = self.hasher.hash_one(&name[..]);
             let (lines, hasher) = (&self.lines, &self.hasher);
             self.orphans.insert_unique(hash, line, |&l| {
@@ -648,10 +650,10 @@ impl Fair {
 }
 
 /// Forgets a group nothing keeps, with its ORDER FAIR line.
-fn forget_group(rare: &mut Rare, name: &[u8]) {
-    if let Some((name, group)) = rare.groups.remove(name) {
+fn forget_group(rare: &mut Rare, records: &Messages, name: &[u8]) {
+    if let Some((group, kept)) = rare.groups.remove(name, records) {
         if let Some(fair) = rare.fair.as_deref_mut() {
-            fair.release(group.line, name);
+            fair.release(group.line, || kept.unwrap_or_else(|| name.into()));
         }
     }
 }
@@ -672,7 +674,7 @@ impl Queue {
         let holds = record.holds_group;
         let rare = Rare::make(&mut self.rare);
         let groups = &mut rare.groups;
-        let at = match groups.entry(name) {
+        let at = match groups.entry(name, &self.messages) {
             Some(at) => at,
             // The first message of a group, where ORDER FAIR does not need
             // its line, makes a lone group (see `group_table.rs`), if a
@@ -681,12 +683,12 @@ impl Queue {
                 && rare.fair.is_none()
                 && gate_open(&Group::default(), now, group_rate)
                 && limit > 0
-                && groups.hold_lone(name, slot) =>
+                && groups.hold_lone(name, slot, &self.messages) =>
             {
                 self.messages.at_mut(slot).holds_group = true;
                 return true;
             }
-            None => groups.index_of(name),
+            None => groups.index_of(name, &self.messages),
         };
         let group = groups.at_mut(at);
         let open = gate_open(group, now, group_rate);
@@ -716,7 +718,11 @@ impl Queue {
             return None;
         }
         let name: Box<[u8]> = self.messages.at(slot).group()?.into();
-        if let Some(group) = Rare::make(&mut self.rare).groups.of_holder(slot, &name) {
+        if let Some(group) =
+            Rare::make(&mut self.rare)
+                .groups
+                .of_holder(slot, &name, &self.messages)
+        {
             group.holders.remove(slot);
         }
         Some(name)
@@ -744,17 +750,17 @@ impl Queue {
         };
         if rare.groups.holds_lone(slot) {
             // Its only message leaves a group of one: nothing else keeps it.
-            forget_group(rare, name);
+            forget_group(rare, &self.messages, name);
             Rare::tidy(&mut self.rare);
             return;
         }
-        let Some(group) = rare.groups.of_holder(slot, name) else {
+        let Some(group) = rare.groups.of_holder(slot, name, &self.messages) else {
             return;
         };
         group.holders.remove(slot);
         if group.waiting.is_empty() {
             if settle(group, &mut rare.wakes, name, now, group_rate) {
-                forget_group(rare, name);
+                forget_group(rare, &self.messages, name);
                 Rare::tidy(&mut self.rare);
             }
             return;
@@ -773,7 +779,7 @@ impl Queue {
             let Some(rare) = self.rare.as_deref_mut() else {
                 return;
             };
-            let Some(at) = rare.groups.entry(name) else {
+            let Some(at) = rare.groups.entry(name, &self.messages) else {
                 return;
             };
             let group = rare.groups.at_mut(at);
@@ -783,7 +789,7 @@ impl Queue {
                 gate_open(group, now, group_rate) && (holds || group.holders.len() < limit)
             }) else {
                 if settle(group, &mut rare.wakes, name, now, group_rate) {
-                    forget_group(rare, name);
+                    forget_group(rare, &self.messages, name);
                     Rare::tidy(&mut self.rare);
                 }
                 return;
@@ -810,11 +816,11 @@ impl Queue {
         let Some(rare) = self.rare.as_deref_mut() else {
             return;
         };
-        let Some(group) = rare.groups.get_mut(name) else {
+        let Some(group) = rare.groups.get_mut(name, &self.messages) else {
             return;
         };
         if settle(group, &mut rare.wakes, name, now, group_rate) {
-            forget_group(rare, name);
+            forget_group(rare, &self.messages, name);
             Rare::tidy(&mut self.rare);
         }
     }
@@ -848,7 +854,7 @@ impl Queue {
         let Some(rare) = self.rare.as_deref_mut() else {
             return;
         };
-        if let Some(group) = rare.groups.get_mut(name) {
+        if let Some(group) = rare.groups.get_mut(name, &self.messages) {
             set_wake(&mut rare.wakes, name, group, None);
         }
         self.hand_on(name, now);
@@ -865,7 +871,7 @@ impl Queue {
         let Some(group) = self
             .rare
             .as_deref_mut()
-            .and_then(|r| r.groups.of_holder(slot, name))
+            .and_then(|r| r.groups.of_holder(slot, name, &self.messages))
         else {
             return;
         };
@@ -894,7 +900,7 @@ impl Queue {
                     return;
                 }
                 // A ready message holds a place: its group exists.
-                let Some(group) = rare.groups.of_holder(slot, name) else {
+                let Some(group) = rare.groups.of_holder(slot, name, &self.messages) else {
                     return;
                 };
                 if entering {
@@ -944,7 +950,7 @@ impl Queue {
             if let Some(group) = self
                 .rare
                 .as_deref_mut()
-                .and_then(|r| r.groups.of_holder(slot, name))
+                .and_then(|r| r.groups.of_holder(slot, name, &self.messages))
             {
                 group.ready -= 1;
             }
@@ -987,7 +993,7 @@ impl Queue {
         };
         let line = match self.messages.at(slot).group() {
             None => LineRef::UNGROUPED,
-            Some(name) => match Rare::of(&self.rare).groups.get(name) {
+            Some(name) => match Rare::of(&self.rare).groups.get(name, &self.messages) {
                 Some(group) if group.line != LineRef::NONE => group.line,
                 _ => return false,
             },
@@ -1048,7 +1054,7 @@ impl Queue {
         for key in keys {
             let line = match self.messages.at(key.3).group() {
                 None => LineRef::UNGROUPED,
-                Some(name) => match rare.groups.get_mut(name) {
+                Some(name) => match rare.groups.get_mut(name, &self.messages) {
                     Some(group) => {
                         if group.line == LineRef::NONE {
                             group.line = fair.new_line();
@@ -1070,12 +1076,16 @@ impl Queue {
     /// its line, what they now allow comes out), then ORDER FAIR's turn
     /// starts again from the ready order.
     pub(super) fn regroup(&mut self, now: u64) {
-        let names: Vec<Box<[u8]>> = Rare::of(&self.rare).groups.names().cloned().collect();
+        let names: Vec<Box<[u8]>> = Rare::of(&self.rare)
+            .groups
+            .names(&self.messages)
+            .map(Box::from)
+            .collect();
         for name in names {
             if self.config().group_rate.is_none() {
                 if let Some(flow) = Rare::make(&mut self.rare)
                     .groups
-                    .get_mut(&name)
+                    .get_mut(&name, &self.messages)
                     .and_then(|g| g.flow.as_deref_mut())
                 {
                     flow.log = DeliveryLog::default();
@@ -1104,7 +1114,7 @@ impl Queue {
     fn hold_back_excess(&mut self, name: &[u8], now: u64) {
         let (limit, group_rate) = (self.config().group_limit(), self.config().group_rate);
         loop {
-            let Some(group) = Rare::of(&self.rare).groups.get(name) else {
+            let Some(group) = Rare::of(&self.rare).groups.get(name, &self.messages) else {
                 return;
             };
             let over_limit = group.holders.len() > limit as usize;
@@ -1145,7 +1155,7 @@ impl Queue {
     /// ready messages go back to its line, holding their places.
     pub fn pause_group(&mut self, now: u64, name: &[u8], until: u64) {
         let rare = Rare::make(&mut self.rare);
-        let group = rare.groups.get_or_default(name);
+        let group = rare.groups.get_or_default(name, &self.messages);
         group.flow.get_or_insert_with(Box::default).paused_until = Some(until);
         let ready: Vec<Slot> = group
             .holders
@@ -1167,7 +1177,7 @@ impl Queue {
         let Some(flow) = self
             .rare
             .as_deref_mut()
-            .and_then(|r| r.groups.get_mut(name))
+            .and_then(|r| r.groups.get_mut(name, &self.messages))
             .and_then(|g| g.flow.as_deref_mut())
         else {
             return (false, false);
@@ -1193,7 +1203,9 @@ impl Queue {
         paused_until: Option<u64>,
         log: DeliveryLog,
     ) -> bool {
-        let group = Rare::make(&mut self.rare).groups.get_or_default(name);
+        let group = Rare::make(&mut self.rare)
+            .groups
+            .get_or_default(name, &self.messages);
         if group.flow.is_some() {
             return false;
         }
@@ -1252,7 +1264,7 @@ impl Queue {
                 }
                 let name = rare
                     .groups
-                    .iter()
+                    .iter(&self.messages)
                     .find(|(_, g)| g.line == line)
                     .map(|(n, _)| n.to_vec())
                     .or_else(|| fair.line(line).orphan.as_deref().map(<[u8]>::to_vec));
@@ -1270,7 +1282,7 @@ impl Queue {
                 g.flow
                     .as_deref()
                     .filter(|f| !f.is_empty())
-                    .map(|f| (&name[..], f))
+                    .map(|f| (name, f))
             })
     }
 
@@ -1321,7 +1333,7 @@ impl Queue {
         count: usize,
         mut keep: impl FnMut(&[u8]) -> bool,
     ) -> (Vec<GroupInfo<'_>>, Option<&[u8]>) {
-        let mut range = Rare::of(&self.rare).groups.iter_from(from);
+        let mut range = Rare::of(&self.rare).groups.iter_from(from, &self.messages);
         let mut found = Vec::new();
         for (name, group) in range.by_ref().take(count.max(1)) {
             if !keep(name) {
@@ -1341,13 +1353,17 @@ impl Queue {
                 paused_until: paused,
             });
         }
-        (found, range.next().map(|(name, _)| &name[..]))
+        (found, range.next().map(|(name, _)| name))
     }
 
     /// The earliest message holding `group`'s first place, if any (DQ.GET's
     /// `waiting-for`).
     pub fn group_holder(&self, group: &[u8]) -> Option<&super::Record> {
-        let slot = Rare::of(&self.rare).groups.get(group)?.holders.first()?;
+        let slot = Rare::of(&self.rare)
+            .groups
+            .get(group, &self.messages)?
+            .holders
+            .first()?;
         Some(self.messages.at(slot))
     }
 
@@ -1355,8 +1371,9 @@ impl Queue {
     pub(super) fn check_groups(&self) -> std::result::Result<(), String> {
         use crate::core::error::printable;
         let rare = Rare::of(&self.rare);
+        rare.groups.check(&self.messages)?;
         let mut holders = 0;
-        for (name, group) in rare.groups.iter() {
+        for (name, group) in rare.groups.iter(&self.messages) {
             let fail = |what: &str| Err(format!("group '{}' {what}", printable(name)));
             if group.is_unused() {
                 return fail("is kept with nothing in it");
@@ -1364,10 +1381,10 @@ impl Queue {
             let mut ready = 0;
             for slot in group.holders.iter() {
                 let record = self.messages.at(slot);
-                if !record.holds_group || record.group() != Some(&name[..]) {
+                if !record.holds_group || record.group() != Some(name) {
                     return fail("names a stray holder");
                 }
-                if !rare.groups.holder_matches(slot, name) {
+                if !rare.groups.holder_matches(slot, name, &self.messages) {
                     return fail("is not its holder's group in the table");
                 }
                 ready += u32::from(record.state == State::Ready);
@@ -1377,7 +1394,7 @@ impl Queue {
             }
             holders += group.holders.len();
             if let Some(at) = group.flow().wake_at {
-                if !rare.wakes.contains(&(at, name.clone())) {
+                if !rare.wakes.contains(&(at, name.into())) {
                     return fail("lacks its wake-up");
                 }
             }

@@ -99,6 +99,12 @@ impl Messages {
         record_in(&self.chunks, slot)
     }
 
+    /// The record in `slot`, if the slot is used.
+    pub fn get(&self, slot: Slot) -> Option<&Record> {
+        let (chunk, index) = position(slot);
+        self.chunks.get(chunk)?.get(index)?.as_ref()
+    }
+
     pub fn at_mut(&mut self, slot: Slot) -> &mut Record {
         let (chunk, index) = position(slot);
         match self.chunks.get_mut(chunk).and_then(|c| c.get_mut(index)) {

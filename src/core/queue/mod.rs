@@ -32,6 +32,7 @@
 pub mod codec;
 mod events;
 mod flow;
+mod group_names;
 mod group_table;
 mod groups;
 mod index;
@@ -1388,7 +1389,10 @@ impl Queue {
                 let key = line_key(record.holds_group, record.due_at, seq, slot);
                 // A line left empty keeps its group until `hand_on`
                 // forgets it: whoever freed the holder hands the group on.
-                if let Some(group) = Rare::make(&mut self.rare).groups.get_mut(name) {
+                if let Some(group) = Rare::make(&mut self.rare)
+                    .groups
+                    .get_mut(name, &self.messages)
+                {
                     if group.waiting.remove(&key) {
                         Rare::make(&mut self.rare).waiting_len -= 1;
                     }
@@ -1435,7 +1439,9 @@ impl Queue {
             State::Waiting => {
                 let name = record.group().unwrap_or_default();
                 let key = line_key(record.holds_group, record.due_at, seq, slot);
-                let group = Rare::make(&mut self.rare).groups.get_or_default(name);
+                let group = Rare::make(&mut self.rare)
+                    .groups
+                    .get_or_default(name, &self.messages);
                 if group.waiting.insert(key) {
                     Rare::make(&mut self.rare).waiting_len += 1;
                 }
@@ -1538,10 +1544,17 @@ impl Queue {
                         .contains(&(record.lease_deadline, seq, slot))
                 }
                 State::Waiting => record.group().is_some_and(|g| {
-                    Rare::of(&self.rare).groups.get(g).is_some_and(|g| {
-                        g.waiting
-                            .contains(&line_key(record.holds_group, record.due_at, seq, slot))
-                    })
+                    Rare::of(&self.rare)
+                        .groups
+                        .get(g, &self.messages)
+                        .is_some_and(|g| {
+                            g.waiting.contains(&line_key(
+                                record.holds_group,
+                                record.due_at,
+                                seq,
+                                slot,
+                            ))
+                        })
                 }),
             };
             if !indexed {
