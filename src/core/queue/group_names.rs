@@ -30,7 +30,7 @@ use std::cmp::Ordering;
 use crate::core::heap::alloc_size;
 
 /// References a run holds at most: one and a half kilobytes.
-const RUN: usize = if cfg!(test) { 4 } else { 128 };
+const RUN: usize = if cfg!(test) { 8 } else { 128 };
 
 /// A reference as filed: with its name's first 8 bytes, which order most
 /// names without reading them where they live (each such read is a

@@ -71,8 +71,8 @@ fn name_of<'a>(entries: &'a [Entry], records: &'a Messages, value: u32) -> &'a [
     if value & LONE == 0 {
         entries.get(value as usize).map_or(&[], |e| &e.name[..])
     } else {
-        // A lone group's holder holds its place, so it exists; an empty
-        // name, were it not, shows as disorder in `check`.
+        // A lone group's holder holds its place, so it exists; were it
+        // gone, `check_groups` finds it so (an empty name here).
         records
             .get(value & !LONE)
             .and_then(|r| r.group())
@@ -112,13 +112,23 @@ impl GroupTable {
         if value & LONE == 0 {
             return Cow::Borrowed(&self.entries[value as usize].group);
         }
-        let slot = value & !LONE;
+        Cow::Owned(self.lone(value & !LONE))
+    }
+
+    /// The lone group whose holder is at `slot`, as an entry would hold it.
+    fn lone(&self, slot: Slot) -> Group {
         let ready = self.holder_group.get(slot as usize) == Some(&LONE_READY);
-        Cow::Owned(Group {
+        Group {
             holders: Holders::One(slot),
             ready: u32::from(ready),
             ..Group::default()
-        })
+        }
+    }
+
+    /// The group of the message holding a place at `slot`, if it is lone
+    /// (to read: it keeps no entry).
+    pub fn lone_of_holder(&self, slot: Slot) -> Option<Group> {
+        self.holds_lone(slot).then(|| self.lone(slot))
     }
 
     pub fn get(&self, name: &[u8], records: &Messages) -> Option<Cow<'_, Group>> {
@@ -158,13 +168,7 @@ impl GroupTable {
             return Some(value);
         }
         let slot = value & !LONE;
-        let ready = self.holder_group[slot as usize] == LONE_READY;
-        let group = Group {
-            holders: Holders::One(slot),
-            ready: u32::from(ready),
-            ..Group::default()
-        };
-        let at = self.new_entry(name, group);
+        let at = self.new_entry(name, self.lone(slot));
         if let Some(value) = self.by_name.get_mut(name, names!(self.entries, records)) {
             *value = at;
         }
@@ -300,7 +304,7 @@ impl GroupTable {
             // The last group gone: give the memory back.
             *self = GroupTable::new();
         } else if self.free.len() > COMPACT_AT && self.free.len() > 2 * self.entries_kept() {
-            self.compact();
+            self.compact(records);
         }
         Some(removed)
     }
@@ -314,7 +318,7 @@ impl GroupTable {
     /// (after a load, or a change of limits that gave each one an entry).
     /// A group's name does not change, so neither does its place in
     /// `by_name`.
-    pub fn make_lone(&mut self) {
+    pub fn make_lone(&mut self, records: &Messages) {
         let entries = &mut self.entries;
         let mut freed = Vec::new();
         for value in self.by_name.values_mut() {
@@ -341,37 +345,47 @@ impl GroupTable {
         }
         self.free.extend(freed);
         if self.free.len() > COMPACT_AT && self.free.len() > 2 * self.entries_kept() {
-            self.compact();
+            self.compact(records);
         }
     }
 
-    /// Gives back the room of forgotten groups once they far outnumber
-    /// the groups left (a queue that had a million tenants and has a few
-    /// now): the groups left move to the front, their holders' indexes
-    /// with them. It costs as much as the groups left and their holders,
-    /// fewer than the removals since the last time.
-    fn compact(&mut self) {
-        let mut entries = Vec::with_capacity(self.entries_kept());
-        let mut last_holder: Option<Slot> = None;
-        for at in self.by_name.values_mut() {
-            if *at & LONE != 0 {
-                last_holder = last_holder.max(Some(*at & !LONE));
+    /// Gives back the room of forgotten groups' entries once they far
+    /// outnumber the entries left (a queue that had a million tenants with
+    /// several messages each and has a few now): the entries left move to
+    /// the front, in order, their references and holders' marks with them.
+    /// It costs a name lookup for each entry left, fewer than the
+    /// removals since the last time; lone groups are not looked at, so
+    /// the table by slot keeps its length (it goes with the last group).
+    fn compact(&mut self, records: &Messages) {
+        let mut is_free = vec![false; self.entries.len()];
+        for &at in &self.free {
+            is_free[at as usize] = true;
+        }
+        let mut kept = 0;
+        for (at, free) in is_free.into_iter().enumerate() {
+            if free {
                 continue;
             }
-            let entry = std::mem::take(&mut self.entries[*at as usize]);
-            let moved = entries.len() as u32;
-            for slot in entry.group.holders.iter() {
-                self.holder_group[slot as usize] = moved;
-                last_holder = last_holder.max(Some(slot));
+            let to = kept;
+            kept += 1;
+            if to == at {
+                continue;
             }
-            entries.push(entry);
-            *at = moved;
+            // Every entry before `at` is in its place already and `to`
+            // holds a free one, so each reference resolves to its own
+            // name throughout.
+            let name = &self.entries[at].name;
+            if let Some(value) = self.by_name.get_mut(name, names!(self.entries, records)) {
+                *value = to as u32;
+            }
+            self.entries.swap(at, to);
+            for slot in self.entries[to].group.holders.iter() {
+                self.holder_group[slot as usize] = to as u32;
+            }
         }
-        self.entries = entries;
+        self.entries.truncate(kept);
+        self.entries.shrink_to_fit();
         self.free = Vec::new();
-        self.holder_group
-            .truncate(last_holder.map_or(0, |slot| slot as usize + 1));
-        self.holder_group.shrink_to_fit();
     }
 
     /// In name order.
@@ -538,7 +552,7 @@ mod tests {
         assert!(t.holder_matches(1, b"a", &m));
         assert!(matches!(t.get(b"a", &m), Some(Cow::Borrowed(_))));
         // Back to lone, its entry free for the next group.
-        t.make_lone();
+        t.make_lone(&m);
         assert!(t.holds_lone(1) && t.holder_matches(1, b"a", &m));
         assert_eq!(t.get(b"a", &m).map(|g| g.ready), Some(1));
         assert_eq!(t.free, [0]);
@@ -546,7 +560,7 @@ mod tests {
         // A group with more than its holder stays an entry.
         t.hold(0, 3);
         t.at_mut(0).waiting.insert((0, 1, 11));
-        t.make_lone();
+        t.make_lone(&m);
         assert!(!t.holds_lone(3));
         // Names in order, wherever they are kept.
         assert!(t.hold_lone(b"c", 2, &m));
@@ -579,11 +593,24 @@ mod tests {
         }
         assert!(t.hold_lone(b"lone", 0, &m));
         assert!(t.mark_lone_ready(0, true));
-        for name in &names {
-            assert!(t.remove(name.as_bytes(), &m).is_some());
+        // Keep e05 and e30 (slots 6 and 31); forget the rest.
+        for (i, name) in names.iter().enumerate() {
+            if i != 5 && i != 30 {
+                let at = t.entry(name.as_bytes(), &m).unwrap();
+                t.at_mut(at).holders.remove(i as Slot + 1);
+                assert!(t.remove(name.as_bytes(), &m).is_some());
+            }
         }
         assert!(t.entries.len() < 10, "{} entries kept", t.entries.len());
         assert!(t.holds_lone(0) && t.holder_matches(0, b"lone", &m));
         assert_eq!(t.get(b"lone", &m).map(|g| g.ready), Some(1));
+        for (slot, name) in [(6, &b"e05"[..]), (31, b"e30")] {
+            assert!(t.holder_matches(slot, name, &m), "slot {slot}");
+            let holder = t.of_holder(slot, name, &m).and_then(|g| g.holders.first());
+            assert_eq!(holder, Some(slot));
+        }
+        t.check(&m).unwrap();
+        let listed: Vec<_> = t.names(&m).map(<[u8]>::to_vec).collect();
+        assert_eq!(listed, [b"e05".to_vec(), b"e30".to_vec(), b"lone".to_vec()]);
     }
 }

@@ -674,6 +674,13 @@ impl Queue {
         let holds = record.holds_group;
         let rare = Rare::make(&mut self.rare);
         let groups = &mut rare.groups;
+        if holds {
+            // A retry of a lone group's one message: its gate, without
+            // giving the group an entry.
+            if let Some(group) = groups.lone_of_holder(slot) {
+                return gate_open(&group, now, group_rate);
+            }
+        }
         let at = match groups.entry(name, &self.messages) {
             Some(at) => at,
             // The first message of a group, where ORDER FAIR does not need
@@ -1103,7 +1110,7 @@ impl Queue {
     /// at every group.
     fn make_groups_lone(&mut self) {
         if let Some(rare) = self.rare.as_deref_mut() {
-            rare.groups.make_lone();
+            rare.groups.make_lone(&self.messages);
         }
     }
 
@@ -1380,7 +1387,9 @@ impl Queue {
             }
             let mut ready = 0;
             for slot in group.holders.iter() {
-                let record = self.messages.at(slot);
+                let Some(record) = self.messages.get(slot) else {
+                    return fail("names a holder that is gone");
+                };
                 if !record.holds_group || record.group() != Some(name) {
                     return fail("names a stray holder");
                 }

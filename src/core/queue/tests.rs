@@ -333,6 +333,27 @@ fn one_message_of_a_group_out_at_a_time_in_due_order() {
 }
 
 #[test]
+fn a_group_of_one_keeps_no_entry_through_its_retries() {
+    let mut q = Queue::new();
+    add_grouped(&mut q, 0, "only", 0, "g");
+    q.promote_due(0, 10);
+    let entries = |q: &Queue| q.rare.as_deref().map(|r| r.groups.with_entries().count());
+    assert_eq!(entries(&q), Some(0), "a group of one is lone");
+    assert_eq!(ids(&q.pop(0, 10, LEASE)), ["only"]);
+    let retry = NackAction::Retry(Some(100));
+    q.nack(1, b"only", retry, None, None, &policy(5)).unwrap();
+    q.promote_due(101, 10);
+    assert_eq!(state(&q, "only"), Some(State::Ready));
+    assert_eq!(entries(&q), Some(0), "its retry's gate did not give it one");
+    // A second message gives it an entry, with both counted.
+    add_grouped(&mut q, 102, "next", 0, "g");
+    assert_eq!(entries(&q), Some(1));
+    let info = q.groups_from(b"", 10, |_| true).0;
+    assert_eq!((info.len(), info[0].ready, info[0].waiting), (1, 1, 1));
+    q.check().unwrap();
+}
+
+#[test]
 fn purge_of_a_state_hands_freed_groups_on() {
     let mut q = Queue::new();
     add_grouped(&mut q, 0, "a", 0, "g");
