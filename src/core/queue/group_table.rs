@@ -303,8 +303,8 @@ impl GroupTable {
         if self.by_name.is_empty() {
             // The last group gone: give the memory back.
             *self = GroupTable::new();
-        } else if self.free.len() > COMPACT_AT && self.free.len() > 2 * self.entries_kept() {
-            self.compact(records);
+        } else if self.should_compact() {
+            self.compact();
         }
         Some(removed)
     }
@@ -314,11 +314,21 @@ impl GroupTable {
         self.entries.len() - self.free.len()
     }
 
+    /// Whether forgotten entries are many, more than twice the entries
+    /// left, and at least a quarter of the groups left: `compact` walks
+    /// every group, lone ones too, so that its cost stays within four
+    /// steps for each entry it gives back (a queue of many lone groups
+    /// whose few entries come and go reuses them instead).
+    fn should_compact(&self) -> bool {
+        let free = self.free.len();
+        free > COMPACT_AT && free > 2 * self.entries_kept() && 4 * free >= self.len()
+    }
+
     /// Every group that can be lone becomes lone, giving its entry back
     /// (after a load, or a change of limits that gave each one an entry).
     /// A group's name does not change, so neither does its place in
     /// `by_name`.
-    pub fn make_lone(&mut self, records: &Messages) {
+    pub fn make_lone(&mut self) {
         let entries = &mut self.entries;
         let mut freed = Vec::new();
         for value in self.by_name.values_mut() {
@@ -344,48 +354,41 @@ impl GroupTable {
             *value = LONE | slot;
         }
         self.free.extend(freed);
-        if self.free.len() > COMPACT_AT && self.free.len() > 2 * self.entries_kept() {
-            self.compact(records);
+        if self.should_compact() {
+            self.compact();
         }
     }
 
     /// Gives back the room of forgotten groups' entries once they far
-    /// outnumber the entries left (a queue that had a million tenants with
-    /// several messages each and has a few now): the entries left move to
-    /// the front, in order, their references and holders' marks with them.
-    /// It costs a name lookup for each entry left, fewer than the
-    /// removals since the last time; lone groups are not looked at, so
-    /// the table by slot keeps its length (it goes with the last group).
-    fn compact(&mut self, records: &Messages) {
-        let mut is_free = vec![false; self.entries.len()];
-        for &at in &self.free {
-            is_free[at as usize] = true;
-        }
-        let mut kept = 0;
-        for (at, free) in is_free.into_iter().enumerate() {
-            if free {
+    /// outnumber the entries left (a queue that had a million tenants and
+    /// has a few now; see `should_compact`): the entries left move to the
+    /// front, their references and holders' marks with them. It walks
+    /// every group and its holders, at most four steps for each entry it
+    /// gives back. Moving the entries in place instead, looking each one's
+    /// name up, cost more where most groups have entries (about 600
+    /// instructions an entry against about 100 a group).
+    fn compact(&mut self) {
+        let mut entries = Vec::with_capacity(self.entries_kept());
+        let mut last_holder: Option<Slot> = None;
+        for at in self.by_name.values_mut() {
+            if *at & LONE != 0 {
+                last_holder = last_holder.max(Some(*at & !LONE));
                 continue;
             }
-            let to = kept;
-            kept += 1;
-            if to == at {
-                continue;
+            let entry = std::mem::take(&mut self.entries[*at as usize]);
+            let moved = entries.len() as u32;
+            for slot in entry.group.holders.iter() {
+                self.holder_group[slot as usize] = moved;
+                last_holder = last_holder.max(Some(slot));
             }
-            // Every entry before `at` is in its place already and `to`
-            // holds a free one, so each reference resolves to its own
-            // name throughout.
-            let name = &self.entries[at].name;
-            if let Some(value) = self.by_name.get_mut(name, names!(self.entries, records)) {
-                *value = to as u32;
-            }
-            self.entries.swap(at, to);
-            for slot in self.entries[to].group.holders.iter() {
-                self.holder_group[slot as usize] = to as u32;
-            }
+            entries.push(entry);
+            *at = moved;
         }
-        self.entries.truncate(kept);
-        self.entries.shrink_to_fit();
+        self.entries = entries;
         self.free = Vec::new();
+        self.holder_group
+            .truncate(last_holder.map_or(0, |slot| slot as usize + 1));
+        self.holder_group.shrink_to_fit();
     }
 
     /// In name order.
@@ -552,7 +555,7 @@ mod tests {
         assert!(t.holder_matches(1, b"a", &m));
         assert!(matches!(t.get(b"a", &m), Some(Cow::Borrowed(_))));
         // Back to lone, its entry free for the next group.
-        t.make_lone(&m);
+        t.make_lone();
         assert!(t.holds_lone(1) && t.holder_matches(1, b"a", &m));
         assert_eq!(t.get(b"a", &m).map(|g| g.ready), Some(1));
         assert_eq!(t.free, [0]);
@@ -560,7 +563,7 @@ mod tests {
         // A group with more than its holder stays an entry.
         t.hold(0, 3);
         t.at_mut(0).waiting.insert((0, 1, 11));
-        t.make_lone(&m);
+        t.make_lone();
         assert!(!t.holds_lone(3));
         // Names in order, wherever they are kept.
         assert!(t.hold_lone(b"c", 2, &m));

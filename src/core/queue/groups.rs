@@ -1110,7 +1110,7 @@ impl Queue {
     /// at every group.
     fn make_groups_lone(&mut self) {
         if let Some(rare) = self.rare.as_deref_mut() {
-            rare.groups.make_lone(&self.messages);
+            rare.groups.make_lone();
         }
     }
 
